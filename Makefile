@@ -1,0 +1,80 @@
+# Basalt's developer entry points. `make test` is the whole suite, exactly as CI runs it;
+# it needs only rustup, python3, node and npm (everything else installs itself).
+#
+#   make test                  every step below, then a pass/fail summary with timings
+#   make lint                  cargo fmt --check, clippy -D warnings, ruff on the Python code
+#   make cargo-test            unit tests and the Rust-driver end-to-end tests
+#   make pytest                pymongo end-to-end tests (tests/e2e); PYTEST_ARGS=-k... to narrow
+#   make node-test             Node.js driver and mongosh tests (tests/node)
+#   make conformance           MongoDB driver-spec conformance run, checked against the baseline
+#   make conformance-baseline  the same, then write the new passed count to the baseline file
+#   make fuzz                  fuzz the wire decoder for FUZZ_SECONDS (nightly + cargo-fuzz)
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+
+CARGO_TARGET_DIR ?= $(HOME)/.cache/basalt-target
+export CARGO_TARGET_DIR
+BASALT_BIN ?= $(CARGO_TARGET_DIR)/debug/basalt
+export BASALT_BIN
+
+VENV := .venv
+PYTHON := $(VENV)/bin/python
+NODE_DIR := tests/node
+FUZZ_SECONDS ?= 60
+PYTEST_ARGS ?=
+
+.PHONY: test lint fmt-check clippy py-lint cargo-test build venv node-deps pytest node-test \
+	conformance conformance-baseline fuzz
+
+test:
+	@scripts/test-all.sh
+
+lint: fmt-check clippy py-lint
+
+fmt-check:
+	cargo fmt --all -- --check
+
+clippy:
+	cargo clippy --workspace --all-targets -- -D warnings
+
+py-lint: venv
+	$(VENV)/bin/ruff check --config tests/ruff.toml tests scripts
+	$(VENV)/bin/ruff format --config tests/ruff.toml --check tests scripts
+
+cargo-test:
+	cargo test --workspace
+
+# The server binary the Python, Node and conformance runs start.
+build:
+	cargo build -p basalt --bin basalt
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: tests/requirements.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+	touch $@
+
+# --ignore-scripts: the native add-ons some mongosh dependencies would compile are
+# optional, and building them would fetch Node headers from outside the registry.
+node-deps: $(NODE_DIR)/node_modules/.installed
+
+$(NODE_DIR)/node_modules/.installed: $(NODE_DIR)/package-lock.json $(NODE_DIR)/package.json
+	cd $(NODE_DIR) && npm ci --ignore-scripts --no-audit --no-fund
+	touch $@
+
+pytest: build venv
+	$(PYTHON) -m pytest tests/e2e $(PYTEST_ARGS)
+
+node-test: build node-deps
+	cd $(NODE_DIR) && npm test
+
+conformance: build venv
+	$(PYTHON) scripts/conformance.py
+
+conformance-baseline: build venv
+	$(PYTHON) scripts/conformance.py --update-baseline
+
+fuzz:
+	scripts/fuzz.sh $(FUZZ_SECONDS)

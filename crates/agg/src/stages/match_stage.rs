@@ -1,0 +1,112 @@
+//! `$match`: keeps the documents a query filter matches.
+//!
+//! The filter is evaluated by `basalt_query::Matcher`. A top-level `$expr` (which the
+//! query crate does not evaluate yet) is split off and evaluated here as an aggregation
+//! expression; both parts must hold.
+
+use basalt_error::{Error, Result};
+use basalt_expr::{truthy, Expression, ParseContext, Variables};
+use basalt_query::Matcher;
+use bson::{Bson, Document};
+
+#[derive(Debug)]
+pub(crate) struct Match {
+    filter: Document,
+    matcher: Matcher,
+    expr: Option<Expression>,
+}
+
+impl Match {
+    pub(crate) fn parse(spec: &Bson, ctx: &ParseContext) -> Result<Match> {
+        let Bson::Document(filter) = spec else {
+            return Err(Error::location(
+                15959,
+                "the match filter must be an expression in an object",
+            ));
+        };
+        let mut rest = filter.clone();
+        let expr = rest
+            .remove("$expr")
+            .map(|e| Expression::parse(&e, ctx))
+            .transpose()?;
+        Ok(Match {
+            filter: filter.clone(),
+            matcher: Matcher::new(&rest)?,
+            expr,
+        })
+    }
+
+    pub(crate) fn matches(&self, doc: &Document, vars: &Variables) -> Result<bool> {
+        if !self.matcher.matches(doc) {
+            return Ok(false);
+        }
+        match &self.expr {
+            Some(e) => Ok(truthy(e.evaluate_ref(doc, vars)?.as_deref())),
+            None => Ok(true),
+        }
+    }
+
+    /// The filter, when the query matcher alone can evaluate it.
+    pub(crate) fn pushable_filter(&self) -> Option<&Document> {
+        self.expr.is_none().then_some(&self.filter)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::pipeline::Pipeline;
+    use bson::{doc, Document};
+
+    fn run(stage: Document, input: Vec<Document>) -> basalt_error::Result<Vec<Document>> {
+        Pipeline::parse(&[stage], None)?.run(input.into_iter().map(Ok))
+    }
+
+    #[test]
+    fn filters_with_query_and_expr() {
+        let input = vec![
+            doc! {"a": 1, "b": 0},
+            doc! {"a": 5, "b": 2},
+            doc! {"a": 7, "b": 9},
+        ];
+        assert_eq!(
+            run(doc! {"$match": {"a": {"$gte": 5}}}, input.clone())
+                .unwrap()
+                .len(),
+            2
+        );
+        assert_eq!(
+            run(
+                doc! {"$match": {"$expr": {"$gt": ["$a", "$b"]}}},
+                input.clone()
+            )
+            .unwrap(),
+            vec![doc! {"a": 1, "b": 0}, doc! {"a": 5, "b": 2}]
+        );
+        assert_eq!(
+            run(
+                doc! {"$match": {"a": {"$gt": 1}, "$expr": {"$lt": ["$b", 5]}}},
+                input.clone()
+            )
+            .unwrap(),
+            vec![doc! {"a": 5, "b": 2}]
+        );
+        assert_eq!(
+            run(doc! {"$match": 1}, input.clone()).unwrap_err().code.0,
+            15959
+        );
+        assert_eq!(
+            run(doc! {"$match": {"a": {"$bogus": 1}}}, input.clone())
+                .unwrap_err()
+                .code
+                .0,
+            2
+        );
+        assert_eq!(
+            run(doc! {"$match": {"$expr": {"$bogus": 1}}}, input)
+                .unwrap_err()
+                .code
+                .0,
+            168
+        );
+    }
+}

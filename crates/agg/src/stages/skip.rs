@@ -1,0 +1,54 @@
+//! `$skip`: drops the first n documents.
+
+use crate::pipeline::DocumentStream;
+use basalt_error::{Error, Result};
+use basalt_value::Number;
+use bson::Bson;
+
+pub(crate) fn parse(spec: &Bson) -> Result<u64> {
+    let n = Number::from_bson(spec)
+        .ok_or_else(|| Error::location(15972, "Argument to $skip must be a number"))?;
+    match n.to_i64_exact() {
+        Some(n) if n >= 0 => Ok(n as u64),
+        _ => Err(Error::location(
+            15956,
+            "$skip must be a non-negative integer",
+        )),
+    }
+}
+
+pub(crate) fn apply(n: u64, input: DocumentStream<'_>) -> DocumentStream<'_> {
+    let mut remaining = n;
+    Box::new(input.filter(move |item| {
+        if item.is_ok() && remaining > 0 {
+            remaining -= 1;
+            false
+        } else {
+            true
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::pipeline::Pipeline;
+    use bson::{bson, doc};
+
+    #[test]
+    fn skips() {
+        let input = || (0..5).map(|i| Ok(doc! {"i": i}));
+        let p = Pipeline::parse(&[doc! {"$skip": 3}], None).unwrap();
+        assert_eq!(p.run(input()).unwrap(), vec![doc! {"i": 3}, doc! {"i": 4}]);
+        let p = Pipeline::parse(&[doc! {"$skip": 9_i64}], None).unwrap();
+        assert!(p.run(input()).unwrap().is_empty());
+        let code = |v| {
+            Pipeline::parse(&[doc! {"$skip": v}], None)
+                .unwrap_err()
+                .code
+                .0
+        };
+        assert_eq!(code(bson!(-1)), 15956);
+        assert_eq!(code(bson!(1.5)), 15956);
+        assert_eq!(code(bson!("a")), 15972);
+    }
+}

@@ -1,0 +1,280 @@
+//! `$unwind`: one output document per element of an array field.
+//!
+//! The path is followed through subdocuments only (an array met on the way is not
+//! traversed). A value that is not an array counts as a one-element array; null,
+//! missing and empty arrays produce nothing unless `preserveNullAndEmptyArrays` is set.
+
+use crate::pipeline::DocumentStream;
+use basalt_error::{Error, Result};
+use basalt_expr::type_name;
+use bson::{Bson, Document};
+
+#[derive(Debug)]
+pub(crate) struct Unwind {
+    path: Vec<String>,
+    index_field: Option<Vec<String>>,
+    preserve_null_and_empty: bool,
+}
+
+impl Unwind {
+    pub(crate) fn parse(spec: &Bson) -> Result<Unwind> {
+        let (path, index_field, preserve) = match spec {
+            Bson::String(path) => (path, None, false),
+            Bson::Document(doc) => {
+                let (mut path, mut index, mut preserve) = (None, None, false);
+                for (key, value) in doc {
+                    match key.as_str() {
+                        "path" => match value {
+                            Bson::String(p) => path = Some(p),
+                            other => {
+                                return Err(Error::location(
+                                    28808,
+                                    format!("Expected a string as the path for $unwind stage, got {}", type_name(Some(other))),
+                                ))
+                            }
+                        },
+                        "includeArrayIndex" => match value {
+                            Bson::String(name) if !name.is_empty() => {
+                                if name.starts_with('$') {
+                                    return Err(Error::location(
+                                        28822,
+                                        format!("includeArrayIndex option to $unwind stage should not be prefixed with a '$': {name}"),
+                                    ));
+                                }
+                                index = Some(name);
+                            }
+                            other => {
+                                return Err(Error::location(
+                                    28810,
+                                    format!(
+                                        "expected a non-empty string for the includeArrayIndex  option to $unwind stage, got {}",
+                                        type_name(Some(other))
+                                    ),
+                                ))
+                            }
+                        },
+                        "preserveNullAndEmptyArrays" => match value {
+                            Bson::Boolean(b) => preserve = *b,
+                            other => {
+                                return Err(Error::location(
+                                    28809,
+                                    format!(
+                                        "expected a boolean for the preserveNullAndEmptyArrays option to $unwind stage, got {}",
+                                        type_name(Some(other))
+                                    ),
+                                ))
+                            }
+                        },
+                        _ => {
+                            return Err(Error::location(
+                                28811,
+                                format!("unrecognized option to $unwind stage: {key}"),
+                            ))
+                        }
+                    }
+                }
+                let path = path.ok_or_else(|| Error::location(28812, "no path specified to $unwind stage"))?;
+                (path, index, preserve)
+            }
+            other => {
+                return Err(Error::location(
+                    15981,
+                    format!(
+                        "expected either a string or an object as specification for $unwind stage, got {}",
+                        type_name(Some(other))
+                    ),
+                ))
+            }
+        };
+        let Some(stripped) = path.strip_prefix('$') else {
+            return Err(Error::location(
+                28818,
+                format!("path option to $unwind stage should be prefixed with a '$': {path}"),
+            ));
+        };
+        Ok(Unwind {
+            path: split_path(stripped)?,
+            index_field: index_field.map(|f| split_path(f)).transpose()?,
+            preserve_null_and_empty: preserve,
+        })
+    }
+
+    pub(crate) fn apply<'a>(&'a self, input: DocumentStream<'a>) -> DocumentStream<'a> {
+        Box::new(input.flat_map(move |item| match item {
+            Ok(doc) => self.unwind(doc),
+            Err(e) => vec![Err(e)],
+        }))
+    }
+
+    fn unwind(&self, mut doc: Document) -> Vec<Result<Document>> {
+        match get(&doc, &self.path) {
+            Some(Bson::Array(items)) if !items.is_empty() => {
+                let items = items.clone();
+                let mut out = Vec::with_capacity(items.len());
+                for (i, item) in items.into_iter().enumerate() {
+                    let mut copy = doc.clone();
+                    set(&mut copy, &self.path, item);
+                    self.set_index(&mut copy, Bson::Int64(i as i64));
+                    out.push(Ok(copy));
+                }
+                out
+            }
+            Some(Bson::Array(_)) => {
+                if !self.preserve_null_and_empty {
+                    return Vec::new();
+                }
+                remove(&mut doc, &self.path);
+                self.set_index(&mut doc, Bson::Null);
+                vec![Ok(doc)]
+            }
+            None | Some(Bson::Null | Bson::Undefined) if !self.preserve_null_and_empty => {
+                Vec::new()
+            }
+            _ => {
+                self.set_index(&mut doc, Bson::Null);
+                vec![Ok(doc)]
+            }
+        }
+    }
+
+    fn set_index(&self, doc: &mut Document, index: Bson) {
+        if let Some(field) = &self.index_field {
+            set(doc, field, index);
+        }
+    }
+}
+
+fn split_path(path: &str) -> Result<Vec<String>> {
+    if path.is_empty() || path.split('.').any(str::is_empty) {
+        return Err(Error::location(
+            40352,
+            "FieldPath cannot be constructed with empty string",
+        ));
+    }
+    if path.split('.').any(|p| p.starts_with('$')) {
+        return Err(Error::location(
+            16410,
+            "FieldPath field names may not start with '$'. Consider using $getField or $setField.",
+        ));
+    }
+    Ok(path.split('.').map(str::to_string).collect())
+}
+
+/// The value at `path`, through subdocuments only.
+fn get<'d>(doc: &'d Document, path: &[String]) -> Option<&'d Bson> {
+    let (last, parents) = path.split_last()?;
+    let mut current = doc;
+    for name in parents {
+        current = current.get(name)?.as_document()?;
+    }
+    current.get(last)
+}
+
+/// Sets `path`, replacing non-documents on the way with subdocuments.
+fn set(doc: &mut Document, path: &[String], value: Bson) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut current = doc;
+    for name in parents {
+        if !matches!(current.get(name), Some(Bson::Document(_))) {
+            current.insert(name.clone(), Bson::Document(Document::new()));
+        }
+        current = match current.get_mut(name) {
+            Some(Bson::Document(d)) => d,
+            _ => unreachable!("just made a document"),
+        };
+    }
+    current.insert(last.clone(), value);
+}
+
+fn remove(doc: &mut Document, path: &[String]) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut current = doc;
+    for name in parents {
+        current = match current.get_mut(name) {
+            Some(Bson::Document(d)) => d,
+            _ => return,
+        };
+    }
+    current.remove(last);
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::pipeline::Pipeline;
+    use bson::{bson, doc, Bson, Document};
+
+    fn run(stage: Document, input: Vec<Document>) -> basalt_error::Result<Vec<Document>> {
+        Pipeline::parse(&[stage], None)?.run(input.into_iter().map(Ok))
+    }
+
+    fn inventory() -> Vec<Document> {
+        vec![
+            doc! {"_id": 1, "sizes": ["S", "M"]},
+            doc! {"_id": 2, "sizes": []},
+            doc! {"_id": 3, "sizes": null},
+            doc! {"_id": 4},
+            doc! {"_id": 5, "sizes": "L"},
+        ]
+    }
+
+    #[test]
+    fn string_form() {
+        assert_eq!(
+            run(doc! {"$unwind": "$sizes"}, inventory()).unwrap(),
+            vec![
+                doc! {"_id": 1, "sizes": "S"},
+                doc! {"_id": 1, "sizes": "M"},
+                doc! {"_id": 5, "sizes": "L"},
+            ]
+        );
+        let nested = vec![doc! {"a": {"b": [1, 2], "c": 0}}];
+        assert_eq!(
+            run(doc! {"$unwind": "$a.b"}, nested).unwrap(),
+            vec![doc! {"a": {"b": 1, "c": 0}}, doc! {"a": {"b": 2, "c": 0}}]
+        );
+    }
+
+    #[test]
+    fn document_form_with_options() {
+        let out = run(
+            doc! {"$unwind": {"path": "$sizes", "includeArrayIndex": "idx", "preserveNullAndEmptyArrays": true}},
+            inventory(),
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            vec![
+                doc! {"_id": 1, "sizes": "S", "idx": 0_i64},
+                doc! {"_id": 1, "sizes": "M", "idx": 1_i64},
+                doc! {"_id": 2, "idx": Bson::Null},
+                doc! {"_id": 3, "sizes": null, "idx": Bson::Null},
+                doc! {"_id": 4, "idx": Bson::Null},
+                doc! {"_id": 5, "sizes": "L", "idx": Bson::Null},
+            ]
+        );
+    }
+
+    #[test]
+    fn unwind_errors() {
+        let code = |spec: Bson| run(doc! {"$unwind": spec}, vec![]).unwrap_err().code.0;
+        assert_eq!(code(bson!("sizes")), 28818);
+        assert_eq!(code(bson!(1)), 15981);
+        assert_eq!(code(bson!({"includeArrayIndex": "i"})), 28812);
+        assert_eq!(code(bson!({"path": 1})), 28808);
+        assert_eq!(
+            code(bson!({"path": "$a", "preserveNullAndEmptyArrays": 1})),
+            28809
+        );
+        assert_eq!(code(bson!({"path": "$a", "includeArrayIndex": ""})), 28810);
+        assert_eq!(
+            code(bson!({"path": "$a", "includeArrayIndex": "$i"})),
+            28822
+        );
+        assert_eq!(code(bson!({"path": "$a", "x": 1})), 28811);
+        assert_eq!(code(bson!("$")), 40352);
+    }
+}

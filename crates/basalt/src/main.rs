@@ -1,0 +1,121 @@
+//! The `basalt` binary: starts the server with mongod's command-line flags.
+
+use basalt_server::{bind, LogBuffer, Server, ServerOptions};
+use basalt_storage::FjallEngine;
+use clap::Parser;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
+
+/// A document database that speaks MongoDB's wire protocol.
+#[derive(Parser, Debug)]
+#[command(name = "basalt", version, about)]
+struct Args {
+    /// Port to listen on.
+    #[arg(long, default_value_t = 27017)]
+    port: u16,
+    /// Comma-separated addresses to listen on.
+    #[arg(long = "bind_ip", default_value = "127.0.0.1")]
+    bind_ip: String,
+    /// Listen on every IPv4 address (same as --bind_ip 0.0.0.0).
+    #[arg(long = "bind_ip_all")]
+    bind_ip_all: bool,
+    /// Directory where the data lives; created if missing.
+    #[arg(long, default_value = "./data")]
+    dbpath: PathBuf,
+    /// Log only warnings and errors.
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    let log = LogBuffer::default();
+    let level = if args.quiet { "warn" } else { "info" };
+    let filter = EnvFilter::try_from_env("BASALT_LOG").unwrap_or_else(|_| EnvFilter::new(level));
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(filter),
+        )
+        .with(log.clone())
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("basalt: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args, log)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(message) => {
+            tracing::error!("{message}");
+            eprintln!("basalt: {message}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
+    std::fs::create_dir_all(&args.dbpath)
+        .map_err(|e| format!("cannot create --dbpath {}: {e}", args.dbpath.display()))?;
+    let bind_ip = if args.bind_ip_all {
+        vec!["0.0.0.0".to_string()]
+    } else {
+        args.bind_ip
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    };
+    let options = ServerOptions {
+        bind_ip,
+        port: args.port,
+        dbpath: args.dbpath.clone(),
+        argv: std::env::args().collect(),
+    };
+    let engine = FjallEngine::open(&args.dbpath)
+        .map_err(|e| format!("cannot open storage at {}: {e}", args.dbpath.display()))?;
+    let server =
+        Arc::new(Server::new(Arc::new(engine), options.clone(), log).map_err(|e| e.to_string())?);
+    let listeners = bind(&options).await.map_err(|e| {
+        format!(
+            "cannot listen on {}:{}: {e}",
+            options.bind_ip.join(","),
+            options.port
+        )
+    })?;
+    tracing::info!(
+        "basalt {} listening on {}:{} with data in {}",
+        env!("CARGO_PKG_VERSION"),
+        options.bind_ip.join(","),
+        options.port,
+        options.dbpath.display()
+    );
+    server
+        .serve(listeners, shutdown_signal())
+        .await
+        .map_err(|e| e.to_string())?;
+    tracing::info!("shutdown complete");
+    Ok(())
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = terminate => {},
+    }
+}

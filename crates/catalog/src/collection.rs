@@ -1,0 +1,490 @@
+//! One collection: its metadata, its records and the index entries that go with them.
+//!
+//! Reads go through a storage snapshot. Writes go through a [`Writer`], which holds the
+//! collection's write lock: writes to one collection are serialised, so a unique-index
+//! check and the write it guards cannot interleave with another writer, and a
+//! read-modify-write (update) sees the latest version of the document. Each change of a
+//! document and all its index entries is one atomic storage batch.
+
+use crate::index::{IndexKey, IndexSpec};
+use crate::keys;
+use basalt_error::{Error, ErrorCode, Result};
+use basalt_storage::{Durability, Engine, ScanStart, Snapshot, Space, WriteBatch};
+use bson::{doc, Bson, Document};
+use parking_lot::{Mutex, MutexGuard, RwLock};
+use std::collections::HashSet;
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// What the catalog stores about a collection.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CollectionMeta {
+    pub id: u64,
+    pub db: String,
+    pub name: String,
+    pub uuid: bson::Uuid,
+    /// The options given to `create` (capped, validator, ...), reported by listCollections.
+    pub options: Document,
+    pub indexes: Vec<IndexSpec>,
+}
+
+impl CollectionMeta {
+    pub fn namespace(&self) -> String {
+        format!("{}.{}", self.db, self.name)
+    }
+
+    pub fn to_catalog_document(&self) -> Document {
+        doc! {
+            "id": self.id as i64,
+            "db": self.db.clone(),
+            "name": self.name.clone(),
+            "uuid": bson::Binary::from_uuid(self.uuid),
+            "options": self.options.clone(),
+            "indexes": self.indexes.iter().map(|i| Bson::Document(i.to_catalog_document())).collect::<Vec<_>>(),
+        }
+    }
+
+    pub fn from_catalog_document(d: &Document) -> Result<CollectionMeta> {
+        let corrupt =
+            |what: &str| Error::internal(format!("corrupt collection entry in catalog: {what}"));
+        let uuid = match d.get("uuid") {
+            Some(Bson::Binary(b)) => b.to_uuid().map_err(|_| corrupt("uuid"))?,
+            _ => return Err(corrupt("uuid")),
+        };
+        let indexes = d
+            .get_array("indexes")
+            .map_err(|_| corrupt("indexes"))?
+            .iter()
+            .map(|i| match i {
+                Bson::Document(spec) => IndexSpec::from_catalog_document(spec),
+                _ => Err(corrupt("index")),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(CollectionMeta {
+            id: d.get_i64("id").map_err(|_| corrupt("id"))? as u64,
+            db: d.get_str("db").map_err(|_| corrupt("db"))?.to_string(),
+            name: d.get_str("name").map_err(|_| corrupt("name"))?.to_string(),
+            uuid,
+            options: d.get_document("options").cloned().unwrap_or_default(),
+            indexes,
+        })
+    }
+}
+
+pub struct Collection {
+    engine: Arc<dyn Engine>,
+    meta: RwLock<Arc<CollectionMeta>>,
+    write_lock: Mutex<()>,
+    next_record_id: AtomicU64,
+    /// Set when the collection is dropped or renamed away: a writer that raced with it
+    /// must look the namespace up again instead of writing into a dead collection.
+    retired: AtomicBool,
+}
+
+/// Size figures for collStats/dbStats.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CollectionStats {
+    pub count: u64,
+    pub data_size_bytes: u64,
+}
+
+impl Collection {
+    pub(crate) fn open(engine: Arc<dyn Engine>, meta: CollectionMeta) -> Result<Collection> {
+        let snapshot = engine.snapshot();
+        let last = snapshot.last_key_with_prefix(Space::Records, &keys::record_prefix(meta.id))?;
+        let next = last
+            .and_then(|k| keys::trailing_record_id(&k))
+            .map_or(1, |id| id + 1);
+        Ok(Collection {
+            engine,
+            meta: RwLock::new(Arc::new(meta)),
+            write_lock: Mutex::new(()),
+            next_record_id: AtomicU64::new(next),
+            retired: AtomicBool::new(false),
+        })
+    }
+
+    pub fn meta(&self) -> Arc<CollectionMeta> {
+        self.meta.read().clone()
+    }
+
+    pub(crate) fn set_meta(&self, meta: CollectionMeta) {
+        *self.meta.write() = Arc::new(meta);
+    }
+
+    pub(crate) fn retire(&self) {
+        self.retired.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::SeqCst)
+    }
+
+    pub fn snapshot(&self) -> Box<dyn Snapshot> {
+        self.engine.snapshot()
+    }
+
+    /// Visits the collection's documents in natural (insertion) order, starting after
+    /// `after_record_id` when resuming, until the visitor breaks.
+    pub fn scan(
+        &self,
+        snapshot: &dyn Snapshot,
+        after_record_id: Option<u64>,
+        visit: &mut dyn FnMut(u64, &bson::RawDocument) -> Result<ControlFlow<()>>,
+    ) -> Result<()> {
+        let id = self.meta().id;
+        let prefix = keys::record_prefix(id);
+        let resume_key = after_record_id.map(|r| keys::record_key(id, r));
+        let start = match &resume_key {
+            Some(k) => ScanStart::After(k),
+            None => ScanStart::Beginning,
+        };
+        snapshot.scan_prefix(Space::Records, &prefix, start, &mut |key, value| {
+            let record_id = keys::trailing_record_id(key)
+                .ok_or_else(|| Error::internal("record key without a record id"))?;
+            let raw = bson::RawDocument::from_bytes(value)
+                .map_err(|e| Error::internal(format!("corrupt record {record_id}: {e}")))?;
+            visit(record_id, raw)
+        })
+    }
+
+    /// The record ids whose key in `index` equals `values` (an equality lookup).
+    pub fn lookup_index(
+        &self,
+        snapshot: &dyn Snapshot,
+        index: &IndexSpec,
+        values: &[Bson],
+    ) -> Result<Vec<u64>> {
+        let prefix = keys::index_key_prefix(index.id, &index.encode(values));
+        let mut ids = Vec::new();
+        snapshot.scan_prefix(
+            Space::Indexes,
+            &prefix,
+            ScanStart::Beginning,
+            &mut |key, _| {
+                if key.len() == prefix.len() + 8 {
+                    ids.extend(keys::trailing_record_id(key));
+                }
+                Ok(ControlFlow::Continue(()))
+            },
+        )?;
+        Ok(ids)
+    }
+
+    pub fn get_record(&self, snapshot: &dyn Snapshot, record_id: u64) -> Result<Option<Document>> {
+        let key = keys::record_key(self.meta().id, record_id);
+        match snapshot.get(Space::Records, &key)? {
+            Some(bytes) => Ok(Some(decode_record(&bytes)?)),
+            None => Ok(None),
+        }
+    }
+
+    pub fn stats(&self, snapshot: &dyn Snapshot) -> Result<CollectionStats> {
+        let mut stats = CollectionStats::default();
+        self.scan(snapshot, None, &mut |_, raw| {
+            stats.count += 1;
+            stats.data_size_bytes += raw.as_bytes().len() as u64;
+            Ok(ControlFlow::Continue(()))
+        })?;
+        Ok(stats)
+    }
+
+    /// Takes the collection's write lock.
+    pub fn writer(&self) -> Writer<'_> {
+        Writer {
+            collection: self,
+            _guard: self.write_lock.lock(),
+        }
+    }
+}
+
+fn decode_record(bytes: &[u8]) -> Result<Document> {
+    let raw = bson::RawDocument::from_bytes(bytes)
+        .map_err(|e| Error::internal(format!("corrupt record: {e}")))?;
+    Document::try_from(raw).map_err(|e| Error::internal(format!("corrupt record: {e}")))
+}
+
+/// Holds a collection's write lock; every change goes through here.
+pub struct Writer<'a> {
+    collection: &'a Collection,
+    _guard: MutexGuard<'a, ()>,
+}
+
+/// The outcome of one document of an insert batch.
+pub type InsertOutcome = Result<u64>;
+
+impl Writer<'_> {
+    pub fn collection(&self) -> &Collection {
+        self.collection
+    }
+
+    /// Inserts documents (each already carrying an `_id`) in one atomic batch, skipping
+    /// those that violate a unique index. With `ordered`, the first failure ends the
+    /// batch and the documents after it are not attempted (and get no outcome).
+    pub fn insert_many(
+        &mut self,
+        docs: &[Document],
+        ordered: bool,
+        durability: Durability,
+    ) -> Result<Vec<InsertOutcome>> {
+        let meta = self.collection.meta();
+        let snapshot = self.collection.engine.snapshot();
+        let mut batch = WriteBatch::default();
+        let mut pending: HashSet<(u64, Vec<u8>)> = HashSet::new();
+        let mut outcomes = Vec::with_capacity(docs.len());
+        for doc in docs {
+            let outcome = self.stage_insert(&meta, &*snapshot, doc, &mut batch, &mut pending);
+            let failed = outcome.is_err();
+            outcomes.push(outcome);
+            if failed && ordered {
+                break;
+            }
+        }
+        self.collection.engine.write(batch, durability)?;
+        Ok(outcomes)
+    }
+
+    fn stage_insert(
+        &self,
+        meta: &CollectionMeta,
+        snapshot: &dyn Snapshot,
+        doc: &Document,
+        batch: &mut WriteBatch,
+        pending: &mut HashSet<(u64, Vec<u8>)>,
+    ) -> Result<u64> {
+        let bytes = doc.to_vec()?;
+        let mut entries = Vec::new();
+        for index in &meta.indexes {
+            for key in index.keys_for(doc)? {
+                if index.unique {
+                    let taken = pending.contains(&(index.id, key.encoded.clone()))
+                        || !self.holders(snapshot, index, &key, None)?.is_empty();
+                    if taken {
+                        return Err(duplicate_key_error(meta, index, &key));
+                    }
+                }
+                entries.push((index.id, key.encoded));
+            }
+        }
+        let record_id = self
+            .collection
+            .next_record_id
+            .fetch_add(1, Ordering::SeqCst);
+        batch.put(Space::Records, keys::record_key(meta.id, record_id), bytes);
+        for (index_id, encoded) in entries {
+            batch.put(
+                Space::Indexes,
+                keys::index_entry_key(index_id, &encoded, record_id),
+                Vec::new(),
+            );
+            pending.insert((index_id, encoded));
+        }
+        Ok(record_id)
+    }
+
+    /// Record ids other than `except` that hold `key` in `index`.
+    fn holders(
+        &self,
+        snapshot: &dyn Snapshot,
+        index: &IndexSpec,
+        key: &IndexKey,
+        except: Option<u64>,
+    ) -> Result<Vec<u64>> {
+        let prefix = keys::index_key_prefix(index.id, &key.encoded);
+        let mut found = Vec::new();
+        snapshot.scan_prefix(
+            Space::Indexes,
+            &prefix,
+            ScanStart::Beginning,
+            &mut |k, _| {
+                if k.len() == prefix.len() + 8 {
+                    if let Some(id) = keys::trailing_record_id(k) {
+                        if Some(id) != except {
+                            found.push(id);
+                        }
+                    }
+                }
+                Ok(ControlFlow::Continue(()))
+            },
+        )?;
+        Ok(found)
+    }
+
+    /// Replaces the document stored at `record_id` (whose current version is `old`),
+    /// moving its index entries.
+    pub fn replace(
+        &mut self,
+        record_id: u64,
+        old: &Document,
+        new: &Document,
+        durability: Durability,
+    ) -> Result<()> {
+        let meta = self.collection.meta();
+        let snapshot = self.collection.engine.snapshot();
+        let mut batch = WriteBatch::default();
+        for index in &meta.indexes {
+            let old_keys = index.keys_for(old)?;
+            let new_keys = index.keys_for(new)?;
+            for key in &new_keys {
+                if old_keys.iter().any(|k| k.encoded == key.encoded) {
+                    continue;
+                }
+                if index.unique
+                    && !self
+                        .holders(&*snapshot, index, key, Some(record_id))?
+                        .is_empty()
+                {
+                    return Err(duplicate_key_error(&meta, index, key));
+                }
+                batch.put(
+                    Space::Indexes,
+                    keys::index_entry_key(index.id, &key.encoded, record_id),
+                    Vec::new(),
+                );
+            }
+            for key in &old_keys {
+                if !new_keys.iter().any(|k| k.encoded == key.encoded) {
+                    batch.delete(
+                        Space::Indexes,
+                        keys::index_entry_key(index.id, &key.encoded, record_id),
+                    );
+                }
+            }
+        }
+        batch.put(
+            Space::Records,
+            keys::record_key(meta.id, record_id),
+            new.to_vec()?,
+        );
+        self.collection.engine.write(batch, durability)
+    }
+
+    /// Deletes the document stored at `record_id` (whose current version is `old`).
+    pub fn delete(&mut self, record_id: u64, old: &Document, durability: Durability) -> Result<()> {
+        let meta = self.collection.meta();
+        let mut batch = WriteBatch::default();
+        for index in &meta.indexes {
+            for key in index.keys_for(old)? {
+                batch.delete(
+                    Space::Indexes,
+                    keys::index_entry_key(index.id, &key.encoded, record_id),
+                );
+            }
+        }
+        batch.delete(Space::Records, keys::record_key(meta.id, record_id));
+        self.collection.engine.write(batch, durability)
+    }
+
+    /// Writes the entries of a new index for every document, refusing duplicates of a
+    /// unique index. Entries go out in batches; on failure the ones written are removed.
+    pub fn build_index(&mut self, index: &IndexSpec) -> Result<()> {
+        let meta = self.collection.meta();
+        let snapshot = self.collection.engine.snapshot();
+        let mut seen: HashSet<Vec<u8>> = HashSet::new();
+        let mut batch = WriteBatch::default();
+        let mut failure = None;
+        self.collection
+            .scan(&*snapshot, None, &mut |record_id, raw| {
+                let doc = Document::try_from(raw)
+                    .map_err(|e| Error::internal(format!("corrupt record {record_id}: {e}")))?;
+                for key in index.keys_for(&doc)? {
+                    if index.unique && !seen.insert(key.encoded.clone()) {
+                        failure = Some(duplicate_key_error(&meta, index, &key));
+                        return Ok(ControlFlow::Break(()));
+                    }
+                    batch.put(
+                        Space::Indexes,
+                        keys::index_entry_key(index.id, &key.encoded, record_id),
+                        Vec::new(),
+                    );
+                }
+                if batch.ops.len() >= INDEX_BUILD_BATCH_KEYS_MAX {
+                    self.collection
+                        .engine
+                        .write(std::mem::take(&mut batch), Durability::Process)?;
+                }
+                Ok(ControlFlow::Continue(()))
+            })?;
+        match failure {
+            None => self.collection.engine.write(batch, Durability::Process),
+            Some(e) => {
+                delete_prefix(
+                    &*self.collection.engine,
+                    Space::Indexes,
+                    &index.id.to_be_bytes(),
+                )?;
+                Err(e)
+            }
+        }
+    }
+
+    /// The current version of a record, read under the write lock.
+    pub fn current(&self, record_id: u64) -> Result<Option<Document>> {
+        let snapshot = self.collection.engine.snapshot();
+        self.collection.get_record(&*snapshot, record_id)
+    }
+}
+
+/// Index builds commit their entries in batches of this many keys.
+const INDEX_BUILD_BATCH_KEYS_MAX: usize = 10_000;
+
+/// Deletes every key that starts with `prefix`, in batches, so removing a huge range
+/// never builds one giant batch in memory.
+pub(crate) fn delete_prefix(engine: &dyn Engine, space: Space, prefix: &[u8]) -> Result<()> {
+    loop {
+        let snapshot = engine.snapshot();
+        let mut batch = WriteBatch::default();
+        snapshot.scan_prefix(space, prefix, ScanStart::Beginning, &mut |key, _| {
+            batch.delete(space, key.to_vec());
+            Ok(if batch.ops.len() >= INDEX_BUILD_BATCH_KEYS_MAX {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            })
+        })?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        engine.write(batch, Durability::Process)?;
+    }
+}
+
+/// MongoDB's E11000 error, with the `keyPattern` and `keyValue` drivers read.
+pub fn duplicate_key_error(meta: &CollectionMeta, index: &IndexSpec, key: &IndexKey) -> Error {
+    let key_value = index.key_value_document(key);
+    let shown: Vec<String> = key_value
+        .iter()
+        .map(|(k, v)| format!("{k}: {}", shell_format(v)))
+        .collect();
+    Error::new(
+        ErrorCode::DUPLICATE_KEY,
+        format!(
+            "E11000 duplicate key error collection: {} index: {} dup key: {{ {} }}",
+            meta.namespace(),
+            index.name,
+            shown.join(", ")
+        ),
+    )
+    .with_extra(doc! { "keyPattern": index.key.clone(), "keyValue": key_value })
+}
+
+/// Values as the mongo shell prints them in error messages.
+fn shell_format(value: &Bson) -> String {
+    match value {
+        Bson::String(s) => format!("\"{s}\""),
+        Bson::ObjectId(oid) => format!("ObjectId('{oid}')"),
+        Bson::Document(d) => {
+            let fields: Vec<String> = d
+                .iter()
+                .map(|(k, v)| format!("{k}: {}", shell_format(v)))
+                .collect();
+            format!("{{ {} }}", fields.join(", "))
+        }
+        Bson::Array(items) => {
+            let shown: Vec<String> = items.iter().map(shell_format).collect();
+            format!("[ {} ]", shown.join(", "))
+        }
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,269 @@
+//! Index specifications and the keys a document produces for an index.
+//!
+//! A document yields one key per index, or several when an indexed path reaches an array
+//! (a multikey index, as in MongoDB: one entry per element, an empty array indexed as
+//! `undefined`, a missing field as `null`). Keys are encoded with
+//! `basalt_value::key_string`, so bytewise order is MongoDB's value order.
+
+use basalt_error::{Error, ErrorCode, Result};
+use basalt_value::key_string::encode_key;
+use bson::{doc, Bson, Document};
+
+/// One index of a collection, as stored in the catalog.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexSpec {
+    /// Storage id: the prefix of every entry of this index.
+    pub id: u64,
+    pub name: String,
+    /// The key pattern, e.g. `{a: 1, b: -1}`.
+    pub key: Document,
+    pub unique: bool,
+    pub sparse: bool,
+}
+
+/// A key a document produces for an index: the encoded bytes and the values they encode
+/// (for DuplicateKey errors).
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexKey {
+    pub encoded: Vec<u8>,
+    pub values: Vec<Bson>,
+}
+
+impl IndexSpec {
+    pub const ID_INDEX_NAME: &'static str = "_id_";
+
+    pub fn id_index(id: u64) -> IndexSpec {
+        IndexSpec {
+            id,
+            name: Self::ID_INDEX_NAME.to_string(),
+            key: doc! { "_id": 1 },
+            unique: true,
+            sparse: false,
+        }
+    }
+
+    pub fn is_id_index(&self) -> bool {
+        self.name == Self::ID_INDEX_NAME
+    }
+
+    /// The spec as `listIndexes` reports it.
+    pub fn to_list_document(&self) -> Document {
+        let mut d = doc! { "v": 2, "key": self.key.clone(), "name": self.name.clone() };
+        if self.unique && !self.is_id_index() {
+            d.insert("unique", true);
+        }
+        if self.sparse {
+            d.insert("sparse", true);
+        }
+        d
+    }
+
+    pub fn to_catalog_document(&self) -> Document {
+        doc! {
+            "id": self.id as i64,
+            "name": self.name.clone(),
+            "key": self.key.clone(),
+            "unique": self.unique,
+            "sparse": self.sparse,
+        }
+    }
+
+    pub fn from_catalog_document(d: &Document) -> Result<IndexSpec> {
+        let corrupt =
+            |what: &str| Error::internal(format!("corrupt index entry in catalog: {what}"));
+        Ok(IndexSpec {
+            id: d.get_i64("id").map_err(|_| corrupt("id"))? as u64,
+            name: d.get_str("name").map_err(|_| corrupt("name"))?.to_string(),
+            key: d.get_document("key").map_err(|_| corrupt("key"))?.clone(),
+            unique: d.get_bool("unique").unwrap_or(false),
+            sparse: d.get_bool("sparse").unwrap_or(false),
+        })
+    }
+
+    /// The `{field: value}` document naming the values of a key, for `keyValue`.
+    pub fn key_value_document(&self, key: &IndexKey) -> Document {
+        self.key
+            .keys()
+            .cloned()
+            .zip(key.values.iter().cloned())
+            .collect()
+    }
+
+    /// The encoded key for one value per indexed field, in key-pattern order.
+    pub fn encode(&self, values: &[Bson]) -> Vec<u8> {
+        let parts: Vec<(&Bson, bool)> = values
+            .iter()
+            .zip(self.key.values().map(is_descending))
+            .collect();
+        encode_key(&parts)
+    }
+
+    /// Every distinct key `doc` produces for this index; none for a sparse index when
+    /// all indexed fields are missing.
+    pub fn keys_for(&self, doc: &Document) -> Result<Vec<IndexKey>> {
+        let mut per_field: Vec<Vec<Bson>> = Vec::with_capacity(self.key.len());
+        let mut any_present = false;
+        let mut array_fields = 0;
+        for (path, _) in &self.key {
+            let mut values = Vec::new();
+            let reached_array = collect_index_values(doc, path, &mut values);
+            if values.is_empty() {
+                values.push(Bson::Null);
+            } else {
+                any_present = true;
+            }
+            if reached_array {
+                array_fields += 1;
+            }
+            per_field.push(values);
+        }
+        if self.sparse && !any_present {
+            return Ok(Vec::new());
+        }
+        if array_fields > 1 {
+            return Err(Error::new(
+                ErrorCode::CANNOT_INDEX_PARALLEL_ARRAYS,
+                format!("cannot index parallel arrays [{}]", self.name),
+            ));
+        }
+        let mut keys: Vec<IndexKey> = Vec::new();
+        let mut combination = vec![0usize; per_field.len()];
+        loop {
+            let values: Vec<Bson> = combination
+                .iter()
+                .zip(&per_field)
+                .map(|(&i, vals)| vals[i].clone())
+                .collect();
+            let encoded = self.encode(&values);
+            if !keys.iter().any(|k| k.encoded == encoded) {
+                keys.push(IndexKey { encoded, values });
+            }
+            // Advance the odometer over the cartesian product of per-field values.
+            let mut field = per_field.len();
+            loop {
+                if field == 0 {
+                    return Ok(keys);
+                }
+                field -= 1;
+                combination[field] += 1;
+                if combination[field] < per_field[field].len() {
+                    break;
+                }
+                combination[field] = 0;
+            }
+        }
+    }
+}
+
+fn is_descending(direction: &Bson) -> bool {
+    match direction {
+        Bson::Int32(n) => *n < 0,
+        Bson::Int64(n) => *n < 0,
+        Bson::Double(n) => *n < 0.0,
+        _ => false,
+    }
+}
+
+/// Pushes the values `path` reaches in `doc`, expanding arrays as MongoDB's multikey
+/// indexes do. Returns whether an array was expanded on the way.
+fn collect_index_values(doc: &Document, path: &str, out: &mut Vec<Bson>) -> bool {
+    let (head, rest) = match path.split_once('.') {
+        Some((head, rest)) => (head, Some(rest)),
+        None => (path, None),
+    };
+    match doc.get(head) {
+        None => false,
+        Some(value) => collect_from_value(value, rest, out),
+    }
+}
+
+fn collect_from_value(value: &Bson, rest: Option<&str>, out: &mut Vec<Bson>) -> bool {
+    match (value, rest) {
+        (Bson::Array(items), None) => {
+            if items.is_empty() {
+                out.push(Bson::Undefined);
+            } else {
+                out.extend(items.iter().cloned());
+            }
+            true
+        }
+        (other, None) => {
+            out.push(other.clone());
+            false
+        }
+        (Bson::Document(sub), Some(rest)) => collect_index_values(sub, rest, out),
+        (Bson::Array(items), Some(rest)) => {
+            let (head, tail) = match rest.split_once('.') {
+                Some((head, tail)) => (head, Some(tail)),
+                None => (rest, None),
+            };
+            // A numeric component may name an array position.
+            if let Ok(position) = head.parse::<usize>() {
+                if let Some(item) = items.get(position) {
+                    return collect_from_value(item, tail, out);
+                }
+            }
+            for item in items {
+                if let Bson::Document(sub) = item {
+                    collect_index_values(sub, rest, out);
+                }
+            }
+            true
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(key: Document) -> IndexSpec {
+        IndexSpec {
+            id: 9,
+            name: "t".into(),
+            key,
+            unique: false,
+            sparse: false,
+        }
+    }
+
+    #[test]
+    fn multikey_and_missing_values() {
+        let s = spec(doc! { "a.b": 1 });
+        assert_eq!(
+            s.keys_for(&doc! { "a": [{ "b": 1 }, { "b": 2 }, { "b": 1 }] })
+                .unwrap()
+                .len(),
+            2
+        );
+        let missing = s.keys_for(&doc! { "x": 1 }).unwrap();
+        assert_eq!(missing[0].values, vec![Bson::Null]);
+        let empty = s.keys_for(&doc! { "a": { "b": [] } }).unwrap();
+        assert_eq!(empty[0].values, vec![Bson::Undefined]);
+    }
+
+    #[test]
+    fn compound_keys_and_parallel_arrays() {
+        let s = spec(doc! { "a": 1, "b": -1 });
+        assert_eq!(s.keys_for(&doc! { "a": [1, 2], "b": 3 }).unwrap().len(), 2);
+        let err = s.keys_for(&doc! { "a": [1, 2], "b": [3, 4] }).unwrap_err();
+        assert_eq!(err.code, ErrorCode::CANNOT_INDEX_PARALLEL_ARRAYS);
+    }
+
+    #[test]
+    fn sparse_skips_documents_without_the_fields() {
+        let mut s = spec(doc! { "a": 1 });
+        s.sparse = true;
+        assert!(s.keys_for(&doc! { "b": 1 }).unwrap().is_empty());
+        assert_eq!(s.keys_for(&doc! { "a": null }).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn numerically_equal_values_share_a_key() {
+        let s = spec(doc! { "_id": 1 });
+        let a = s.keys_for(&doc! { "_id": 1 }).unwrap();
+        let b = s.keys_for(&doc! { "_id": 1.0 }).unwrap();
+        assert_eq!(a[0].encoded, b[0].encoded);
+    }
+}

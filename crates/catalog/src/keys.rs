@@ -1,0 +1,70 @@
+//! Byte layouts of the keys Basalt writes into the storage spaces (DESIGN §4).
+//!
+//! - catalog: `c` | db | 0x00 | collection → collection metadata (BSON);
+//!   `n` → the next id to hand out (u64, big-endian)
+//! - records: collection id (u64 BE) | record id (u64 BE) → document (BSON)
+//! - indexes: index id (u64 BE) | encoded key | record id (u64 BE) → empty
+//!
+//! Big-endian ids make byte order equal numeric order, so natural order is insertion
+//! order and one collection's records are one contiguous range.
+
+pub const NEXT_ID_KEY: &[u8] = b"n";
+const COLLECTION_TAG: u8 = b'c';
+
+pub fn collection_meta_key(db: &str, collection: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(2 + db.len() + collection.len());
+    key.push(COLLECTION_TAG);
+    key.extend_from_slice(db.as_bytes());
+    key.push(0);
+    key.extend_from_slice(collection.as_bytes());
+    key
+}
+
+pub fn collection_meta_prefix() -> Vec<u8> {
+    vec![COLLECTION_TAG]
+}
+
+pub fn record_prefix(collection_id: u64) -> [u8; 8] {
+    collection_id.to_be_bytes()
+}
+
+pub fn record_key(collection_id: u64, record_id: u64) -> Vec<u8> {
+    let mut key = Vec::with_capacity(16);
+    key.extend_from_slice(&collection_id.to_be_bytes());
+    key.extend_from_slice(&record_id.to_be_bytes());
+    key
+}
+
+/// The record id at the end of a record or index key.
+pub fn trailing_record_id(key: &[u8]) -> Option<u64> {
+    let tail = key.len().checked_sub(8).map(|start| &key[start..])?;
+    Some(u64::from_be_bytes(tail.try_into().ok()?))
+}
+
+/// `index id | encoded key`: every entry for one key value starts with this.
+pub fn index_key_prefix(index_id: u64, encoded: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(8 + encoded.len() + 8);
+    key.extend_from_slice(&index_id.to_be_bytes());
+    key.extend_from_slice(encoded);
+    key
+}
+
+pub fn index_entry_key(index_id: u64, encoded: &[u8], record_id: u64) -> Vec<u8> {
+    let mut key = index_key_prefix(index_id, encoded);
+    key.extend_from_slice(&record_id.to_be_bytes());
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_keys_order_by_id_and_round_trip() {
+        assert!(record_key(1, 2) < record_key(1, 256));
+        assert!(record_key(1, u64::MAX) < record_key(2, 0));
+        assert_eq!(trailing_record_id(&record_key(7, 300)), Some(300));
+        assert_eq!(trailing_record_id(&index_entry_key(3, b"abc", 9)), Some(9));
+        assert_eq!(trailing_record_id(b"short"), None);
+    }
+}

@@ -1,0 +1,482 @@
+//! The catalog: which databases and collections exist, their ids, options and indexes,
+//! persisted in the storage engine's catalog space and cached in memory.
+//!
+//! Databases and collections come into being implicitly on first write, as in MongoDB;
+//! a database exists while it has a collection. Catalog changes (create, drop, rename)
+//! are serialised by one lock; data changes go through each collection's [`Writer`].
+
+mod collection;
+mod index;
+mod keys;
+mod namespace;
+
+use collection::delete_prefix;
+pub use collection::{
+    duplicate_key_error, Collection, CollectionMeta, CollectionStats, InsertOutcome, Writer,
+};
+pub use index::{IndexKey, IndexSpec};
+pub use namespace::{validate_collection_name, validate_database_name};
+
+use basalt_error::{Error, ErrorCode, Result};
+use basalt_storage::{Durability, Engine, ScanStart, Space, WriteBatch};
+use bson::Document;
+use parking_lot::{Mutex, RwLock};
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+type Namespace = (String, String);
+
+pub struct Catalog {
+    engine: Arc<dyn Engine>,
+    collections: RwLock<BTreeMap<Namespace, Arc<Collection>>>,
+    /// Serialises catalog changes and hands out ids.
+    ddl: Mutex<u64>,
+}
+
+impl Catalog {
+    /// Loads the catalog from the engine.
+    pub fn open(engine: Arc<dyn Engine>) -> Result<Catalog> {
+        let snapshot = engine.snapshot();
+        let next_id = match snapshot.get(Space::Catalog, keys::NEXT_ID_KEY)? {
+            Some(bytes) => u64::from_be_bytes(
+                bytes
+                    .as_slice()
+                    .try_into()
+                    .map_err(|_| Error::internal("corrupt id counter in catalog"))?,
+            ),
+            None => 1,
+        };
+        let mut metas = Vec::new();
+        snapshot.scan_prefix(
+            Space::Catalog,
+            &keys::collection_meta_prefix(),
+            ScanStart::Beginning,
+            &mut |_, value| {
+                let doc = Document::from_reader(value)
+                    .map_err(|e| Error::internal(format!("corrupt catalog: {e}")))?;
+                metas.push(CollectionMeta::from_catalog_document(&doc)?);
+                Ok(ControlFlow::Continue(()))
+            },
+        )?;
+        let mut collections = BTreeMap::new();
+        for meta in metas {
+            let ns = (meta.db.clone(), meta.name.clone());
+            collections.insert(ns, Arc::new(Collection::open(engine.clone(), meta)?));
+        }
+        Ok(Catalog {
+            engine,
+            collections: RwLock::new(collections),
+            ddl: Mutex::new(next_id),
+        })
+    }
+
+    pub fn engine(&self) -> &Arc<dyn Engine> {
+        &self.engine
+    }
+
+    pub fn get(&self, db: &str, collection: &str) -> Option<Arc<Collection>> {
+        self.collections
+            .read()
+            .get(&(db.to_string(), collection.to_string()))
+            .cloned()
+    }
+
+    /// The collection, created with default options when missing (implicit creation on
+    /// first write).
+    pub fn get_or_create(&self, db: &str, collection: &str) -> Result<Arc<Collection>> {
+        if let Some(existing) = self.get(db, collection) {
+            return Ok(existing);
+        }
+        match self.create(db, collection, Document::new()) {
+            Ok(created) => Ok(created),
+            Err(e) if e.code == ErrorCode::NAMESPACE_EXISTS => self
+                .get(db, collection)
+                .ok_or_else(|| Error::internal("collection vanished while being created")),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Creates a collection; NamespaceExists if it is already there.
+    pub fn create(&self, db: &str, collection: &str, options: Document) -> Result<Arc<Collection>> {
+        validate_collection_name(db, collection)?;
+        let mut next_id = self.ddl.lock();
+        if self.get(db, collection).is_some() {
+            return Err(Error::new(
+                ErrorCode::NAMESPACE_EXISTS,
+                format!("Collection {db}.{collection} already exists."),
+            ));
+        }
+        let collection_id = *next_id;
+        let id_index = IndexSpec::id_index(collection_id + 1);
+        *next_id += 2;
+        let meta = CollectionMeta {
+            id: collection_id,
+            db: db.to_string(),
+            name: collection.to_string(),
+            uuid: bson::Uuid::new(),
+            options,
+            indexes: vec![id_index],
+        };
+        let mut batch = WriteBatch::default();
+        batch.put(
+            Space::Catalog,
+            keys::NEXT_ID_KEY.to_vec(),
+            next_id.to_be_bytes().to_vec(),
+        );
+        batch.put(
+            Space::Catalog,
+            keys::collection_meta_key(db, collection),
+            meta.to_catalog_document().to_vec()?,
+        );
+        self.engine.write(batch, Durability::Process)?;
+        let created = Arc::new(Collection::open(self.engine.clone(), meta)?);
+        self.collections
+            .write()
+            .insert((db.to_string(), collection.to_string()), created.clone());
+        Ok(created)
+    }
+
+    /// Drops a collection and all its data; false when it did not exist.
+    pub fn drop_collection(&self, db: &str, collection: &str) -> Result<bool> {
+        let _ddl = self.ddl.lock();
+        let Some(existing) = self.get(db, collection) else {
+            return Ok(false);
+        };
+        // Wait for a writer in flight, then make later writers look the name up again.
+        let writer = existing.writer();
+        existing.retire();
+        let meta = existing.meta();
+        let mut batch = WriteBatch::default();
+        batch.delete(Space::Catalog, keys::collection_meta_key(db, collection));
+        self.engine.write(batch, Durability::Process)?;
+        self.collections
+            .write()
+            .remove(&(db.to_string(), collection.to_string()));
+        drop(writer);
+        self.delete_data(&meta)?;
+        Ok(true)
+    }
+
+    fn delete_data(&self, meta: &CollectionMeta) -> Result<()> {
+        delete_prefix(&*self.engine, Space::Records, &keys::record_prefix(meta.id))?;
+        for index in &meta.indexes {
+            delete_prefix(&*self.engine, Space::Indexes, &index.id.to_be_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// Adds an index to a collection, building its entries from the existing documents.
+    /// Writers wait while it builds.
+    pub fn add_index(&self, collection: &Collection, mut spec: IndexSpec) -> Result<()> {
+        // Catalog lock before the collection's write lock, as in drop and rename.
+        let mut next_id = self.ddl.lock();
+        spec.id = *next_id;
+        *next_id += 1;
+        let mut writer = collection.writer();
+        writer.build_index(&spec)?;
+        let mut meta = (*collection.meta()).clone();
+        meta.indexes.push(spec);
+        self.write_meta(collection, meta, Some(*next_id))
+    }
+
+    /// Removes an index and its entries.
+    pub fn remove_index(&self, collection: &Collection, name: &str) -> Result<()> {
+        let _ddl = self.ddl.lock();
+        let _writer = collection.writer();
+        let mut meta = (*collection.meta()).clone();
+        let Some(position) = meta.indexes.iter().position(|i| i.name == name) else {
+            return Err(Error::new(
+                ErrorCode::INDEX_NOT_FOUND,
+                format!("index not found with name [{name}]"),
+            ));
+        };
+        let removed = meta.indexes.remove(position);
+        self.write_meta(collection, meta, None)?;
+        delete_prefix(&*self.engine, Space::Indexes, &removed.id.to_be_bytes())
+    }
+
+    /// Persists a collection's changed metadata (and the id counter, when it moved);
+    /// the caller holds the catalog lock.
+    fn write_meta(
+        &self,
+        collection: &Collection,
+        meta: CollectionMeta,
+        next_id: Option<u64>,
+    ) -> Result<()> {
+        let mut batch = WriteBatch::default();
+        if let Some(next) = next_id {
+            batch.put(
+                Space::Catalog,
+                keys::NEXT_ID_KEY.to_vec(),
+                next.to_be_bytes().to_vec(),
+            );
+        }
+        batch.put(
+            Space::Catalog,
+            keys::collection_meta_key(&meta.db, &meta.name),
+            meta.to_catalog_document().to_vec()?,
+        );
+        self.engine.write(batch, Durability::Process)?;
+        collection.set_meta(meta);
+        Ok(())
+    }
+
+    /// Drops every collection of a database.
+    pub fn drop_database(&self, db: &str) -> Result<()> {
+        for name in self.collection_names(db) {
+            self.drop_collection(db, &name)?;
+        }
+        Ok(())
+    }
+
+    /// Renames a collection, within or across databases. With `drop_target`, an existing
+    /// target is dropped first; otherwise it is NamespaceExists.
+    pub fn rename(&self, from: (&str, &str), to: (&str, &str), drop_target: bool) -> Result<()> {
+        validate_collection_name(to.0, to.1)?;
+        if self.get(to.0, to.1).is_some() {
+            if !drop_target {
+                return Err(Error::new(
+                    ErrorCode::NAMESPACE_EXISTS,
+                    "target namespace exists",
+                ));
+            }
+            self.drop_collection(to.0, to.1)?;
+        }
+        let _ddl = self.ddl.lock();
+        let Some(source) = self.get(from.0, from.1) else {
+            return Err(Error::new(
+                ErrorCode::NAMESPACE_NOT_FOUND,
+                "source namespace does not exist",
+            ));
+        };
+        let writer = source.writer();
+        let mut meta = (*source.meta()).clone();
+        meta.db = to.0.to_string();
+        meta.name = to.1.to_string();
+        let mut batch = WriteBatch::default();
+        batch.delete(Space::Catalog, keys::collection_meta_key(from.0, from.1));
+        batch.put(
+            Space::Catalog,
+            keys::collection_meta_key(to.0, to.1),
+            meta.to_catalog_document().to_vec()?,
+        );
+        self.engine.write(batch, Durability::Process)?;
+        // Records are keyed by collection id, so a rename moves no data: the same
+        // collection object lives on under its new name.
+        source.set_meta(meta);
+        let mut collections = self.collections.write();
+        collections.remove(&(from.0.to_string(), from.1.to_string()));
+        collections.insert((to.0.to_string(), to.1.to_string()), source.clone());
+        drop(writer);
+        Ok(())
+    }
+
+    pub fn database_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .collections
+            .read()
+            .keys()
+            .map(|(db, _)| db.clone())
+            .collect();
+        names.dedup();
+        names
+    }
+
+    pub fn collection_names(&self, db: &str) -> Vec<String> {
+        self.collections
+            .read()
+            .keys()
+            .filter(|(d, _)| d == db)
+            .map(|(_, c)| c.clone())
+            .collect()
+    }
+
+    pub fn collections_of(&self, db: &str) -> Vec<Arc<Collection>> {
+        self.collections
+            .read()
+            .iter()
+            .filter(|((d, _), _)| d == db)
+            .map(|(_, c)| c.clone())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use basalt_storage::MemoryEngine;
+    use bson::doc;
+
+    fn catalog() -> Catalog {
+        Catalog::open(Arc::new(MemoryEngine::default())).unwrap()
+    }
+
+    #[test]
+    fn insert_scan_and_duplicate_ids() {
+        let cat = catalog();
+        let coll = cat.get_or_create("test", "c").unwrap();
+        let docs = vec![
+            doc! {"_id": 1},
+            doc! {"_id": 2},
+            doc! {"_id": 1.0},
+            doc! {"_id": 3},
+        ];
+        let outcomes = coll
+            .writer()
+            .insert_many(&docs, false, Durability::Process)
+            .unwrap();
+        assert!(outcomes[0].is_ok() && outcomes[1].is_ok() && outcomes[3].is_ok());
+        let err = outcomes[2].clone().unwrap_err();
+        assert_eq!(err.code, ErrorCode::DUPLICATE_KEY);
+        assert_eq!(
+            err.extra.get_document("keyPattern").unwrap(),
+            &doc! {"_id": 1}
+        );
+        assert!(
+            err.message.contains("dup key: { _id: 1.0 }")
+                || err.message.contains("dup key: { _id: 1")
+        );
+
+        let ordered = coll
+            .writer()
+            .insert_many(
+                &[doc! {"_id": 4}, doc! {"_id": 2}, doc! {"_id": 5}],
+                true,
+                Durability::Process,
+            )
+            .unwrap();
+        assert_eq!(ordered.len(), 2, "ordered insert stops at the first error");
+
+        let snap = coll.snapshot();
+        let mut ids = Vec::new();
+        coll.scan(&*snap, None, &mut |_, raw| {
+            ids.push(raw.get("_id").unwrap().unwrap().as_i32().unwrap());
+            Ok(ControlFlow::Continue(()))
+        })
+        .unwrap();
+        assert_eq!(ids, vec![1, 2, 3, 4], "natural order is insertion order");
+        let id_index = coll.meta().indexes[0].clone();
+        assert_eq!(
+            coll.lookup_index(&*snap, &id_index, &[bson::Bson::Int64(3)])
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn replace_moves_index_entries_and_delete_frees_them() {
+        let cat = catalog();
+        let coll = cat.get_or_create("test", "c").unwrap();
+        let outcomes = coll
+            .writer()
+            .insert_many(
+                &[doc! {"_id": 1}, doc! {"_id": 2}],
+                true,
+                Durability::Process,
+            )
+            .unwrap();
+        let first = *outcomes[0].as_ref().unwrap();
+        let mut w = coll.writer();
+        let err = w
+            .replace(
+                first,
+                &doc! {"_id": 1},
+                &doc! {"_id": 2},
+                Durability::Process,
+            )
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::DUPLICATE_KEY);
+        w.delete(first, &doc! {"_id": 1}, Durability::Process)
+            .unwrap();
+        let again = w
+            .insert_many(&[doc! {"_id": 1}], true, Durability::Process)
+            .unwrap();
+        assert!(again[0].is_ok());
+    }
+
+    #[test]
+    fn unique_index_build_refuses_duplicates_and_then_guards_inserts() {
+        let cat = catalog();
+        let coll = cat.get_or_create("test", "c").unwrap();
+        let docs = [doc! {"_id": 1, "a": 1}, doc! {"_id": 2, "a": 1}];
+        coll.writer()
+            .insert_many(&docs, true, Durability::Process)
+            .unwrap();
+        let unique_a = IndexSpec {
+            id: 0,
+            name: "a_1".into(),
+            key: doc! {"a": 1},
+            unique: true,
+            sparse: false,
+        };
+        let err = cat.add_index(&coll, unique_a.clone()).unwrap_err();
+        assert_eq!(err.code, ErrorCode::DUPLICATE_KEY);
+        assert_eq!(
+            coll.meta().indexes.len(),
+            1,
+            "a failed build leaves no index behind"
+        );
+
+        let mut w = coll.writer();
+        w.delete(2, &docs[1], Durability::Process).unwrap();
+        drop(w);
+        cat.add_index(&coll, unique_a).unwrap();
+        let index = coll.meta().indexes[1].clone();
+        assert_eq!(
+            coll.lookup_index(&*coll.snapshot(), &index, &[bson::Bson::Int32(1)])
+                .unwrap(),
+            vec![1]
+        );
+        let again = coll
+            .writer()
+            .insert_many(&[doc! {"_id": 3, "a": 1}], true, Durability::Process)
+            .unwrap();
+        assert_eq!(again[0].clone().unwrap_err().code, ErrorCode::DUPLICATE_KEY);
+
+        cat.remove_index(&coll, "a_1").unwrap();
+        assert_eq!(
+            cat.remove_index(&coll, "a_1").unwrap_err().code,
+            ErrorCode::INDEX_NOT_FOUND
+        );
+        let ok = coll
+            .writer()
+            .insert_many(&[doc! {"_id": 3, "a": 1}], true, Durability::Process)
+            .unwrap();
+        assert!(ok[0].is_ok());
+    }
+
+    #[test]
+    fn create_drop_rename_and_reopen() {
+        let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::default());
+        let cat = Catalog::open(engine.clone()).unwrap();
+        cat.create("db1", "a", doc! {}).unwrap();
+        assert_eq!(
+            cat.create("db1", "a", doc! {}).err().unwrap().code,
+            ErrorCode::NAMESPACE_EXISTS
+        );
+        let a = cat.get("db1", "a").unwrap();
+        a.writer()
+            .insert_many(&[doc! {"_id": 1}], true, Durability::Process)
+            .unwrap();
+        cat.rename(("db1", "a"), ("db2", "b"), false).unwrap();
+        assert!(cat.get("db1", "a").is_none());
+        assert_eq!(cat.database_names(), vec!["db2".to_string()]);
+
+        let reopened = Catalog::open(engine.clone()).unwrap();
+        let b = reopened.get("db2", "b").unwrap();
+        assert_eq!(b.stats(&*b.snapshot()).unwrap().count, 1);
+        assert!(reopened.drop_collection("db2", "b").unwrap());
+        assert!(!reopened.drop_collection("db2", "b").unwrap());
+        let mut left = 0;
+        engine
+            .snapshot()
+            .scan_prefix(Space::Records, b"", ScanStart::Beginning, &mut |_, _| {
+                left += 1;
+                Ok(ControlFlow::Continue(()))
+            })
+            .unwrap();
+        assert_eq!(left, 0, "dropping removes the records");
+    }
+}

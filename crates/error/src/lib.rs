@@ -1,0 +1,194 @@
+//! MongoDB's error codes and the error type every Basalt crate returns.
+//!
+//! Drivers branch on `code` and `codeName` (retryability, duplicate keys, missing
+//! namespaces), so the numbers and names here are MongoDB's own. This is the one table of
+//! codes in the project: add a row here rather than writing a number anywhere else.
+//! MongoDB's many one-off assertion codes ("Location51024") are reached through
+//! [`ErrorCode::location`].
+
+use bson::{doc, Document};
+use std::fmt;
+
+/// A MongoDB error code. Named codes come from the table below; others print as
+/// `Location<N>`, as MongoDB itself names its unnamed assertion codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ErrorCode(pub i32);
+
+macro_rules! error_codes {
+    ($($name:ident = $code:literal, $text:literal;)*) => {
+        impl ErrorCode {
+            $(pub const $name: ErrorCode = ErrorCode($code);)*
+
+            /// MongoDB's `codeName` for this code.
+            pub fn name(self) -> String {
+                match self.0 {
+                    $($code => $text.to_string(),)*
+                    other => format!("Location{other}"),
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
+    INTERNAL_ERROR = 1, "InternalError";
+    BAD_VALUE = 2, "BadValue";
+    NO_SUCH_KEY = 4, "NoSuchKey";
+    UNKNOWN_ERROR = 8, "UnknownError";
+    FAILED_TO_PARSE = 9, "FailedToParse";
+    UNAUTHORIZED = 13, "Unauthorized";
+    TYPE_MISMATCH = 14, "TypeMismatch";
+    OVERFLOW = 15, "Overflow";
+    INVALID_LENGTH = 16, "InvalidLength";
+    PROTOCOL_ERROR = 17, "ProtocolError";
+    ILLEGAL_OPERATION = 20, "IllegalOperation";
+    EMPTY_ARRAY_OPERATION = 21, "EmptyArrayOperation";
+    INVALID_BSON = 22, "InvalidBSON";
+    NAMESPACE_NOT_FOUND = 26, "NamespaceNotFound";
+    INDEX_NOT_FOUND = 27, "IndexNotFound";
+    PATH_NOT_VIABLE = 28, "PathNotViable";
+    CONFLICTING_UPDATE_OPERATORS = 40, "ConflictingUpdateOperators";
+    CURSOR_NOT_FOUND = 43, "CursorNotFound";
+    NAMESPACE_EXISTS = 48, "NamespaceExists";
+    MAX_TIME_MS_EXPIRED = 50, "MaxTimeMSExpired";
+    DOLLAR_PREFIXED_FIELD_NAME = 52, "DollarPrefixedFieldName";
+    INVALID_ID_FIELD = 53, "InvalidIdField";
+    NOT_SINGLE_VALUE_FIELD = 54, "NotSingleValueField";
+    COMMAND_NOT_FOUND = 59, "CommandNotFound";
+    IMMUTABLE_FIELD = 66, "ImmutableField";
+    CANNOT_CREATE_INDEX = 67, "CannotCreateIndex";
+    INDEX_ALREADY_EXISTS = 68, "IndexAlreadyExists";
+    INVALID_OPTIONS = 72, "InvalidOptions";
+    INVALID_NAMESPACE = 73, "InvalidNamespace";
+    INDEX_OPTIONS_CONFLICT = 85, "IndexOptionsConflict";
+    INDEX_KEY_SPECS_CONFLICT = 86, "IndexKeySpecsConflict";
+    OPERATION_FAILED = 96, "OperationFailed";
+    COMMAND_NOT_SUPPORTED = 115, "CommandNotSupported";
+    JS_INTERPRETER_FAILURE = 139, "JSInterpreterFailure";
+    INVALID_PIPELINE_OPERATOR = 168, "InvalidPipelineOperator";
+    INVALID_INDEX_SPECIFICATION_OPTION = 197, "InvalidIndexSpecificationOption";
+    COMMAND_FAILED = 125, "CommandFailed";
+    CANNOT_INDEX_PARALLEL_ARRAYS = 171, "CannotIndexParallelArrays";
+    API_STRICT_ERROR = 323, "APIStrictError";
+    UNSUPPORTED_OP_QUERY_COMMAND = 352, "UnsupportedOpQueryCommand";
+    DUPLICATE_KEY = 11000, "DuplicateKey";
+    BSON_OBJECT_TOO_LARGE = 10334, "BSONObjectTooLarge";
+    CONVERSION_FAILURE = 241, "ConversionFailure";
+    ILLEGAL_OP_MSG_FLAG = 223, "IllegalOpMsgFlag";
+    CHECKSUM_MISMATCH = 288, "ChecksumMismatch";
+    EMPTY_FIELD_NAME = 56, "EmptyFieldName";
+}
+
+impl ErrorCode {
+    /// One of MongoDB's numbered assertion codes that has no name of its own.
+    pub const fn location(code: i32) -> ErrorCode {
+        ErrorCode(code)
+    }
+}
+
+/// An error as MongoDB reports it: a code, a message, and for some codes extra fields
+/// that drivers read (`keyPattern`/`keyValue` on DuplicateKey).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Error {
+    pub code: ErrorCode,
+    pub message: String,
+    /// Fields added beside `code` and `errmsg` in the reply (e.g. `keyPattern`).
+    pub extra: Document,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Error {
+        Error {
+            code,
+            message: message.into(),
+            extra: Document::new(),
+        }
+    }
+
+    pub fn with_extra(mut self, extra: Document) -> Error {
+        self.extra = extra;
+        self
+    }
+
+    pub fn bad_value(message: impl Into<String>) -> Error {
+        Error::new(ErrorCode::BAD_VALUE, message)
+    }
+
+    pub fn failed_to_parse(message: impl Into<String>) -> Error {
+        Error::new(ErrorCode::FAILED_TO_PARSE, message)
+    }
+
+    pub fn type_mismatch(message: impl Into<String>) -> Error {
+        Error::new(ErrorCode::TYPE_MISMATCH, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Error {
+        Error::new(ErrorCode::INTERNAL_ERROR, message)
+    }
+
+    pub fn location(code: i32, message: impl Into<String>) -> Error {
+        Error::new(ErrorCode::location(code), message)
+    }
+
+    /// The fields of a command reply that reports this error: `ok: 0`, `errmsg`, `code`,
+    /// `codeName`, then any extra fields.
+    pub fn to_command_reply(&self) -> Document {
+        let mut reply = doc! {
+            "ok": 0.0,
+            "errmsg": self.message.clone(),
+            "code": self.code.0,
+            "codeName": self.code.name(),
+        };
+        reply.extend(self.extra.clone());
+        reply
+    }
+
+    /// The entry of a `writeErrors` array for the statement at `index`.
+    pub fn to_write_error(&self, index: usize) -> Document {
+        let mut entry = doc! {
+            "index": index as i32,
+            "code": self.code.0,
+            "codeName": self.code.name(),
+            "errmsg": self.message.clone(),
+        };
+        entry.extend(self.extra.clone());
+        entry
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({}): {}",
+            self.code.name(),
+            self.code.0,
+            self.message
+        )
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<bson::error::Error> for Error {
+    fn from(e: bson::error::Error) -> Error {
+        Error::new(ErrorCode::INVALID_BSON, e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_and_location_codes() {
+        assert_eq!(ErrorCode::DUPLICATE_KEY.name(), "DuplicateKey");
+        assert_eq!(ErrorCode::location(51024).name(), "Location51024");
+        let reply = Error::bad_value("x").to_command_reply();
+        assert_eq!(reply.get_i32("code").unwrap(), 2);
+        assert_eq!(reply.get_str("codeName").unwrap(), "BadValue");
+        assert_eq!(reply.get_f64("ok").unwrap(), 0.0);
+    }
+}

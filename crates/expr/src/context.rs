@@ -1,0 +1,163 @@
+//! Variables of the expression language: the names in scope while parsing, and the values
+//! that are fixed for a whole evaluation (`$$NOW` and the command's `let` variables).
+//!
+//! Names are resolved to slots at parse time, so evaluation never compares strings: a
+//! variable's slot is its depth in the scope stack, which keeps nested `$let`/`$map`
+//! scopes distinct while sibling scopes may reuse slots.
+
+use basalt_error::{Error, Result};
+use bson::{Bson, DateTime};
+
+/// The slot of a user variable, assigned when its scope is parsed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct VarId(pub(crate) usize);
+
+/// The variables in scope while an expression is parsed.
+#[derive(Clone, Debug, Default)]
+pub struct ParseContext {
+    names: Vec<String>,
+}
+
+impl ParseContext {
+    pub fn new() -> ParseContext {
+        ParseContext::default()
+    }
+
+    /// Declares a variable visible to everything parsed with this context afterwards (the
+    /// `let` option of `aggregate`); its value is given with [`Variables::set`].
+    pub fn define(&mut self, name: &str) -> Result<VarId> {
+        validate_name_for_write(name)?;
+        self.names.push(name.to_string());
+        Ok(VarId(self.names.len() - 1))
+    }
+
+    /// The slot of `name`, innermost scope first.
+    pub(crate) fn lookup(&self, name: &str) -> Option<VarId> {
+        self.names.iter().rposition(|n| n == name).map(VarId)
+    }
+
+    /// A context for a nested scope that binds `name` (as `$let`, `$map`, `$filter` and
+    /// `$reduce` do).
+    pub(crate) fn nested(&self, name: &str) -> Result<(ParseContext, VarId)> {
+        let mut inner = self.clone();
+        let id = inner.define(name)?;
+        Ok((inner, id))
+    }
+}
+
+/// Checks a name a user binds (`$let` vars, `as`): lowercase or non-ASCII first, then
+/// letters, digits and `_`. `CURRENT` is the one system variable users may rebind.
+pub(crate) fn validate_name_for_write(name: &str) -> Result<()> {
+    if name == "CURRENT" {
+        return Ok(());
+    }
+    let first = name
+        .chars()
+        .next()
+        .ok_or_else(|| Error::location(16866, "empty variable names are not allowed"))?;
+    if !first.is_ascii_lowercase() && first.is_ascii() {
+        return Err(Error::location(
+            16867,
+            format!("'{name}' starts with an invalid character for a user variable name"),
+        ));
+    }
+    validate_rest(name)
+}
+
+/// Checks a name that is read (`$$name`): system variables start with an uppercase letter.
+pub(crate) fn validate_name_for_read(name: &str) -> Result<()> {
+    let first = name
+        .chars()
+        .next()
+        .ok_or_else(|| Error::location(16869, "empty variable names are not allowed"))?;
+    if !first.is_ascii_alphabetic() && first.is_ascii() {
+        return Err(Error::location(
+            16870,
+            format!("'{name}' starts with an invalid character for a variable name"),
+        ));
+    }
+    validate_rest(name)
+}
+
+fn validate_rest(name: &str) -> Result<()> {
+    match name
+        .chars()
+        .skip(1)
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || !c.is_ascii()))
+    {
+        Some(c) => Err(Error::location(
+            16868,
+            format!("'{name}' contains an invalid character for a variable name: '{c}'"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Values fixed for one command: the clock reading behind `$$NOW` and the values of the
+/// variables declared with [`ParseContext::define`].
+#[derive(Clone, Debug)]
+pub struct Variables {
+    now: DateTime,
+    values: Vec<Option<Bson>>,
+}
+
+impl Default for Variables {
+    fn default() -> Variables {
+        Variables::new()
+    }
+}
+
+impl Variables {
+    /// Reads the clock once, so every `$$NOW` in the command sees the same instant.
+    pub fn new() -> Variables {
+        Variables::with_now(DateTime::now())
+    }
+
+    pub fn with_now(now: DateTime) -> Variables {
+        Variables {
+            now,
+            values: Vec::new(),
+        }
+    }
+
+    pub fn now(&self) -> DateTime {
+        self.now
+    }
+
+    pub fn set(&mut self, id: VarId, value: Bson) {
+        if self.values.len() <= id.0 {
+            self.values.resize(id.0 + 1, None);
+        }
+        self.values[id.0] = Some(value);
+    }
+
+    pub(crate) fn get(&self, id: VarId) -> Option<&Bson> {
+        self.values.get(id.0).and_then(Option::as_ref)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_validated() {
+        assert!(validate_name_for_write("x1_y").is_ok());
+        assert!(validate_name_for_write("CURRENT").is_ok());
+        assert_eq!(validate_name_for_write("").unwrap_err().code.0, 16866);
+        assert_eq!(validate_name_for_write("Xy").unwrap_err().code.0, 16867);
+        assert_eq!(validate_name_for_write("a-b").unwrap_err().code.0, 16868);
+        assert!(validate_name_for_read("ROOT").is_ok());
+        assert_eq!(validate_name_for_read("1a").unwrap_err().code.0, 16870);
+    }
+
+    #[test]
+    fn inner_scopes_shadow_outer_ones() {
+        let mut ctx = ParseContext::new();
+        let outer = ctx.define("x").unwrap();
+        let (inner, id) = ctx.nested("x").unwrap();
+        assert_ne!(outer, id);
+        assert_eq!(inner.lookup("x"), Some(id));
+        assert_eq!(ctx.lookup("x"), Some(outer));
+    }
+}

@@ -1,0 +1,587 @@
+//! Type expression operators: `$type $isNumber $convert` and its shorthands `$toInt
+//! $toLong $toDouble $toDecimal $toString $toBool $toDate $toObjectId`.
+//!
+//! Conversions follow MongoDB 7.0's table; a failed conversion is `ConversionFailure`
+//! (241) unless `$convert` names an `onError` value.
+
+use crate::context::ParseContext;
+use crate::env::{Env, Value};
+use crate::expression::{is_nullish, parse_fixed, type_name, Expression};
+use crate::numeric::{display, format_double, to_decimal};
+use crate::operators::date::{format_iso, parse_date};
+use basalt_error::{Error, ErrorCode, Result};
+use basalt_value::Number;
+use bson::oid::ObjectId;
+use bson::{Bson, DateTime, Decimal128};
+use std::borrow::Cow;
+use std::str::FromStr;
+
+#[derive(Debug)]
+pub(crate) enum TypeOp {
+    Type(Box<[Expression; 1]>),
+    IsNumber(Box<[Expression; 1]>),
+    Convert(Box<Convert>),
+}
+
+#[derive(Debug)]
+pub(crate) struct Convert {
+    input: Expression,
+    to: To,
+    on_error: Option<Expression>,
+    on_null: Option<Expression>,
+}
+
+#[derive(Debug)]
+enum To {
+    Fixed(Target),
+    Computed(Expression),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Target {
+    Double,
+    String,
+    ObjectId,
+    Bool,
+    Date,
+    Int,
+    Long,
+    Decimal,
+    /// A real BSON type that nothing converts to.
+    Other(&'static str),
+}
+
+impl Target {
+    fn name(self) -> &'static str {
+        match self {
+            Target::Double => "double",
+            Target::String => "string",
+            Target::ObjectId => "objectId",
+            Target::Bool => "bool",
+            Target::Date => "date",
+            Target::Int => "int",
+            Target::Long => "long",
+            Target::Decimal => "decimal",
+            Target::Other(name) => name,
+        }
+    }
+
+    /// The target named by `$convert`'s `to`: a type name or a BSON type number.
+    fn from_spec(to: &Bson) -> Result<Target> {
+        const NAMES: [(&str, i32); 21] = [
+            ("double", 1),
+            ("string", 2),
+            ("object", 3),
+            ("array", 4),
+            ("binData", 5),
+            ("undefined", 6),
+            ("objectId", 7),
+            ("bool", 8),
+            ("date", 9),
+            ("null", 10),
+            ("regex", 11),
+            ("dbPointer", 12),
+            ("javascript", 13),
+            ("symbol", 14),
+            ("javascriptWithScope", 15),
+            ("int", 16),
+            ("timestamp", 17),
+            ("long", 18),
+            ("decimal", 19),
+            ("minKey", -1),
+            ("maxKey", 127),
+        ];
+        let code = match to {
+            Bson::String(name) => NAMES
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, c)| *c)
+                .ok_or_else(|| Error::bad_value(format!("Unknown type name: {name}")))?,
+            other => match Number::from_bson(other) {
+                Some(n) => n
+                    .to_i64_exact()
+                    .and_then(|c| i32::try_from(c).ok())
+                    .ok_or_else(|| {
+                        Error::failed_to_parse(format!(
+                            "In $convert, numeric value for 'to' is not an integer: {}",
+                            display(other)
+                        ))
+                    })?,
+                None => {
+                    return Err(Error::failed_to_parse(format!(
+                        "$convert's 'to' argument must be a string or number, but is {}",
+                        type_name(Some(other))
+                    )))
+                }
+            },
+        };
+        Ok(match code {
+            1 => Target::Double,
+            2 => Target::String,
+            7 => Target::ObjectId,
+            8 => Target::Bool,
+            9 => Target::Date,
+            16 => Target::Int,
+            18 => Target::Long,
+            19 => Target::Decimal,
+            other => match NAMES.iter().find(|(_, c)| *c == other) {
+                Some((name, _)) => Target::Other(name),
+                None => {
+                    return Err(Error::failed_to_parse(format!(
+                        "In $convert, numeric value for 'to' does not correspond to a BSON type: {other}"
+                    )))
+                }
+            },
+        })
+    }
+}
+
+impl TypeOp {
+    pub(crate) fn parse(name: &str, args: &Bson, ctx: &ParseContext) -> Result<Option<TypeOp>> {
+        let shorthand = |target: Target| -> Result<Option<TypeOp>> {
+            let [input] = *parse_fixed::<1>(name, args, ctx)?;
+            Ok(Some(TypeOp::Convert(Box::new(Convert {
+                input,
+                to: To::Fixed(target),
+                on_error: None,
+                on_null: None,
+            }))))
+        };
+        Ok(Some(match name {
+            "$type" => TypeOp::Type(parse_fixed(name, args, ctx)?),
+            "$isNumber" => TypeOp::IsNumber(parse_fixed(name, args, ctx)?),
+            "$convert" => TypeOp::Convert(Box::new(parse_convert(args, ctx)?)),
+            "$toInt" => return shorthand(Target::Int),
+            "$toLong" => return shorthand(Target::Long),
+            "$toDouble" => return shorthand(Target::Double),
+            "$toDecimal" => return shorthand(Target::Decimal),
+            "$toString" => return shorthand(Target::String),
+            "$toBool" => return shorthand(Target::Bool),
+            "$toDate" => return shorthand(Target::Date),
+            "$toObjectId" => return shorthand(Target::ObjectId),
+            _ => return Ok(None),
+        }))
+    }
+
+    pub(crate) fn eval<'a>(&'a self, env: &Env<'a>) -> Result<Value<'a>> {
+        match self {
+            TypeOp::Type(arg) => {
+                let v = arg[0].eval(env)?;
+                Ok(Some(Cow::Owned(Bson::String(
+                    type_name(v.as_deref()).to_string(),
+                ))))
+            }
+            TypeOp::IsNumber(arg) => {
+                let v = arg[0].eval(env)?;
+                Ok(Some(Cow::Owned(Bson::Boolean(
+                    v.as_deref().is_some_and(basalt_value::is_number),
+                ))))
+            }
+            TypeOp::Convert(c) => c.eval(env),
+        }
+    }
+}
+
+fn parse_convert(args: &Bson, ctx: &ParseContext) -> Result<Convert> {
+    let Bson::Document(doc) = args else {
+        return Err(Error::failed_to_parse(format!(
+            "$convert expects an object of named arguments but found: {}",
+            type_name(Some(args))
+        )));
+    };
+    let (mut input, mut to, mut on_error, mut on_null) = (None, None, None, None);
+    for (key, value) in doc {
+        match key.as_str() {
+            "input" => input = Some(Expression::parse(value, ctx)?),
+            "to" => to = Some(Expression::parse(value, ctx)?),
+            "onError" => on_error = Some(Expression::parse(value, ctx)?),
+            "onNull" => on_null = Some(Expression::parse(value, ctx)?),
+            _ => {
+                return Err(Error::failed_to_parse(format!(
+                    "$convert found an unknown argument: {key}"
+                )))
+            }
+        }
+    }
+    let input =
+        input.ok_or_else(|| Error::failed_to_parse("Missing 'input' parameter to $convert"))?;
+    let to = to.ok_or_else(|| Error::failed_to_parse("Missing 'to' parameter to $convert"))?;
+    let to = match to.as_constant() {
+        Some(spec) if !is_nullish(Some(spec)) => To::Fixed(Target::from_spec(spec)?),
+        _ => To::Computed(to),
+    };
+    Ok(Convert {
+        input,
+        to,
+        on_error,
+        on_null,
+    })
+}
+
+impl Convert {
+    fn eval<'a>(&'a self, env: &Env<'a>) -> Result<Value<'a>> {
+        let target = match &self.to {
+            To::Fixed(t) => *t,
+            To::Computed(e) => {
+                let spec = e.eval(env)?;
+                match spec.as_deref() {
+                    s if is_nullish(s) => return Ok(Some(Cow::Owned(Bson::Null))),
+                    Some(s) => Target::from_spec(s)?,
+                    None => unreachable!("nullish covers missing"),
+                }
+            }
+        };
+        let input = self.input.eval(env)?;
+        let Some(value) = input.as_deref().filter(|v| !is_nullish(Some(v))) else {
+            return match &self.on_null {
+                Some(e) => e.eval(env),
+                None => Ok(Some(Cow::Owned(Bson::Null))),
+            };
+        };
+        match convert(value, target) {
+            Ok(v) => Ok(Some(Cow::Owned(v))),
+            Err(failure) => match &self.on_error {
+                Some(e) => e.eval(env),
+                None => Err(failure.into_error()),
+            },
+        }
+    }
+}
+
+/// Why a conversion failed: the message before and after MongoDB's fixed
+/// "in $convert with no onError value" phrase.
+pub(crate) struct Failure {
+    reason: String,
+    detail: Option<String>,
+}
+
+impl Failure {
+    fn new(reason: impl Into<String>, detail: Option<String>) -> Failure {
+        Failure {
+            reason: reason.into(),
+            detail,
+        }
+    }
+
+    fn into_error(self) -> Error {
+        let mut message = format!("{} in $convert with no onError value", self.reason);
+        if let Some(detail) = self.detail {
+            message.push_str(": ");
+            message.push_str(&detail);
+        }
+        Error::new(ErrorCode::CONVERSION_FAILURE, message)
+    }
+}
+
+/// Converts a value that is not null, missing or undefined.
+pub(crate) fn convert(value: &Bson, target: Target) -> std::result::Result<Bson, Failure> {
+    let unsupported = || {
+        Failure::new(
+            format!(
+                "Unsupported conversion from {} to {}",
+                type_name(Some(value)),
+                target.name()
+            ),
+            None,
+        )
+    };
+    let overflow = || {
+        Failure::new(
+            "Conversion would overflow target type",
+            Some(display(value)),
+        )
+    };
+    let number = Number::from_bson(value);
+    Ok(match target {
+        Target::Double => match value {
+            Bson::Boolean(b) => Bson::Double(f64::from(u8::from(*b))),
+            Bson::DateTime(d) => Bson::Double(d.timestamp_millis() as f64),
+            Bson::String(s) => Bson::Double(parse_double(s)?),
+            Bson::Decimal128(_) => {
+                let d = number.map_or(f64::NAN, Number::to_f64);
+                let text = value.to_string();
+                if d.is_infinite() && !text.contains("Inf") {
+                    return Err(overflow());
+                }
+                Bson::Double(d)
+            }
+            _ => Bson::Double(number.ok_or_else(unsupported)?.to_f64()),
+        },
+        Target::Int | Target::Long => {
+            let wide = match value {
+                Bson::Boolean(b) => i64::from(*b),
+                Bson::Int32(i) => i64::from(*i),
+                Bson::Int64(i) => *i,
+                Bson::DateTime(d) if target == Target::Long => d.timestamp_millis(),
+                Bson::String(s) => parse_integer(s, target)?,
+                Bson::Double(_) | Bson::Decimal128(_) => {
+                    let d = number.map_or(f64::NAN, Number::to_f64);
+                    if d.is_nan() {
+                        return Err(Failure::new(
+                            "Attempt to convert NaN value to integer type",
+                            Some(display(value)),
+                        ));
+                    }
+                    if d.is_infinite() {
+                        return Err(Failure::new(
+                            "Attempt to convert infinity value to integer type",
+                            Some(display(value)),
+                        ));
+                    }
+                    let t = d.trunc();
+                    if !(-TWO_POW_63..TWO_POW_63).contains(&t) {
+                        return Err(overflow());
+                    }
+                    t as i64
+                }
+                _ => return Err(unsupported()),
+            };
+            if target == Target::Int {
+                Bson::Int32(i32::try_from(wide).map_err(|_| overflow())?)
+            } else {
+                Bson::Int64(wide)
+            }
+        }
+        Target::Decimal => match value {
+            Bson::Boolean(b) => Bson::Decimal128(to_decimal(Number::Int32(i32::from(*b)))),
+            Bson::DateTime(d) => Bson::Decimal128(to_decimal(Number::Int64(d.timestamp_millis()))),
+            Bson::String(s) => Bson::Decimal128(parse_decimal(s)?),
+            _ => Bson::Decimal128(to_decimal(number.ok_or_else(unsupported)?)),
+        },
+        Target::String => Bson::String(match value {
+            Bson::String(s) => s.clone(),
+            Bson::Double(d) => format_double(*d),
+            Bson::Int32(i) => i.to_string(),
+            Bson::Int64(i) => i.to_string(),
+            Bson::Decimal128(d) => d.to_string(),
+            Bson::Boolean(b) => b.to_string(),
+            Bson::ObjectId(oid) => oid.to_hex(),
+            Bson::DateTime(d) => format_iso(d.timestamp_millis()),
+            _ => return Err(unsupported()),
+        }),
+        Target::Bool => Bson::Boolean(match number {
+            Some(n) => n.to_f64() != 0.0,
+            None => match value {
+                Bson::Boolean(b) => *b,
+                _ => true,
+            },
+        }),
+        Target::Date => Bson::DateTime(DateTime::from_millis(match value {
+            Bson::DateTime(d) => d.timestamp_millis(),
+            Bson::Int64(ms) => *ms,
+            Bson::Double(_) | Bson::Decimal128(_) => {
+                let d = number.map_or(f64::NAN, Number::to_f64);
+                if !d.is_finite() {
+                    return Err(Failure::new(
+                        format!("Attempt to convert {} to date", display(value)),
+                        None,
+                    ));
+                }
+                if !(-9.2e18..9.2e18).contains(&d) {
+                    return Err(overflow());
+                }
+                d.trunc() as i64
+            }
+            Bson::String(s) => parse_date(s)
+                .ok_or_else(|| Failure::new(format!("Error parsing date string '{s}'"), None))?,
+            Bson::ObjectId(oid) => oid.timestamp().timestamp_millis(),
+            Bson::Timestamp(ts) => i64::from(ts.time) * 1000,
+            _ => return Err(unsupported()),
+        })),
+        Target::ObjectId => match value {
+            Bson::ObjectId(oid) => Bson::ObjectId(*oid),
+            Bson::String(s) => Bson::ObjectId(ObjectId::parse_str(s).map_err(|_| {
+                Failure::new(
+                    format!("Failed to parse objectId '{s}'"),
+                    Some(if s.len() != 24 {
+                        format!(
+                            "Invalid string length for parsing to OID, expected 24 but found {}",
+                            s.len()
+                        )
+                    } else {
+                        "Invalid character found in hex string".to_string()
+                    }),
+                )
+            })?),
+            _ => return Err(unsupported()),
+        },
+        Target::Other(_) => return Err(unsupported()),
+    })
+}
+
+/// 2^63, the first double beyond int64.
+const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+
+fn parse_failure(s: &str, detail: &str) -> Failure {
+    Failure::new(
+        format!("Failed to parse number '{s}'"),
+        Some(detail.to_string()),
+    )
+}
+
+fn parse_double(s: &str) -> std::result::Result<f64, Failure> {
+    if s.is_empty() || s.trim() != s {
+        return Err(parse_failure(s, "Did not consume whole string."));
+    }
+    s.parse::<f64>()
+        .map_err(|_| parse_failure(s, "Did not consume whole string."))
+}
+
+fn parse_integer(s: &str, target: Target) -> std::result::Result<i64, Failure> {
+    let digits = s.strip_prefix(['-', '+']).unwrap_or(s);
+    if let Some(bad) = digits.chars().find(|c| !c.is_ascii_digit()) {
+        return Err(parse_failure(
+            s,
+            &format!("Bad digit \"{bad}\" while parsing {s}"),
+        ));
+    }
+    if digits.is_empty() {
+        return Err(parse_failure(s, "No digits"));
+    }
+    let wide = s.parse::<i64>().map_err(|_| parse_failure(s, "Overflow"))?;
+    if target == Target::Int && i32::try_from(wide).is_err() {
+        return Err(parse_failure(s, "Overflow"));
+    }
+    Ok(wide)
+}
+
+fn parse_decimal(s: &str) -> std::result::Result<Decimal128, Failure> {
+    let looks_numeric = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'));
+    looks_numeric
+        .then(|| Decimal128::from_str(s).ok())
+        .flatten()
+        .ok_or_else(|| parse_failure(s, "Failed to parse string to decimal"))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::expression::test_util::*;
+    use bson::oid::ObjectId;
+    use bson::{bson, Bson, DateTime, Decimal128};
+    use std::str::FromStr;
+
+    fn dec(s: &str) -> Bson {
+        Bson::Decimal128(Decimal128::from_str(s).unwrap())
+    }
+
+    #[test]
+    fn type_and_is_number() {
+        assert_eq!(value(bson!({"$type": "$i"})), bson!("int"));
+        assert_eq!(value(bson!({"$type": "$nope"})), bson!("missing"));
+        assert_eq!(value(bson!({"$type": [["$arr"]]})), bson!("array"));
+        assert_eq!(value(bson!({"$type": "$o"})), bson!("object"));
+        assert_eq!(value(bson!({"$isNumber": "$d"})), bson!(true));
+        assert_eq!(value(bson!({"$isNumber": "$s"})), bson!(false));
+        assert_eq!(value(bson!({"$isNumber": "$nope"})), bson!(false));
+    }
+
+    #[test]
+    fn to_numbers() {
+        assert_eq!(value(bson!({"$toInt": "12"})), bson!(12));
+        assert_eq!(value(bson!({"$toInt": 2.9})), bson!(2));
+        assert_eq!(value(bson!({"$toInt": -2.9})), bson!(-2));
+        assert_eq!(value(bson!({"$toInt": true})), bson!(1));
+        assert_eq!(value(bson!({"$toInt": "$nope"})), Bson::Null);
+        assert_eq!(error_code(bson!({"$toInt": "1.5"})), 241);
+        assert_eq!(error_code(bson!({"$toInt": 1e10})), 241);
+        assert_eq!(error_code(bson!({"$toInt": f64::NAN})), 241);
+        assert_eq!(
+            error_message(bson!({"$toInt": "abc"})),
+            "Failed to parse number 'abc' in $convert with no onError value: Bad digit \"a\" while parsing abc"
+        );
+        assert_eq!(
+            value(bson!({"$toLong": "9000000000"})),
+            bson!(9000000000_i64)
+        );
+        let date = DateTime::from_millis(1234);
+        assert_eq!(value(bson!({"$toLong": date})), bson!(1234_i64));
+        assert_eq!(
+            error_message(bson!({"$toInt": date})),
+            "Unsupported conversion from date to int in $convert with no onError value"
+        );
+        assert_eq!(value(bson!({"$toDouble": "1.5"})), bson!(1.5));
+        assert_eq!(value(bson!({"$toDouble": 3_i64})), bson!(3.0));
+        assert_eq!(value(bson!({"$toDouble": dec("2.5")})), bson!(2.5));
+        assert_eq!(error_code(bson!({"$toDouble": "1.5x"})), 241);
+        assert_eq!(value(bson!({"$toDecimal": 5})), dec("5"));
+        assert_eq!(value(bson!({"$toDecimal": 2.5})), dec("2.50000000000000"));
+        assert_eq!(value(bson!({"$toDecimal": "1.10"})), dec("1.10"));
+    }
+
+    #[test]
+    fn to_string_bool_date_object_id() {
+        assert_eq!(value(bson!({"$toString": 5})), bson!("5"));
+        assert_eq!(value(bson!({"$toString": 2.5})), bson!("2.5"));
+        assert_eq!(value(bson!({"$toString": 3.0})), bson!("3"));
+        assert_eq!(value(bson!({"$toString": true})), bson!("true"));
+        let date = DateTime::from_millis(1_522_169_931_538);
+        assert_eq!(
+            value(bson!({"$toString": date})),
+            bson!("2018-03-27T16:58:51.538Z")
+        );
+        assert_eq!(error_code(bson!({"$toString": [[1]]})), 241);
+        assert_eq!(value(bson!({"$toBool": 0})), bson!(false));
+        assert_eq!(value(bson!({"$toBool": ""})), bson!(true));
+        assert_eq!(value(bson!({"$toBool": dec("0")})), bson!(false));
+        assert_eq!(
+            value(bson!({"$toDate": 1_522_169_931_538_i64})),
+            Bson::DateTime(date)
+        );
+        assert_eq!(
+            value(bson!({"$toDate": "2018-03-27T16:58:51.538Z"})),
+            Bson::DateTime(date)
+        );
+        assert_eq!(error_code(bson!({"$toDate": 5})), 241);
+        let oid = ObjectId::parse_str("5ab9cbfa31c2ab715d42129e").unwrap();
+        assert_eq!(
+            value(bson!({"$toObjectId": "5ab9cbfa31c2ab715d42129e"})),
+            Bson::ObjectId(oid)
+        );
+        assert_eq!(
+            value(bson!({"$toDate": oid})),
+            Bson::DateTime(DateTime::from_millis(1_522_125_818_000))
+        );
+        assert_eq!(error_code(bson!({"$toObjectId": "abc"})), 241);
+    }
+
+    #[test]
+    fn convert_options() {
+        assert_eq!(
+            value(bson!({"$convert": {"input": "x", "to": "int", "onError": -1}})),
+            bson!(-1)
+        );
+        assert_eq!(
+            value(bson!({"$convert": {"input": "$nope", "to": "int", "onNull": 0}})),
+            bson!(0)
+        );
+        assert_eq!(
+            value(bson!({"$convert": {"input": "7", "to": 16}})),
+            bson!(7)
+        );
+        assert_eq!(
+            value(bson!({"$convert": {"input": "7", "to": {"$concat": ["in", "t"]}}})),
+            bson!(7)
+        );
+        assert_eq!(
+            value(bson!({"$convert": {"input": "7", "to": null}})),
+            Bson::Null
+        );
+        assert_eq!(
+            error_code(bson!({"$convert": {"input": 1, "to": "foo"}})),
+            2
+        );
+        assert_eq!(error_code(bson!({"$convert": {"input": 1, "to": 100}})), 9);
+        assert_eq!(error_code(bson!({"$convert": {"input": 1}})), 9);
+        assert_eq!(error_code(bson!({"$convert": {"to": "int"}})), 9);
+        assert_eq!(
+            error_code(bson!({"$convert": {"input": 1, "to": "int", "x": 1}})),
+            9
+        );
+        assert_eq!(
+            error_code(bson!({"$convert": {"input": 1, "to": "array"}})),
+            241
+        );
+    }
+}

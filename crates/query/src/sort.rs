@@ -1,0 +1,230 @@
+//! Sort specifications (`{a: 1, b: -1}`) and MongoDB's order of documents under them.
+//!
+//! A document's key for one field is taken from every value the path reaches: an array is
+//! represented by its smallest element when ascending and its largest when descending, an
+//! empty array sorts below null, and a missing field sorts as null. Keys are extracted
+//! once per document ([`SortSpec::sort_key`]) so that sorting compares cheap vectors.
+//!
+//! Each field's key is chosen independently. MongoDB picks the smallest whole key tuple
+//! instead, which differs only when several sort fields run through the same array.
+
+use crate::display::element_to_string;
+use basalt_error::{Error, Result};
+use basalt_value::{as_f64, compare_values, FieldPath, Reached};
+use bson::{Bson, Document};
+use std::cmp::Ordering;
+use std::ops::ControlFlow;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Ascending,
+    Descending,
+}
+
+#[derive(Clone, Debug)]
+pub struct SortSpec {
+    fields: Vec<(FieldPath, Direction)>,
+}
+
+impl SortSpec {
+    pub fn new(spec: &Document) -> Result<SortSpec> {
+        let mut fields = Vec::with_capacity(spec.len());
+        for (name, order) in spec {
+            if name.is_empty() || name.split('.').any(str::is_empty) {
+                return Err(Error::location(
+                    40352,
+                    "FieldPath cannot be constructed with empty string",
+                ));
+            }
+            let direction =
+                match order {
+                    Bson::Document(meta) if meta.contains_key("$meta") => {
+                        return Err(Error::bad_value("sorting by $meta is not supported yet"))
+                    }
+                    Bson::Document(_) => {
+                        return Err(Error::location(
+                            17312,
+                            "$meta is the only expression supported by $sort right now",
+                        ))
+                    }
+                    _ => match as_f64(order) {
+                        Some(1.0) => Direction::Ascending,
+                        Some(-1.0) => Direction::Descending,
+                        Some(_) => return Err(Error::location(
+                            15975,
+                            "$sort key ordering must be 1 (for ascending) or -1 (for descending)",
+                        )),
+                        None => {
+                            return Err(Error::location(
+                                15974,
+                                format!(
+                                    "Illegal key in $sort specification: {}",
+                                    element_to_string(name, order)
+                                ),
+                            ))
+                        }
+                    },
+                };
+            fields.push((FieldPath::parse(name), direction));
+        }
+        Ok(SortSpec { fields })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    /// The sort fields in order, for planners that look for a matching index.
+    pub fn fields(&self) -> &[(FieldPath, Direction)] {
+        &self.fields
+    }
+
+    /// The values `doc` sorts by, one per sort field.
+    pub fn sort_key(&self, doc: &Document) -> Vec<Bson> {
+        self.fields
+            .iter()
+            .map(|(path, direction)| field_key(path, *direction, doc))
+            .collect()
+    }
+
+    /// Compares two keys made by [`SortSpec::sort_key`].
+    pub fn compare_keys(&self, a: &[Bson], b: &[Bson]) -> Ordering {
+        for ((x, y), (_, direction)) in a.iter().zip(b).zip(&self.fields) {
+            let ord = compare_values(x, y);
+            let ord = match direction {
+                Direction::Ascending => ord,
+                Direction::Descending => ord.reverse(),
+            };
+            if ord != Ordering::Equal {
+                return ord;
+            }
+        }
+        Ordering::Equal
+    }
+
+    /// Sorts items by the documents they carry, computing each sort key once (a stable
+    /// sort, so ties keep their order).
+    pub fn sort_by_document<T>(&self, items: &mut Vec<T>, document: impl Fn(&T) -> &Document) {
+        let mut keyed: Vec<(Vec<Bson>, T)> = items
+            .drain(..)
+            .map(|item| (self.sort_key(document(&item)), item))
+            .collect();
+        keyed.sort_by(|(a, _), (b, _)| self.compare_keys(a, b));
+        items.extend(keyed.into_iter().map(|(_, item)| item));
+    }
+
+    /// Compares two documents; prefer [`SortSpec::sort_by_document`] when sorting many.
+    pub fn compare(&self, a: &Document, b: &Document) -> Ordering {
+        self.compare_keys(&self.sort_key(a), &self.sort_key(b))
+    }
+}
+
+/// The value standing for `doc` at `path`: the extreme (by direction) of what it reaches.
+/// A missing field stands as null and an empty array as undefined (just below null).
+fn field_key(path: &FieldPath, direction: Direction, doc: &Document) -> Bson {
+    static NULL: Bson = Bson::Null;
+    static UNDEFINED: Bson = Bson::Undefined;
+    let mut best: Option<&Bson> = None;
+    let _ = path.visit(doc, &mut |reached| {
+        let candidates = match reached {
+            Reached::Missing { .. } => std::slice::from_ref(&NULL),
+            Reached::Value {
+                value: Bson::Array(items),
+                ..
+            } if items.is_empty() => std::slice::from_ref(&UNDEFINED),
+            Reached::Value {
+                value: Bson::Array(items),
+                ..
+            } => items.as_slice(),
+            Reached::Value { value, .. } => std::slice::from_ref(value),
+        };
+        for candidate in candidates {
+            let better = best.is_none_or(|current| {
+                let ord = compare_values(candidate, current);
+                match direction {
+                    Direction::Ascending => ord == Ordering::Less,
+                    Direction::Descending => ord == Ordering::Greater,
+                }
+            });
+            if better {
+                best = Some(candidate);
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    best.cloned().unwrap_or(Bson::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    fn sorted(spec: Document, docs: Vec<Document>) -> Vec<i32> {
+        let spec = SortSpec::new(&spec).unwrap();
+        let mut keyed: Vec<_> = docs.iter().map(|d| (spec.sort_key(d), d)).collect();
+        keyed.sort_by(|a, b| spec.compare_keys(&a.0, &b.0));
+        keyed
+            .iter()
+            .map(|(_, d)| d.get_i32("_id").unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn arrays_use_their_extremes() {
+        let docs = vec![
+            doc! {"_id": 1, "a": [1, 10]},
+            doc! {"_id": 2, "a": 5},
+            doc! {"_id": 3, "a": [3, 7]},
+        ];
+        assert_eq!(sorted(doc! {"a": 1}, docs.clone()), vec![1, 3, 2]);
+        assert_eq!(sorted(doc! {"a": -1}, docs), vec![1, 3, 2]);
+    }
+
+    #[test]
+    fn missing_null_and_empty_arrays() {
+        let docs = vec![
+            doc! {"_id": 1, "a": 1},
+            doc! {"_id": 2},
+            doc! {"_id": 3, "a": []},
+            doc! {"_id": 4, "a": "x"},
+        ];
+        assert_eq!(sorted(doc! {"a": 1}, docs.clone()), vec![3, 2, 1, 4]);
+        assert_eq!(sorted(doc! {"a": -1}, docs), vec![4, 1, 2, 3]);
+    }
+
+    #[test]
+    fn compound_and_nested() {
+        let docs = vec![
+            doc! {"_id": 1, "a": {"b": 2}, "c": 1},
+            doc! {"_id": 2, "a": [{"b": 1}, {"b": 3}], "c": 1},
+            doc! {"_id": 3, "a": {"b": 2}, "c": 0},
+        ];
+        assert_eq!(sorted(doc! {"c": 1, "a.b": 1}, docs.clone()), vec![3, 2, 1]);
+        assert_eq!(sorted(doc! {"c": 1, "a.b": -1}, docs), vec![3, 2, 1]);
+        let spec = SortSpec::new(&doc! {"a.b": 1}).unwrap();
+        assert_eq!(
+            spec.sort_key(&doc! {"a": [{"b": 3}, {"c": 1}]}),
+            vec![Bson::Null]
+        );
+    }
+
+    #[test]
+    fn errors() {
+        let err = |spec: Document| SortSpec::new(&spec).unwrap_err();
+        let bad_order = err(doc! {"a": 2});
+        assert_eq!(
+            bad_order.message,
+            "$sort key ordering must be 1 (for ascending) or -1 (for descending)"
+        );
+        assert_eq!(bad_order.code.0, 15975);
+        assert_eq!(
+            err(doc! {"a": "x"}).message,
+            "Illegal key in $sort specification: a: \"x\""
+        );
+        assert!(err(doc! {"a": {"$meta": "textScore"}})
+            .message
+            .contains("not supported"));
+        assert!(SortSpec::new(&doc! {"a": 1.0, "b": -1i64}).is_ok());
+    }
+}

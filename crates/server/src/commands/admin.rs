@@ -1,0 +1,218 @@
+//! Small diagnostic and session commands that drivers, mongosh and tools send on connect
+//! and in daily use: ping, buildInfo, getParameter, getCmdLineOpts, hostInfo,
+//! whatsmyuri, getLog, serverStatus, connectionStatus, endSessions.
+
+use super::Ctx;
+use crate::stats::Stats;
+use crate::COMPATIBLE_MONGODB_VERSION;
+use basalt_error::{Error, ErrorCode, Result};
+use basalt_wire::MAX_BSON_OBJECT_SIZE_BYTES;
+use bson::{doc, Bson, Document};
+
+pub fn ping(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+    Ok(Document::new())
+}
+
+pub fn build_info(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+    let version_array: Vec<i32> = COMPATIBLE_MONGODB_VERSION
+        .split('.')
+        .map(|part| part.parse().unwrap_or(0))
+        .chain(std::iter::once(0))
+        .collect();
+    Ok(doc! {
+        "version": COMPATIBLE_MONGODB_VERSION,
+        "gitVersion": "basalt",
+        "basaltVersion": env!("CARGO_PKG_VERSION"),
+        "versionArray": version_array,
+        "bits": 64,
+        "debug": cfg!(debug_assertions),
+        "maxBsonObjectSize": MAX_BSON_OBJECT_SIZE_BYTES as i32,
+        "storageEngines": ["fjall"],
+        "javascriptEngine": "none",
+        "modules": [],
+        "openssl": { "running": "disabled", "compiled": "disabled" },
+        "buildEnvironment": { "target_arch": std::env::consts::ARCH, "target_os": std::env::consts::OS },
+    })
+}
+
+/// Server parameters getParameter can read, with their values.
+fn parameters() -> Document {
+    doc! {
+        "featureCompatibilityVersion": { "version": "7.0" },
+        "authenticationMechanisms": ["SCRAM-SHA-1", "SCRAM-SHA-256"],
+        "cursorTimeoutMillis": crate::cursors::CURSOR_IDLE_TIMEOUT_MS as i64,
+        "maxBSONDepth": basalt_wire::MAX_BSON_NESTING_DEPTH as i32,
+        "internalQueryMaxBlockingSortMemoryUsageBytes": 100 * 1024 * 1024_i32,
+        "logLevel": 0,
+        "quiet": false,
+        "notablescan": false,
+        "javascriptProtection": false,
+        "requireApiVersion": false,
+    }
+}
+
+pub fn get_parameter(_ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let all = parameters();
+    let wants_all = match body.get("getParameter") {
+        Some(Bson::String(s)) => s == "*",
+        Some(Bson::Document(d)) => d.get_bool("allParameters").unwrap_or(false),
+        _ => false,
+    };
+    if wants_all {
+        return Ok(all);
+    }
+    let mut reply = Document::new();
+    for name in body
+        .keys()
+        .skip(1)
+        .filter(|k| !k.starts_with('$') && *k != "lsid" && *k != "comment")
+    {
+        if let Some(value) = all.get(name) {
+            reply.insert(name.clone(), value.clone());
+        }
+    }
+    if reply.is_empty() {
+        return Err(Error::new(
+            ErrorCode::INVALID_OPTIONS,
+            "no option found to get",
+        ));
+    }
+    Ok(reply)
+}
+
+pub fn get_cmd_line_opts(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+    let options = &ctx.server.options;
+    Ok(doc! {
+        "argv": options.argv.clone(),
+        "parsed": {
+            "net": { "bindIp": options.bind_ip.join(","), "port": options.port as i32 },
+            "storage": { "dbPath": options.dbpath.display().to_string() },
+        },
+    })
+}
+
+fn meminfo_total_mb() -> i64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<i64>().ok())
+        })
+        .map_or(0, |kb| kb / 1024)
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".to_string())
+}
+
+pub fn host_info(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as i32;
+    Ok(doc! {
+        "system": {
+            "currentTime": bson::DateTime::now(),
+            "hostname": host_name(),
+            "cpuAddrSize": 64,
+            "memSizeMB": meminfo_total_mb(),
+            "numCores": cores,
+            "cpuArch": std::env::consts::ARCH,
+            "numaEnabled": false,
+        },
+        "os": { "type": std::env::consts::OS, "name": std::env::consts::OS },
+        "extra": {},
+    })
+}
+
+pub fn whats_my_uri(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+    Ok(doc! { "you": ctx.connection.peer.to_string() })
+}
+
+pub fn get_log(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    match body.get("getLog") {
+        Some(Bson::String(name)) if name == "*" => {
+            Ok(doc! { "names": ["global", "startupWarnings"] })
+        }
+        Some(Bson::String(name)) if name == "global" => {
+            let (lines, total) = ctx.server.log.lines();
+            Ok(doc! { "totalLinesWritten": total as i64, "log": lines })
+        }
+        Some(Bson::String(name)) if name == "startupWarnings" => {
+            Ok(doc! { "totalLinesWritten": 0_i64, "log": Vec::<String>::new() })
+        }
+        Some(Bson::String(name)) => Err(Error::new(
+            ErrorCode::OPERATION_FAILED,
+            format!("No log named '{name}'"),
+        )),
+        _ => Err(Error::type_mismatch(
+            "Argument to getLog must be of type String",
+        )),
+    }
+}
+
+/// Resident and virtual memory of this process in MiB, from /proc.
+fn memory_mb() -> (i64, i64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<i64>().ok())
+            .map_or(0, |kb| kb / 1024)
+    };
+    (field("VmRSS:"), field("VmSize:"))
+}
+
+pub fn server_status(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+    let server = ctx.server;
+    let stats = &server.stats;
+    let uptime = server.started.elapsed();
+    let (resident, virtual_mb) = memory_mb();
+    Ok(doc! {
+        "host": host_name(),
+        "version": COMPATIBLE_MONGODB_VERSION,
+        "process": "basalt",
+        "pid": std::process::id() as i64,
+        "uptime": uptime.as_secs_f64().floor(),
+        "uptimeMillis": uptime.as_millis() as i64,
+        "uptimeEstimate": uptime.as_secs() as i64,
+        "localTime": bson::DateTime::now(),
+        "connections": {
+            "current": Stats::get(&stats.connections_current) as i32,
+            "available": 1_000_000 - Stats::get(&stats.connections_current) as i32,
+            "totalCreated": Stats::get(&stats.connections_total),
+        },
+        "opcounters": {
+            "insert": Stats::get(&stats.insert),
+            "query": Stats::get(&stats.query),
+            "update": Stats::get(&stats.update),
+            "delete": Stats::get(&stats.delete),
+            "getmore": Stats::get(&stats.getmore),
+            "command": Stats::get(&stats.command),
+        },
+        "mem": { "bits": 64, "resident": resident, "virtual": virtual_mb, "supported": true },
+        "metrics": { "cursor": { "open": { "total": ctx.server.cursors.open_count() as i64 } } },
+        "storageEngine": { "name": "fjall", "supportsCommittedReads": true, "persistent": true },
+    })
+}
+
+pub fn connection_status(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+    Ok(doc! {
+        "authInfo": {
+            "authenticatedUsers": [],
+            "authenticatedUserRoles": [],
+        }
+    })
+}
+
+/// Sessions hold no server state yet (no transactions), so ending them is a no-op.
+pub fn end_sessions(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+    Ok(Document::new())
+}
+
+pub fn free_monitoring_status(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+    Ok(doc! { "state": "disabled" })
+}

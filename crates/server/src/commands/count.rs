@@ -1,0 +1,44 @@
+//! `count`: how many documents match, after skip and limit.
+
+use super::Ctx;
+use crate::exec::{for_each_match, AccessPath, Deadline};
+use crate::request::Fields;
+use basalt_error::Result;
+use basalt_query::Matcher;
+use bson::{doc, Document};
+use std::ops::ControlFlow;
+
+pub fn count(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let fields = Fields::new(body);
+    let name = fields.collection()?;
+    let filter = fields.document_opt("query")?.cloned().unwrap_or_default();
+    let matcher = Matcher::new(&filter)?;
+    let skip = fields.non_negative_opt("skip")?.unwrap_or(0);
+    // A negative limit counts like a positive one, as in MongoDB.
+    let limit = fields.i64_opt("limit")?.map(i64::abs).filter(|l| *l > 0);
+    let deadline = Deadline::from_max_time_ms(fields.i64_opt("maxTimeMS")?);
+    let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
+        return Ok(doc! { "n": 0 });
+    };
+    let snapshot = collection.snapshot();
+    let mut matched = 0i64;
+    let wanted = limit.map(|l| l + skip);
+    for_each_match(
+        &collection,
+        &*snapshot,
+        &matcher,
+        &AccessPath::choose(&filter),
+        None,
+        deadline,
+        &mut |_, _| {
+            matched += 1;
+            Ok(if wanted.is_some_and(|w| matched >= w) {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            })
+        },
+    )?;
+    let n = (matched - skip).max(0);
+    Ok(doc! { "n": i32::try_from(n).map_or(bson::Bson::Int64(n), bson::Bson::Int32) })
+}

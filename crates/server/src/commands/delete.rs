@@ -1,0 +1,111 @@
+//! `delete`: each statement removes the first (`limit: 1`) or every (`limit: 0`)
+//! matching document.
+
+use super::write_batch::{check_batch_size, durability, WriteErrors};
+use super::Ctx;
+use crate::exec::{collect_matches, AccessPath, Deadline};
+use crate::request::Fields;
+use crate::stats::Stats;
+use basalt_error::{Error, Result};
+use basalt_query::{Matcher, SortSpec};
+use basalt_storage::Durability;
+use bson::{doc, Document};
+
+/// Deletes the documents of `db.name` matching `filter`: all of them, or with `first`
+/// only one (the first in `sort` order when given). Returns the deleted documents.
+pub(super) fn delete_matching(
+    ctx: &Ctx<'_>,
+    name: &str,
+    filter: &Document,
+    first: bool,
+    sort: Option<&SortSpec>,
+    durability: Durability,
+    deadline: Deadline,
+) -> Result<Vec<Document>> {
+    let matcher = Matcher::new(filter)?;
+    let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
+        return Ok(Vec::new());
+    };
+    let mut writer = collection.writer();
+    let limit = if first && sort.is_none() {
+        Some(1)
+    } else {
+        None
+    };
+    let mut targets = collect_matches(
+        &collection,
+        &matcher,
+        &AccessPath::choose(filter),
+        limit,
+        deadline,
+    )?;
+    if let Some(sort) = sort {
+        sort.sort_by_document(&mut targets, |(_, doc)| doc);
+        if first {
+            targets.truncate(1);
+        }
+    }
+    let mut deleted = Vec::with_capacity(targets.len());
+    for (record_id, doc) in targets {
+        writer.delete(record_id, &doc, durability)?;
+        deleted.push(doc);
+    }
+    Ok(deleted)
+}
+
+pub fn delete(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let fields = Fields::new(body);
+    let name = fields.collection()?;
+    let statements = fields.documents("deletes")?;
+    check_batch_size(statements.len())?;
+    let ordered = fields.bool_or("ordered", true)?;
+    let durability = durability(&fields)?;
+    let deadline = Deadline::from_max_time_ms(fields.i64_opt("maxTimeMS")?);
+    let mut removed = 0u64;
+    let mut errors = WriteErrors::default();
+    for (i, statement) in statements.iter().enumerate() {
+        let result = parse_statement(statement).and_then(|(filter, first)| {
+            delete_matching(ctx, name, filter, first, None, durability, deadline)
+        });
+        match result {
+            Ok(deleted) => removed += deleted.len() as u64,
+            Err(e) => {
+                errors.push(i, e);
+                if ordered {
+                    break;
+                }
+            }
+        }
+    }
+    Stats::add(&ctx.server.stats.delete, removed);
+    let mut reply = doc! { "n": removed as i32 };
+    errors.add_to(&mut reply);
+    Ok(reply)
+}
+
+/// The filter of a statement and whether it deletes only the first match.
+fn parse_statement(statement: &Document) -> Result<(&Document, bool)> {
+    let fields = Fields {
+        command: "delete.deletes",
+        body: statement,
+    };
+    let filter = fields.document_opt("q")?.ok_or_else(|| {
+        Error::location(
+            40414,
+            "BSON field 'delete.deletes.q' is missing but a required field",
+        )
+    })?;
+    let limit = fields.i64_opt("limit")?.ok_or_else(|| {
+        Error::location(
+            40414,
+            "BSON field 'delete.deletes.limit' is missing but a required field",
+        )
+    })?;
+    match limit {
+        0 => Ok((filter, false)),
+        1 => Ok((filter, true)),
+        other => Err(Error::failed_to_parse(format!(
+            "The limit field in delete objects must be 0 or 1. Got {other}"
+        ))),
+    }
+}

@@ -1,0 +1,66 @@
+//! `distinct`: the distinct values of a field among matching documents, arrays counted
+//! by their elements, in MongoDB's value order.
+
+use super::Ctx;
+use crate::exec::{for_each_match, AccessPath, Deadline};
+use crate::request::Fields;
+use basalt_error::{Error, Result};
+use basalt_query::Matcher;
+use basalt_value::{compare_values, FieldPath};
+use bson::{doc, Bson, Document};
+use std::ops::ControlFlow;
+
+pub fn distinct(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let fields = Fields::new(body);
+    let name = fields.collection()?;
+    let key = match body.get("key") {
+        Some(Bson::String(key)) => key.clone(),
+        Some(other) => {
+            return Err(Error::type_mismatch(format!(
+                "BSON field 'distinct.key' is the wrong type '{}', expected type 'string'",
+                crate::request::type_name(other)
+            )))
+        }
+        None => {
+            return Err(Error::location(
+                40414,
+                "BSON field 'distinct.key' is missing but a required field",
+            ))
+        }
+    };
+    let filter = fields.document_opt("query")?.cloned().unwrap_or_default();
+    let matcher = Matcher::new(&filter)?;
+    let deadline = Deadline::from_max_time_ms(fields.i64_opt("maxTimeMS")?);
+    let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
+        return Ok(doc! { "values": [] });
+    };
+    let path = FieldPath::parse(&key);
+    let snapshot = collection.snapshot();
+    let mut values: Vec<Bson> = Vec::new();
+    for_each_match(
+        &collection,
+        &*snapshot,
+        &matcher,
+        &AccessPath::choose(&filter),
+        None,
+        deadline,
+        &mut |_, doc| {
+            for reached in path.reached(&doc) {
+                let basalt_value::Reached::Value { value, .. } = reached else {
+                    continue;
+                };
+                let elements: Vec<&Bson> = match value {
+                    Bson::Array(items) => items.iter().collect(),
+                    other => vec![other],
+                };
+                for element in elements {
+                    if let Err(position) = values.binary_search_by(|v| compare_values(v, element)) {
+                        values.insert(position, element.clone());
+                    }
+                }
+            }
+            Ok(ControlFlow::Continue(()))
+        },
+    )?;
+    Ok(doc! { "values": values })
+}

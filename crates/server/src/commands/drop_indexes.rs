@@ -1,0 +1,73 @@
+//! `dropIndexes`: removes indexes by name, by key pattern, by a list of names, or all
+//! but `_id_` with `"*"`.
+
+use super::Ctx;
+use crate::request::Fields;
+use basalt_catalog::IndexSpec;
+use basalt_error::{Error, ErrorCode, Result};
+use bson::{doc, Bson, Document};
+
+pub fn drop_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let fields = Fields::new(body);
+    let name = fields.collection()?;
+    let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
+        return Err(Error::new(
+            ErrorCode::NAMESPACE_NOT_FOUND,
+            format!("ns not found {}.{name}", ctx.db),
+        ));
+    };
+    let indexes = collection.meta().indexes.clone();
+    let was = indexes.len() as i32;
+    let find_by_name = |wanted: &str| -> Result<String> {
+        indexes
+            .iter()
+            .find(|i| i.name == wanted)
+            .map(|i| i.name.clone())
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorCode::INDEX_NOT_FOUND,
+                    format!("index not found with name [{wanted}]"),
+                )
+            })
+    };
+    let targets: Vec<String> = match body.get("index") {
+        Some(Bson::String(all)) if all == "*" => indexes
+            .iter()
+            .filter(|i| !i.is_id_index())
+            .map(|i| i.name.clone())
+            .collect(),
+        Some(Bson::String(one)) => vec![find_by_name(one)?],
+        Some(Bson::Array(names)) => names
+            .iter()
+            .map(|n| match n {
+                Bson::String(n) => find_by_name(n),
+                _ => Err(Error::type_mismatch("dropIndexes names must be strings")),
+            })
+            .collect::<Result<_>>()?,
+        Some(Bson::Document(key)) => vec![indexes
+            .iter()
+            .find(|i| &i.key == key)
+            .map(|i| i.name.clone())
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorCode::INDEX_NOT_FOUND,
+                    format!("can't find index with key: {key}"),
+                )
+            })?],
+        _ => {
+            return Err(Error::failed_to_parse(
+                "dropIndexes needs an index name, key pattern, list of names or \"*\"",
+            ))
+        }
+    };
+    if targets.iter().any(|t| t == IndexSpec::ID_INDEX_NAME) {
+        return Err(Error::new(
+            ErrorCode::INVALID_OPTIONS,
+            "cannot drop _id index",
+        ));
+    }
+    for target in targets {
+        ctx.server.catalog.remove_index(&collection, &target)?;
+    }
+    Ok(doc! { "nIndexesWas": was })
+}

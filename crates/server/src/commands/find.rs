@@ -1,0 +1,97 @@
+//! `find`: filter, projection, sort, skip, limit, batchSize, singleBatch, maxTimeMS.
+//!
+//! An unsorted find streams from a resumable scan; a sorted one (or `$natural: -1`)
+//! computes the whole result first and buffers it in the cursor.
+
+use super::Ctx;
+use crate::cursors::CursorSource;
+use crate::exec::{collect_matches, AccessPath, CollectionScan, Deadline};
+use crate::request::Fields;
+use basalt_error::{Error, Result};
+use basalt_query::{Matcher, Projection, SortSpec};
+use bson::Document;
+
+/// How a find orders its results.
+enum Order {
+    Natural,
+    ReverseNatural,
+    Sorted(SortSpec),
+}
+
+fn parse_order(sort: Option<&Document>) -> Result<Order> {
+    let Some(sort) = sort.filter(|s| !s.is_empty()) else {
+        return Ok(Order::Natural);
+    };
+    if let Some(direction) = sort.get("$natural") {
+        if sort.len() > 1 {
+            return Err(Error::bad_value(
+                "$natural sort cannot be combined with other sort fields",
+            ));
+        }
+        return match basalt_value::as_f64(direction) {
+            Some(d) if d < 0.0 => Ok(Order::ReverseNatural),
+            Some(_) => Ok(Order::Natural),
+            None => Err(Error::bad_value("$natural sort must be 1 or -1")),
+        };
+    }
+    Ok(Order::Sorted(SortSpec::new(sort)?))
+}
+
+pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let fields = Fields::new(body);
+    let name = fields.collection()?;
+    let namespace = format!("{}.{name}", ctx.db);
+    let filter = fields.document_opt("filter")?.cloned().unwrap_or_default();
+    let matcher = Matcher::new(&filter)?;
+    let projection = fields
+        .document_opt("projection")?
+        .map(|spec| Projection::with_query(spec, &matcher))
+        .transpose()?;
+    let order = parse_order(fields.document_opt("sort")?)?;
+    let skip = fields.non_negative_opt("skip")?.unwrap_or(0) as u64;
+    let limit = fields
+        .non_negative_opt("limit")?
+        .filter(|n| *n > 0)
+        .map(|n| n as u64);
+    let batch_size = fields.non_negative_opt("batchSize")?.map(|n| n as usize);
+    let single_batch = fields.bool_or("singleBatch", false)?;
+    let deadline = Deadline::from_max_time_ms(fields.i64_opt("maxTimeMS")?);
+
+    let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
+        return Ok(crate::cursors::cursor_reply(
+            0,
+            &namespace,
+            Vec::new(),
+            true,
+        ));
+    };
+    let path = AccessPath::choose(&filter);
+    let source = match order {
+        Order::Natural => CursorSource::Scan(Box::new(CollectionScan::new(
+            collection, matcher, path, projection, skip, limit, deadline,
+        ))),
+        Order::ReverseNatural | Order::Sorted(_) => {
+            let mut docs: Vec<Document> =
+                collect_matches(&collection, &matcher, &path, None, deadline)?
+                    .into_iter()
+                    .map(|(_, doc)| doc)
+                    .collect();
+            match &order {
+                Order::Sorted(spec) => spec.sort_by_document(&mut docs, |d| d),
+                _ => docs.reverse(),
+            }
+            let window = docs
+                .into_iter()
+                .skip(skip as usize)
+                .take(limit.map_or(usize::MAX, |l| l as usize));
+            let shaped = match &projection {
+                Some(p) => window.map(|d| p.apply(&d)).collect::<Result<Vec<_>>>()?,
+                None => window.collect(),
+            };
+            CursorSource::Buffered(shaped.into())
+        }
+    };
+    ctx.server
+        .cursors
+        .first_batch_reply(namespace, source, batch_size, single_batch)
+}

@@ -1,0 +1,97 @@
+//! `findAndModify`: updates, replaces or removes one document and returns it (before or
+//! after the change), with sort, projection and upsert.
+
+use super::delete::delete_matching;
+use super::update::{execute, parse_update, Statement};
+use super::write_batch::durability;
+use super::Ctx;
+use crate::exec::Deadline;
+use crate::request::Fields;
+use crate::stats::Stats;
+use basalt_error::{Error, Result};
+use basalt_query::{Projection, SortSpec};
+use bson::{doc, Bson, Document};
+
+pub fn find_and_modify(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let fields = Fields::new(body);
+    let name = fields.collection()?;
+    let empty = Document::new();
+    let filter = fields.document_opt("query")?.unwrap_or(&empty);
+    let sort = fields
+        .document_opt("sort")?
+        .filter(|s| !s.is_empty())
+        .map(SortSpec::new)
+        .transpose()?;
+    let projection = fields
+        .document_opt("fields")?
+        .filter(|p| !p.is_empty())
+        .map(Projection::new)
+        .transpose()?;
+    let remove = fields.bool_or("remove", false)?;
+    let return_new = fields.bool_or("new", false)?;
+    let upsert = fields.bool_or("upsert", false)?;
+    let update = body.get("update").filter(|u| !matches!(u, Bson::Null));
+    let durability = durability(&fields)?;
+    let deadline = Deadline::from_max_time_ms(fields.i64_opt("maxTimeMS")?);
+
+    let (value, last_error) = match (remove, update) {
+        (true, Some(_)) => {
+            return Err(Error::failed_to_parse(
+                "Cannot specify both an update and remove=true",
+            ))
+        }
+        (false, None) => {
+            return Err(Error::failed_to_parse(
+                "Either an update or remove=true must be specified",
+            ))
+        }
+        (true, None) => {
+            if upsert {
+                return Err(Error::failed_to_parse(
+                    "Cannot specify both upsert=true and remove=true ",
+                ));
+            }
+            if return_new {
+                return Err(Error::failed_to_parse(
+                    "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document",
+                ));
+            }
+            let deleted =
+                delete_matching(ctx, name, filter, true, sort.as_ref(), durability, deadline)?;
+            Stats::add(&ctx.server.stats.delete, deleted.len() as u64);
+            let n = deleted.len() as i32;
+            (deleted.into_iter().next(), doc! { "n": n })
+        }
+        (false, Some(u)) => {
+            let statement = Statement {
+                filter,
+                update: parse_update(u, fields.array_opt("arrayFilters")?)?,
+                multi: false,
+                upsert,
+                sort,
+            };
+            let outcome = execute(ctx, name, &statement, durability, deadline)?;
+            Stats::add(&ctx.server.stats.update, 1);
+            match (outcome.first, outcome.upserted) {
+                (Some((before, after)), _) => (
+                    Some(if return_new { after } else { before }),
+                    doc! { "n": 1, "updatedExisting": true },
+                ),
+                (None, Some(inserted)) => {
+                    let id = inserted.get("_id").cloned().unwrap_or(Bson::Null);
+                    (
+                        return_new.then_some(inserted),
+                        doc! { "n": 1, "updatedExisting": false, "upserted": id },
+                    )
+                }
+                (None, None) => (None, doc! { "n": 0, "updatedExisting": false }),
+            }
+        }
+    };
+    let value = match (value, &projection) {
+        (Some(doc), Some(p)) => Bson::Document(p.apply(&doc)?),
+        (Some(doc), None) => Bson::Document(doc),
+        (None, _) => Bson::Null,
+    };
+    Ok(doc! { "lastErrorObject": last_error, "value": value })
+}

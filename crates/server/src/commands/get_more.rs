@@ -1,0 +1,41 @@
+//! `getMore`: the next batch of an open cursor.
+
+use super::Ctx;
+use crate::cursors::cursor_reply;
+use crate::request::Fields;
+use basalt_error::{Error, Result};
+use bson::{Bson, Document};
+
+pub fn get_more(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let fields = Fields::new(body);
+    let id = match body.get("getMore") {
+        Some(Bson::Int64(n)) => *n,
+        Some(Bson::Int32(n)) => i64::from(*n),
+        Some(other) => {
+            return Err(Error::type_mismatch(format!(
+                "BSON field 'getMore.getMore' is the wrong type '{}', expected type 'long'",
+                crate::request::type_name(other)
+            )))
+        }
+        None => return Err(Error::failed_to_parse("getMore needs a cursor id")),
+    };
+    let collection = fields.string_opt("collection")?.ok_or_else(|| {
+        Error::location(
+            40414,
+            "BSON field 'getMore.collection' is missing but a required field",
+        )
+    })?;
+    let batch_size = fields.non_negative_opt("batchSize")?.map(|n| n as usize);
+    let namespace = format!("{}.{collection}", ctx.db);
+    let mut cursor = ctx.server.cursors.take(id, &namespace)?;
+    let limit = batch_size.or(cursor.batch_size).filter(|n| *n > 0);
+    let outcome = cursor.source.next_batch(limit);
+    let (batch, exhausted) = outcome?;
+    let reply_id = if exhausted {
+        0
+    } else {
+        ctx.server.cursors.restore(id, cursor);
+        id
+    };
+    Ok(cursor_reply(reply_id, &namespace, batch, false))
+}

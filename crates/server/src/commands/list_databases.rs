@@ -1,0 +1,36 @@
+//! `listDatabases`: every database with its size, optionally filtered or names only.
+
+use super::Ctx;
+use crate::request::Fields;
+use basalt_error::Result;
+use basalt_query::Matcher;
+use bson::{doc, Bson, Document};
+
+pub fn list_databases(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let fields = Fields::new(body);
+    let name_only = fields.bool_or("nameOnly", false)?;
+    let matcher = Matcher::new(fields.document_opt("filter")?.unwrap_or(&Document::new()))?;
+    let mut databases = Vec::new();
+    let mut total_size = 0i64;
+    for db in ctx.server.catalog.database_names() {
+        let size = super::stats::database_size_bytes(ctx, &db)?;
+        let entry = doc! { "name": db.clone(), "sizeOnDisk": size, "empty": size == 0 };
+        if !matcher.matches(&entry) {
+            continue;
+        }
+        total_size += size;
+        databases.push(Bson::Document(if name_only {
+            doc! { "name": db }
+        } else {
+            entry
+        }));
+    }
+    if name_only {
+        return Ok(doc! { "databases": databases });
+    }
+    Ok(doc! {
+        "databases": databases,
+        "totalSize": total_size,
+        "totalSizeMb": total_size / (1024 * 1024),
+    })
+}

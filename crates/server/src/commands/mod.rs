@@ -1,0 +1,294 @@
+//! The command registry: one entry per MongoDB command, looked up by the first field
+//! of the command document, with the help text listCommands reports and the
+//! serverStatus opcounter it feeds.
+
+mod admin;
+mod aggregate;
+mod collection_admin;
+mod count;
+mod create;
+mod create_indexes;
+mod delete;
+mod distinct;
+mod drop_indexes;
+mod find;
+mod find_and_modify;
+mod get_more;
+mod hello;
+mod insert;
+mod kill_cursors;
+mod list_collections;
+mod list_databases;
+mod list_indexes;
+mod stats;
+mod update;
+mod validate;
+mod write_batch;
+
+use crate::connection::ConnectionInfo;
+use crate::Server;
+use basalt_error::{Error, ErrorCode, Result};
+use bson::{doc, Document};
+
+/// What a command handler sees.
+pub struct Ctx<'a> {
+    pub server: &'a Server,
+    pub connection: &'a ConnectionInfo,
+    /// The database from `$db`.
+    pub db: &'a str,
+}
+
+type Handler = fn(&Ctx<'_>, &Document) -> Result<Document>;
+
+/// Which serverStatus opcounter a command adds to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Counter {
+    Command,
+    Query,
+    GetMore,
+    /// Write commands count each statement themselves (opcounters.insert/update/delete).
+    OwnCount,
+}
+
+struct Command {
+    name: &'static str,
+    aliases: &'static [&'static str],
+    handler: Handler,
+    help: &'static str,
+    admin_only: bool,
+    counter: Counter,
+}
+
+const fn command(name: &'static str, handler: Handler, help: &'static str) -> Command {
+    Command {
+        name,
+        aliases: &[],
+        handler,
+        help,
+        admin_only: false,
+        counter: Counter::Command,
+    }
+}
+
+const fn with_aliases(mut c: Command, aliases: &'static [&'static str]) -> Command {
+    c.aliases = aliases;
+    c
+}
+
+const fn admin_only(mut c: Command) -> Command {
+    c.admin_only = true;
+    c
+}
+
+const fn counted(mut c: Command, counter: Counter) -> Command {
+    c.counter = counter;
+    c
+}
+
+static COMMANDS: &[Command] = &[
+    with_aliases(
+        command(
+            "hello",
+            hello::hello,
+            "describes the server's role and limits",
+        ),
+        &["isMaster", "ismaster"],
+    ),
+    command(
+        "ping",
+        admin::ping,
+        "a no-op to test whether the server answers",
+    ),
+    with_aliases(
+        command("buildInfo", admin::build_info, "version and build details"),
+        &["buildinfo"],
+    ),
+    admin_only(command(
+        "getParameter",
+        admin::get_parameter,
+        "reads server parameters",
+    )),
+    admin_only(command(
+        "getCmdLineOpts",
+        admin::get_cmd_line_opts,
+        "the command line the server started with",
+    )),
+    command(
+        "hostInfo",
+        admin::host_info,
+        "the machine the server runs on",
+    ),
+    command(
+        "whatsmyuri",
+        admin::whats_my_uri,
+        "the client's address as the server sees it",
+    ),
+    admin_only(command("getLog", admin::get_log, "recent log lines")),
+    command(
+        "serverStatus",
+        admin::server_status,
+        "uptime, connections, operation counters, memory",
+    ),
+    command(
+        "listCommands",
+        list_commands,
+        "the commands this server knows",
+    ),
+    command(
+        "connectionStatus",
+        admin::connection_status,
+        "the authenticated users of this connection",
+    ),
+    command("endSessions", admin::end_sessions, "ends logical sessions"),
+    command(
+        "killSessions",
+        admin::end_sessions,
+        "kills logical sessions",
+    ),
+    command(
+        "getFreeMonitoringStatus",
+        admin::free_monitoring_status,
+        "free monitoring is not offered",
+    ),
+    counted(
+        command("find", find::find, "queries a collection"),
+        Counter::Query,
+    ),
+    counted(
+        command("getMore", get_more::get_more, "the next batch of a cursor"),
+        Counter::GetMore,
+    ),
+    command("killCursors", kill_cursors::kill_cursors, "closes cursors"),
+    counted(
+        command("insert", insert::insert, "inserts documents"),
+        Counter::OwnCount,
+    ),
+    counted(
+        command("update", update::update, "updates documents"),
+        Counter::OwnCount,
+    ),
+    counted(
+        command("delete", delete::delete, "deletes documents"),
+        Counter::OwnCount,
+    ),
+    counted(
+        with_aliases(
+            command(
+                "findAndModify",
+                find_and_modify::find_and_modify,
+                "updates or deletes one document and returns it",
+            ),
+            &["findandmodify"],
+        ),
+        Counter::OwnCount,
+    ),
+    command("count", count::count, "counts matching documents"),
+    command("distinct", distinct::distinct, "distinct values of a field"),
+    command(
+        "aggregate",
+        aggregate::aggregate,
+        "runs an aggregation pipeline",
+    ),
+    admin_only(command(
+        "listDatabases",
+        list_databases::list_databases,
+        "lists databases with their sizes",
+    )),
+    command(
+        "listCollections",
+        list_collections::list_collections,
+        "lists the collections of a database",
+    ),
+    command(
+        "listIndexes",
+        list_indexes::list_indexes,
+        "lists the indexes of a collection",
+    ),
+    command(
+        "createIndexes",
+        create_indexes::create_indexes,
+        "creates indexes and builds them",
+    ),
+    command("dropIndexes", drop_indexes::drop_indexes, "drops indexes"),
+    command("create", create::create, "creates a collection"),
+    command("drop", collection_admin::drop, "drops a collection"),
+    command(
+        "dropDatabase",
+        collection_admin::drop_database,
+        "drops a database",
+    ),
+    admin_only(command(
+        "renameCollection",
+        collection_admin::rename_collection,
+        "renames a collection",
+    )),
+    with_aliases(
+        command("collStats", stats::coll_stats, "collection statistics"),
+        &["collstats"],
+    ),
+    command("dbStats", stats::db_stats, "database statistics"),
+    command(
+        "validate",
+        validate::validate,
+        "checks a collection's records and indexes",
+    ),
+];
+
+fn lookup(name: &str) -> Option<&'static Command> {
+    COMMANDS
+        .iter()
+        .find(|c| c.name == name || c.aliases.contains(&name))
+}
+
+/// Runs one command and returns the full reply, `ok` included.
+pub fn dispatch(ctx: &Ctx<'_>, body: &Document) -> Document {
+    match run(ctx, body) {
+        Ok(mut reply) => {
+            reply.insert("ok", 1.0);
+            reply
+        }
+        Err(e) => e.to_command_reply(),
+    }
+}
+
+fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let Some(name) = body.keys().next() else {
+        return Err(Error::failed_to_parse(
+            "no command given: the command document is empty",
+        ));
+    };
+    let Some(command) = lookup(name) else {
+        return Err(Error::new(
+            ErrorCode::COMMAND_NOT_FOUND,
+            format!("no such command: '{name}'"),
+        ));
+    };
+    if command.admin_only && ctx.db != "admin" {
+        return Err(Error::new(
+            ErrorCode::UNAUTHORIZED,
+            format!(
+                "{} may only be run against the admin database.",
+                command.name
+            ),
+        ));
+    }
+    let stats = &ctx.server.stats;
+    match command.counter {
+        Counter::Command => crate::stats::Stats::add(&stats.command, 1),
+        Counter::Query => crate::stats::Stats::add(&stats.query, 1),
+        Counter::GetMore => crate::stats::Stats::add(&stats.getmore, 1),
+        Counter::OwnCount => {}
+    }
+    (command.handler)(ctx, body)
+}
+
+fn list_commands(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+    let mut commands = Document::new();
+    for c in COMMANDS {
+        commands.insert(
+            c.name,
+            doc! { "help": c.help, "adminOnly": c.admin_only, "requiresAuth": false },
+        );
+    }
+    Ok(doc! { "commands": commands })
+}

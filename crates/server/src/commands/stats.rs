@@ -1,0 +1,94 @@
+//! `collStats` and `dbStats`: document counts and sizes.
+//!
+//! Sizes are the BSON bytes of the documents (`size`/`dataSize`); the engine's
+//! compressed bytes on disk are shared by all collections, so `storageSize` reports each
+//! collection's share of the database's data size rather than a per-file figure.
+
+use super::Ctx;
+use crate::request::Fields;
+use basalt_catalog::CollectionStats;
+use basalt_error::{Error, ErrorCode, Result};
+use bson::{doc, Document};
+
+fn scale(fields: &Fields<'_>) -> Result<i64> {
+    match fields.i64_opt("scale")? {
+        None => Ok(1),
+        Some(n) if n >= 1 => Ok(n),
+        Some(_) => Err(Error::bad_value("Scale factor must be greater than zero")),
+    }
+}
+
+fn average(stats: &CollectionStats) -> i64 {
+    stats.data_size_bytes.checked_div(stats.count).unwrap_or(0) as i64
+}
+
+pub fn coll_stats(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let fields = Fields::new(body);
+    let name = fields.collection()?;
+    let scale = scale(&fields)?;
+    let namespace = format!("{}.{name}", ctx.db);
+    let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
+        return Err(Error::new(
+            ErrorCode::NAMESPACE_NOT_FOUND,
+            format!("Collection [{namespace}] not found."),
+        ));
+    };
+    let stats = collection.stats(&*collection.snapshot())?;
+    let meta = collection.meta();
+    let mut index_sizes = Document::new();
+    for index in &meta.indexes {
+        index_sizes.insert(index.name.clone(), 0_i64);
+    }
+    let size = stats.data_size_bytes as i64 / scale;
+    Ok(doc! {
+        "ns": namespace,
+        "count": stats.count as i64,
+        "size": size,
+        "avgObjSize": average(&stats),
+        "storageSize": size,
+        "totalIndexSize": 0_i64,
+        "totalSize": size,
+        "indexSizes": index_sizes,
+        "nindexes": meta.indexes.len() as i32,
+        "scaleFactor": scale,
+        "capped": false,
+    })
+}
+
+/// The BSON bytes of every document of a database.
+pub fn database_size_bytes(ctx: &Ctx<'_>, db: &str) -> Result<i64> {
+    let mut total = 0;
+    for collection in ctx.server.catalog.collections_of(db) {
+        total += collection.stats(&*collection.snapshot())?.data_size_bytes as i64;
+    }
+    Ok(total)
+}
+
+pub fn db_stats(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let fields = Fields::new(body);
+    let scale = scale(&fields)?;
+    let collections = ctx.server.catalog.collections_of(ctx.db);
+    let mut total = CollectionStats::default();
+    let mut indexes = 0;
+    for collection in &collections {
+        let stats = collection.stats(&*collection.snapshot())?;
+        total.count += stats.count;
+        total.data_size_bytes += stats.data_size_bytes;
+        indexes += collection.meta().indexes.len() as i64;
+    }
+    let size = total.data_size_bytes as i64 / scale;
+    Ok(doc! {
+        "db": ctx.db,
+        "collections": collections.len() as i64,
+        "views": 0_i64,
+        "objects": total.count as i64,
+        "avgObjSize": average(&total) as f64,
+        "dataSize": size as f64,
+        "storageSize": size as f64,
+        "indexes": indexes,
+        "indexSize": 0.0,
+        "totalSize": size as f64,
+        "scaleFactor": scale,
+        "fsUsedSize": ctx.server.catalog.engine().disk_size_bytes() as f64,
+    })
+}

@@ -1,0 +1,253 @@
+//! One client connection: reads frames, runs their commands off the reactor, writes
+//! replies (compressed as the request was).
+//!
+//! A malformed message that still had a valid length gets an error reply and the
+//! connection goes on; a stream whose framing is lost (bad length, unknown opcode) is
+//! closed, as mongod does. Either way the server serves other connections unharmed.
+
+use crate::commands::{dispatch, Ctx};
+use crate::stats::Stats;
+use crate::Server;
+use basalt_error::{Error, ErrorCode, Result};
+use basalt_wire::{
+    decode, encode_op_msg, encode_op_reply, Compressor, DecodeError, Decoded, Frame, Message,
+    OpCode,
+};
+use bson::{Bson, Document, RawDocumentBuf};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Bytes asked of the socket per read.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+static NEXT_CONNECTION_ID: AtomicI64 = AtomicI64::new(1);
+static NEXT_REQUEST_ID: AtomicI32 = AtomicI32::new(1);
+
+/// What commands may know about the connection they arrived on.
+pub struct ConnectionInfo {
+    pub id: i64,
+    pub peer: SocketAddr,
+}
+
+pub async fn serve(server: Arc<Server>, mut stream: TcpStream, peer: SocketAddr) {
+    let info = Arc::new(ConnectionInfo {
+        id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
+        peer,
+    });
+    Stats::add(&server.stats.connections_current, 1);
+    Stats::add(&server.stats.connections_total, 1);
+    tracing::info!(connection_id = info.id, %peer, "connection accepted");
+    let _ = stream.set_nodelay(true);
+    if let Err(e) = read_loop(&server, &info, &mut stream).await {
+        tracing::debug!(connection_id = info.id, "connection ended: {e}");
+    }
+    server
+        .stats
+        .connections_current
+        .fetch_sub(1, Ordering::Relaxed);
+    tracing::info!(connection_id = info.id, "connection ended");
+}
+
+async fn read_loop(
+    server: &Arc<Server>,
+    info: &Arc<ConnectionInfo>,
+    stream: &mut TcpStream,
+) -> std::io::Result<()> {
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
+    loop {
+        match decode(&buf) {
+            Ok(Decoded::Frame { frame, consumed }) => {
+                buf.drain(..consumed);
+                if let Some(reply) = handle_frame(server, info, frame).await {
+                    stream.write_all(&reply).await?;
+                }
+            }
+            Ok(Decoded::Incomplete) => {
+                let start = buf.len();
+                buf.resize(start + READ_CHUNK_BYTES, 0);
+                let n = stream.read(&mut buf[start..]).await?;
+                buf.truncate(start + n);
+                if n == 0 {
+                    return Ok(());
+                }
+            }
+            Err(DecodeError::Fatal(error)) => {
+                tracing::warn!(connection_id = info.id, "closing connection: {error}");
+                return Ok(());
+            }
+            Err(DecodeError::Rejected(rejected)) => {
+                buf.drain(..rejected.consumed);
+                tracing::warn!(
+                    connection_id = info.id,
+                    "rejected message: {}",
+                    rejected.error
+                );
+                if !rejected.more_to_come {
+                    let reply = error_reply(&rejected.error);
+                    let bytes = encode_reply(
+                        rejected.op_code,
+                        rejected.header.request_id,
+                        &reply,
+                        rejected.compressor,
+                    );
+                    stream.write_all(&bytes).await?;
+                }
+            }
+        }
+    }
+}
+
+fn error_reply(error: &Error) -> Document {
+    error.to_command_reply()
+}
+
+fn encode_reply(
+    op_code: OpCode,
+    response_to: i32,
+    reply: &Document,
+    compressor: Option<Compressor>,
+) -> Vec<u8> {
+    let request_id = NEXT_REQUEST_ID.fetch_add(1, Ordering::Relaxed);
+    let raw = match RawDocumentBuf::try_from(reply) {
+        Ok(raw) => raw,
+        Err(e) => RawDocumentBuf::try_from(
+            &Error::internal(format!("reply not encodable: {e}")).to_command_reply(),
+        )
+        .unwrap_or_default(),
+    };
+    match op_code {
+        OpCode::Query => encode_op_reply(request_id, response_to, 0, 0, 0, &[&raw], compressor),
+        _ => encode_op_msg(request_id, response_to, 0, &raw, compressor),
+    }
+}
+
+/// Runs the command of one frame; `None` when the client wants no reply (moreToCome).
+async fn handle_frame(
+    server: &Arc<Server>,
+    info: &Arc<ConnectionInfo>,
+    frame: Frame,
+) -> Option<Vec<u8>> {
+    let request_id = frame.header.request_id;
+    let (op_code, body, more_to_come) = match frame.message {
+        Message::Msg(msg) => {
+            let more_to_come = msg.more_to_come();
+            (OpCode::Msg, command_from_op_msg(msg), more_to_come)
+        }
+        Message::Query(query) => (OpCode::Query, command_from_op_query(query), false),
+        Message::Reply(_) => (
+            OpCode::Msg,
+            Err(Error::new(
+                ErrorCode::PROTOCOL_ERROR,
+                "OP_REPLY is a server's message, not a request",
+            )),
+            false,
+        ),
+    };
+    let reply = match body {
+        Ok((db, body)) => run_command(server, info, db, body).await,
+        Err(e) => e.to_command_reply(),
+    };
+    if more_to_come {
+        return None;
+    }
+    // Answer in the compression the request came in; the handshake itself always
+    // arrives uncompressed, so it is answered so too.
+    Some(encode_reply(op_code, request_id, &reply, frame.compressor))
+}
+
+async fn run_command(
+    server: &Arc<Server>,
+    info: &Arc<ConnectionInfo>,
+    db: String,
+    body: Document,
+) -> Document {
+    let (server, info) = (server.clone(), info.clone());
+    let outcome = tokio::task::spawn_blocking(move || {
+        let ctx = Ctx {
+            server: &server,
+            connection: &info,
+            db: &db,
+        };
+        dispatch(&ctx, &body)
+    })
+    .await;
+    match outcome {
+        Ok(reply) => reply,
+        Err(join_error) => {
+            let message = if join_error.is_panic() {
+                panic_message(join_error.into_panic())
+            } else {
+                "command was cancelled".to_string()
+            };
+            tracing::error!("command failed with an internal error: {message}");
+            Error::internal(message).to_command_reply()
+        }
+    }
+}
+
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        format!("internal error: {s}")
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        format!("internal error: {s}")
+    } else {
+        "internal error".to_string()
+    }
+}
+
+/// The command document of an OP_MSG: its body with each document sequence added as an
+/// array field, and the database from `$db`.
+fn command_from_op_msg(msg: basalt_wire::OpMsg) -> Result<(String, Document)> {
+    let mut body = Document::try_from(msg.body.as_ref())?;
+    let db = match body.get("$db") {
+        Some(Bson::String(db)) => db.clone(),
+        Some(_) => return Err(Error::type_mismatch("$db must be a string")),
+        None => {
+            return Err(Error::location(
+                40571,
+                "OP_MSG requests require a $db argument",
+            ))
+        }
+    };
+    for sequence in msg.sequences {
+        if body.contains_key(&sequence.identifier) {
+            return Err(Error::location(
+                40430,
+                format!("Duplicate field name in OP_MSG: {}", sequence.identifier),
+            ));
+        }
+        let documents = sequence
+            .documents
+            .iter()
+            .map(|raw| Document::try_from(raw.as_ref()).map(Bson::Document))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        body.insert(sequence.identifier, documents);
+    }
+    Ok((db, body))
+}
+
+/// OP_QUERY survives only for the legacy handshake (`isMaster`/`hello` on `db.$cmd`);
+/// MongoDB 6+ refuses every other command sent this way.
+fn command_from_op_query(query: basalt_wire::OpQuery) -> Result<(String, Document)> {
+    let mut body = Document::try_from(query.query.as_ref())?;
+    if let Some(Bson::Document(inner)) = body.get("$query").or_else(|| body.get("query")) {
+        body = inner.clone();
+    }
+    let Some((db, collection)) = query.full_collection_name.split_once('.') else {
+        return Err(Error::new(
+            ErrorCode::INVALID_NAMESPACE,
+            "invalid namespace in OP_QUERY",
+        ));
+    };
+    let name = body.keys().next().cloned().unwrap_or_default();
+    if collection != "$cmd" || !["isMaster", "ismaster", "hello"].contains(&name.as_str()) {
+        return Err(Error::new(
+            ErrorCode::UNSUPPORTED_OP_QUERY_COMMAND,
+            format!("Unsupported OP_QUERY command: {name}. The client driver may require an upgrade. For more details see https://dochub.mongodb.org/core/legacy-opcode-removal"),
+        ));
+    }
+    Ok((db.to_string(), body))
+}

@@ -1,0 +1,186 @@
+//! Open cursors: what `getMore` continues, killed by `killCursors` or after 10 minutes
+//! idle, as in MongoDB.
+//!
+//! A cursor over a plain collection scan keeps no documents: it remembers the last
+//! record id it returned and resumes the scan from there on a fresh snapshot at the next
+//! batch (records keep their id when updated, so nothing is returned twice). Results
+//! that must be computed whole first (sorted finds, aggregations) are buffered.
+
+use crate::exec::CollectionScan;
+use basalt_error::{Error, ErrorCode, Result};
+use bson::{doc, Bson, Document};
+use parking_lot::Mutex;
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// MongoDB closes a cursor nobody asked for in this long (cursorTimeoutMillis).
+pub const CURSOR_IDLE_TIMEOUT_MS: u64 = 600_000;
+/// A batch stops growing at this many bytes of documents (16 MiB, as in MongoDB).
+pub const BATCH_SIZE_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Documents in a first batch when the client gives no batchSize.
+pub const FIRST_BATCH_DOCS_DEFAULT: usize = 101;
+
+/// Where a cursor's documents come from.
+pub enum CursorSource {
+    Buffered(VecDeque<Document>),
+    Scan(Box<CollectionScan>),
+}
+
+impl CursorSource {
+    /// Pulls up to `max_docs` documents and at most `BATCH_SIZE_BYTES_MAX` bytes (one
+    /// document always fits). Returns the batch and whether the source is exhausted.
+    pub fn next_batch(&mut self, max_docs: Option<usize>) -> Result<(Vec<Document>, bool)> {
+        let max_docs = max_docs.unwrap_or(usize::MAX);
+        match self {
+            CursorSource::Buffered(docs) => {
+                let mut batch = Vec::new();
+                let mut bytes = 0;
+                while batch.len() < max_docs {
+                    let Some(next) = docs.front() else { break };
+                    let size = document_size_bytes(next);
+                    if !batch.is_empty() && bytes + size > BATCH_SIZE_BYTES_MAX {
+                        break;
+                    }
+                    bytes += size;
+                    batch.extend(docs.pop_front());
+                }
+                Ok((batch, docs.is_empty()))
+            }
+            CursorSource::Scan(scan) => scan.next_batch(max_docs, BATCH_SIZE_BYTES_MAX),
+        }
+    }
+}
+
+pub fn document_size_bytes(doc: &Document) -> usize {
+    doc.to_vec().map(|v| v.len()).unwrap_or(0)
+}
+
+pub struct Cursor {
+    pub namespace: String,
+    pub source: CursorSource,
+    /// The batchSize given to find/aggregate, used for later getMores without one.
+    pub batch_size: Option<usize>,
+    last_used: Instant,
+}
+
+#[derive(Default)]
+pub struct CursorManager {
+    cursors: Mutex<HashMap<i64, Cursor>>,
+}
+
+impl CursorManager {
+    /// Registers a cursor and returns its id (never 0, which means "no cursor").
+    pub fn open(&self, namespace: String, source: CursorSource, batch_size: Option<usize>) -> i64 {
+        let mut cursors = self.cursors.lock();
+        let id = loop {
+            let candidate = (rand::random::<u64>() >> 1) as i64;
+            if candidate != 0 && !cursors.contains_key(&candidate) {
+                break candidate;
+            }
+        };
+        cursors.insert(
+            id,
+            Cursor {
+                namespace,
+                source,
+                batch_size,
+                last_used: Instant::now(),
+            },
+        );
+        id
+    }
+
+    /// Takes a cursor out for a getMore; it is put back with [`CursorManager::restore`]
+    /// unless exhausted. A concurrent getMore on the same cursor finds it missing.
+    pub fn take(&self, id: i64, namespace: &str) -> Result<Cursor> {
+        let mut cursors = self.cursors.lock();
+        match cursors.get(&id) {
+            None => Err(Error::new(
+                ErrorCode::CURSOR_NOT_FOUND,
+                format!("cursor id {id} not found"),
+            )),
+            Some(cursor) if cursor.namespace != namespace => Err(Error::new(
+                ErrorCode::UNAUTHORIZED,
+                format!(
+                    "Requested getMore on namespace '{namespace}', but cursor belongs to a different namespace {}",
+                    cursor.namespace
+                ),
+            )),
+            Some(_) => Ok(cursors.remove(&id).expect("cursor checked above")),
+        }
+    }
+
+    /// The first batch of `source` as a command reply's `cursor`, with a cursor opened
+    /// for the rest unless the source is exhausted or the client wants a single batch.
+    /// `batch_size` bounds the first batch and, when given, later ones too.
+    pub fn first_batch_reply(
+        &self,
+        namespace: String,
+        mut source: CursorSource,
+        batch_size: Option<usize>,
+        single_batch: bool,
+    ) -> Result<Document> {
+        let (batch, exhausted) =
+            source.next_batch(Some(batch_size.unwrap_or(FIRST_BATCH_DOCS_DEFAULT)))?;
+        let id = if exhausted || single_batch {
+            0
+        } else {
+            self.open(namespace.clone(), source, batch_size.filter(|n| *n > 0))
+        };
+        Ok(cursor_reply(id, &namespace, batch, true))
+    }
+
+    pub fn restore(&self, id: i64, mut cursor: Cursor) {
+        cursor.last_used = Instant::now();
+        self.cursors.lock().insert(id, cursor);
+    }
+
+    /// Kills the cursor; false when there was none with this id.
+    pub fn kill(&self, id: i64) -> bool {
+        self.cursors.lock().remove(&id).is_some()
+    }
+
+    pub fn open_count(&self) -> usize {
+        self.cursors.lock().len()
+    }
+
+    pub fn reap_idle(&self) {
+        let timeout = Duration::from_millis(CURSOR_IDLE_TIMEOUT_MS);
+        self.cursors
+            .lock()
+            .retain(|_, cursor| cursor.last_used.elapsed() < timeout);
+    }
+}
+
+/// The `cursor` sub-document of find/aggregate/getMore/listCollections replies.
+pub fn cursor_reply(id: i64, namespace: &str, batch: Vec<Document>, first: bool) -> Document {
+    let key = if first { "firstBatch" } else { "nextBatch" };
+    let batch: Vec<Bson> = batch.into_iter().map(Bson::Document).collect();
+    doc! { "cursor": { key: batch, "id": id, "ns": namespace } }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffered_batches_and_lifecycle() {
+        let docs: VecDeque<Document> = (0..5).map(|i| doc! { "i": i }).collect();
+        let manager = CursorManager::default();
+        let id = manager.open("db.c".into(), CursorSource::Buffered(docs), None);
+        assert_ne!(id, 0);
+        let mut cursor = manager.take(id, "db.c").unwrap();
+        let (batch, done) = cursor.source.next_batch(Some(3)).unwrap();
+        assert_eq!((batch.len(), done), (3, false));
+        manager.restore(id, cursor);
+        assert_eq!(
+            manager.take(id, "other.c").err().map(|e| e.code),
+            Some(ErrorCode::UNAUTHORIZED)
+        );
+        assert!(manager.kill(id));
+        assert_eq!(
+            manager.take(id, "db.c").err().map(|e| e.code),
+            Some(ErrorCode::CURSOR_NOT_FOUND)
+        );
+    }
+}

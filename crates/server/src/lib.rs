@@ -1,0 +1,135 @@
+//! The Basalt server: a tokio listener speaking MongoDB's wire protocol, the command
+//! registry, cursors and server-wide state.
+//!
+//! Network I/O stays on tokio; every command runs on the blocking pool, so a long scan
+//! never stalls other connections, and a panic inside one command becomes an
+//! InternalError reply instead of taking the server down.
+
+mod commands;
+mod connection;
+mod cursors;
+mod exec;
+mod log_buffer;
+mod request;
+mod stats;
+
+pub use log_buffer::LogBuffer;
+
+use basalt_catalog::Catalog;
+use basalt_error::Result;
+use basalt_storage::Engine;
+use cursors::CursorManager;
+use stats::Stats;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+
+/// MongoDB's wire version for 7.0, which drivers use to pick the features they send.
+pub const MAX_WIRE_VERSION: i32 = 21;
+/// The MongoDB release whose behaviour Basalt follows, as buildInfo reports it.
+pub const COMPATIBLE_MONGODB_VERSION: &str = "7.0.0";
+/// How often idle cursors are looked for.
+const CURSOR_REAP_INTERVAL_MS: u64 = 60_000;
+
+/// How the server was started, for getCmdLineOpts and logs.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    pub bind_ip: Vec<String>,
+    pub port: u16,
+    pub dbpath: PathBuf,
+    /// The command line as given, for getCmdLineOpts.
+    pub argv: Vec<String>,
+}
+
+/// Everything the connections share.
+pub struct Server {
+    pub catalog: Catalog,
+    cursors: CursorManager,
+    stats: Stats,
+    started: Instant,
+    options: ServerOptions,
+    log: LogBuffer,
+    /// Identifies this process in hello's topologyVersion.
+    process_id: bson::oid::ObjectId,
+}
+
+impl Server {
+    pub fn new(engine: Arc<dyn Engine>, options: ServerOptions, log: LogBuffer) -> Result<Server> {
+        Ok(Server {
+            catalog: Catalog::open(engine)?,
+            cursors: CursorManager::default(),
+            stats: Stats::default(),
+            started: Instant::now(),
+            options,
+            log,
+            process_id: bson::oid::ObjectId::new(),
+        })
+    }
+
+    /// Accepts connections until `shutdown` resolves, then makes every write durable.
+    pub async fn serve(
+        self: Arc<Self>,
+        listeners: Vec<TcpListener>,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Result<()> {
+        for listener in listeners {
+            let server = self.clone();
+            tokio::spawn(async move { server.accept_loop(listener).await });
+        }
+        let reaper = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(CURSOR_REAP_INTERVAL_MS));
+            loop {
+                tick.tick().await;
+                reaper.cursors.reap_idle();
+            }
+        });
+        shutdown.await;
+        tracing::info!("shutting down: flushing storage");
+        let catalog_engine = self.catalog.engine().clone();
+        tokio::task::spawn_blocking(move || catalog_engine.sync())
+            .await
+            .map_err(|e| basalt_error::Error::internal(e.to_string()))??;
+        Ok(())
+    }
+
+    async fn accept_loop(self: Arc<Self>, listener: TcpListener) {
+        loop {
+            match listener.accept().await {
+                Ok((stream, peer)) => {
+                    let server = self.clone();
+                    tokio::spawn(async move { connection::serve(server, stream, peer).await });
+                }
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+}
+
+/// Binds every address of `--bind_ip` on the port.
+pub async fn bind(options: &ServerOptions) -> std::io::Result<Vec<TcpListener>> {
+    let mut listeners = Vec::new();
+    for ip in &options.bind_ip {
+        let host = if ip == "localhost" {
+            "127.0.0.1"
+        } else {
+            ip.as_str()
+        };
+        let addr: SocketAddr = format!("{host}:{}", options.port)
+            .parse()
+            .or_else(|_| format!("[{host}]:{}", options.port).parse())
+            .map_err(|e| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("bad --bind_ip {ip}: {e}"),
+                )
+            })?;
+        listeners.push(TcpListener::bind(addr).await?);
+    }
+    Ok(listeners)
+}

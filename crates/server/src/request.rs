@@ -1,0 +1,196 @@
+//! Reading command fields with MongoDB's checks and error messages.
+//!
+//! Commands are BSON documents whose fields drivers fill in many numeric types; these
+//! helpers accept what mongod accepts (any number where a number is expected) and name
+//! the command and field in errors the way mongod's IDL parser does.
+
+use basalt_error::{Error, ErrorCode, Result};
+use basalt_value::as_f64 as number;
+use bson::{Bson, Document};
+
+/// MongoDB's name for a BSON type in "wrong type" messages.
+pub fn type_name(value: &Bson) -> &'static str {
+    match value {
+        Bson::Double(_) => "double",
+        Bson::String(_) => "string",
+        Bson::Document(_) => "object",
+        Bson::Array(_) => "array",
+        Bson::Binary(_) => "binData",
+        Bson::Undefined => "undefined",
+        Bson::ObjectId(_) => "objectId",
+        Bson::Boolean(_) => "bool",
+        Bson::DateTime(_) => "date",
+        Bson::Null => "null",
+        Bson::RegularExpression(_) => "regex",
+        Bson::DbPointer(_) => "dbPointer",
+        Bson::JavaScriptCode(_) => "javascript",
+        Bson::Symbol(_) => "symbol",
+        Bson::JavaScriptCodeWithScope(_) => "javascriptWithScope",
+        Bson::Int32(_) => "int",
+        Bson::Timestamp(_) => "timestamp",
+        Bson::Int64(_) => "long",
+        Bson::Decimal128(_) => "decimal",
+        Bson::MinKey => "minKey",
+        Bson::MaxKey => "maxKey",
+    }
+}
+
+fn wrong_type(command: &str, field: &str, value: &Bson, expected: &str) -> Error {
+    Error::type_mismatch(format!(
+        "BSON field '{command}.{field}' is the wrong type '{}', expected type{expected}",
+        type_name(value)
+    ))
+}
+
+/// A command's view of its own body.
+pub struct Fields<'a> {
+    pub command: &'a str,
+    pub body: &'a Document,
+}
+
+impl<'a> Fields<'a> {
+    pub fn new(body: &'a Document) -> Fields<'a> {
+        let command = body.keys().next().map(String::as_str).unwrap_or("");
+        Fields { command, body }
+    }
+
+    /// The collection named by the command's first field.
+    pub fn collection(&self) -> Result<&'a str> {
+        match self.body.get(self.command) {
+            Some(Bson::String(name)) if !name.is_empty() => Ok(name),
+            Some(Bson::String(_)) => Err(Error::new(
+                ErrorCode::INVALID_NAMESPACE,
+                "Invalid namespace specified",
+            )),
+            Some(other) => Err(Error::new(
+                ErrorCode::INVALID_NAMESPACE,
+                format!("collection name has invalid type {}", type_name(other)),
+            )),
+            None => Err(Error::failed_to_parse("missing collection name")),
+        }
+    }
+
+    pub fn bool_or(&self, field: &str, default: bool) -> Result<bool> {
+        match self.body.get(field) {
+            None | Some(Bson::Null) => Ok(default),
+            Some(Bson::Boolean(b)) => Ok(*b),
+            Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => {
+                Ok(number(v) != Some(0.0))
+            }
+            Some(other) => Err(wrong_type(self.command, field, other, " 'bool'")),
+        }
+    }
+
+    /// An integral number field (any numeric type, as mongod accepts).
+    pub fn i64_opt(&self, field: &str) -> Result<Option<i64>> {
+        match self.body.get(field) {
+            None | Some(Bson::Null) => Ok(None),
+            Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_))) => {
+                let n = number(v).unwrap_or(0.0);
+                if n.fract() != 0.0 || !n.is_finite() {
+                    return Err(Error::bad_value(format!(
+                        "Field '{field}' has a non-integral value: {n}"
+                    )));
+                }
+                Ok(Some(n as i64))
+            }
+            Some(other) => Err(wrong_type(
+                self.command,
+                field,
+                other,
+                "s '[long, int, decimal, double]'",
+            )),
+        }
+    }
+
+    pub fn non_negative_opt(&self, field: &str) -> Result<Option<i64>> {
+        match self.i64_opt(field)? {
+            Some(n) if n < 0 => Err(Error::bad_value(format!(
+                "BSON field '{field}' value must be >= 0, actual value '{n}'"
+            ))),
+            other => Ok(other),
+        }
+    }
+
+    pub fn document_opt(&self, field: &str) -> Result<Option<&'a Document>> {
+        match self.body.get(field) {
+            None | Some(Bson::Null) => Ok(None),
+            Some(Bson::Document(d)) => Ok(Some(d)),
+            Some(other) => Err(wrong_type(self.command, field, other, " 'object'")),
+        }
+    }
+
+    pub fn array_opt(&self, field: &str) -> Result<Option<&'a Vec<Bson>>> {
+        match self.body.get(field) {
+            None => Ok(None),
+            Some(Bson::Array(a)) => Ok(Some(a)),
+            Some(other) => Err(wrong_type(self.command, field, other, " 'array'")),
+        }
+    }
+
+    /// An array field whose every element must be a document.
+    pub fn documents(&self, field: &str) -> Result<Vec<&'a Document>> {
+        let items = self.array_opt(field)?.ok_or_else(|| {
+            Error::location(
+                40414,
+                format!(
+                    "BSON field '{}.{field}' is missing but a required field",
+                    self.command
+                ),
+            )
+        })?;
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| match item {
+                Bson::Document(d) => Ok(d),
+                other => Err(wrong_type(
+                    self.command,
+                    &format!("{field}.{i}"),
+                    other,
+                    " 'object'",
+                )),
+            })
+            .collect()
+    }
+
+    /// `cursor.batchSize` of commands that return a cursor (aggregate, listCollections).
+    pub fn cursor_batch_size(&self) -> Result<Option<usize>> {
+        let Some(cursor) = self.document_opt("cursor")? else {
+            return Ok(None);
+        };
+        let inner = Fields {
+            command: self.command,
+            body: cursor,
+        };
+        Ok(inner.non_negative_opt("batchSize")?.map(|n| n as usize))
+    }
+
+    pub fn string_opt(&self, field: &str) -> Result<Option<&'a str>> {
+        match self.body.get(field) {
+            None | Some(Bson::Null) => Ok(None),
+            Some(Bson::String(s)) => Ok(Some(s)),
+            Some(other) => Err(wrong_type(self.command, field, other, " 'string'")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    #[test]
+    fn numbers_of_any_type_and_wrong_types() {
+        let body = doc! { "find": "c", "limit": 5.0, "skip": "x", "single": 1 };
+        let f = Fields::new(&body);
+        assert_eq!(f.collection().unwrap(), "c");
+        assert_eq!(f.i64_opt("limit").unwrap(), Some(5));
+        let err = f.i64_opt("skip").unwrap_err();
+        assert_eq!(err.code, ErrorCode::TYPE_MISMATCH);
+        assert!(err
+            .message
+            .contains("'find.skip' is the wrong type 'string'"));
+        assert!(f.bool_or("single", false).unwrap());
+    }
+}

@@ -1,0 +1,233 @@
+//! The storage engine interface: ordered key-value spaces, snapshots and atomic write
+//! batches, with an fjall implementation for disk and an in-memory one for tests.
+//!
+//! Everything above this crate (catalog, query execution) speaks these traits only, so
+//! another engine can stand beside fjall later. The engine knows nothing of documents,
+//! collections or queries: keys and values are bytes.
+
+mod fjall_engine;
+mod memory_engine;
+
+pub use fjall_engine::FjallEngine;
+pub use memory_engine::MemoryEngine;
+
+use basalt_error::{Error, ErrorCode, Result};
+use std::ops::ControlFlow;
+
+/// The separate ordered key spaces Basalt keeps. Each is one LSM tree in fjall.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Space {
+    /// Databases, collections, index specs and id counters.
+    Catalog,
+    /// Documents, keyed by `collection id | record id`.
+    Records,
+    /// Index entries, keyed by `index id | encoded key | record id`, with empty values.
+    Indexes,
+}
+
+impl Space {
+    pub const ALL: [Space; 3] = [Space::Catalog, Space::Records, Space::Indexes];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Space::Catalog => "catalog",
+            Space::Records => "records",
+            Space::Indexes => "indexes",
+        }
+    }
+}
+
+/// How far a write must have travelled before it is acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Handed to the operating system: survives the process being killed (`kill -9`),
+    /// not a power loss. The default for every acknowledged write.
+    Process,
+    /// Synced to the disk (`j: true`).
+    Disk,
+}
+
+/// One change inside a [`WriteBatch`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WriteOp {
+    Put(Space, Vec<u8>, Vec<u8>),
+    Delete(Space, Vec<u8>),
+}
+
+/// Changes applied all together or not at all.
+#[derive(Clone, Debug, Default)]
+pub struct WriteBatch {
+    pub ops: Vec<WriteOp>,
+}
+
+impl WriteBatch {
+    pub fn put(&mut self, space: Space, key: Vec<u8>, value: Vec<u8>) {
+        self.ops.push(WriteOp::Put(space, key, value));
+    }
+
+    pub fn delete(&mut self, space: Space, key: Vec<u8>) {
+        self.ops.push(WriteOp::Delete(space, key));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+/// Where a scan starts: at the first key with a prefix, or just after a given key.
+#[derive(Clone, Copy, Debug)]
+pub enum ScanStart<'a> {
+    /// From the first key of the prefix.
+    Beginning,
+    /// From the first key strictly greater than this one (resuming a cursor).
+    After(&'a [u8]),
+}
+
+/// Called with each key and value of a scan; breaks to stop it.
+pub type KeyValueVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<ControlFlow<()>> + 'a;
+
+/// A consistent read-only view of every space as of one moment.
+pub trait Snapshot: Send + Sync {
+    fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>>;
+
+    /// Visits, in key order, every key that starts with `prefix` (from `start`), until
+    /// the visitor breaks. The visitor sees borrowed bytes so a scan need not allocate
+    /// per record.
+    fn scan_prefix(
+        &self,
+        space: Space,
+        prefix: &[u8],
+        start: ScanStart<'_>,
+        visit: &mut KeyValueVisitor<'_>,
+    ) -> Result<()>;
+
+    /// The greatest key that starts with `prefix`, if any.
+    fn last_key_with_prefix(&self, space: Space, prefix: &[u8]) -> Result<Option<Vec<u8>>>;
+}
+
+/// An ordered, transactional key-value engine.
+pub trait Engine: Send + Sync {
+    fn snapshot(&self) -> Box<dyn Snapshot>;
+
+    /// Applies every change of the batch atomically, durable as asked before returning.
+    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()>;
+
+    /// Makes everything written so far durable on disk (shutdown, fsync command).
+    fn sync(&self) -> Result<()>;
+
+    /// Bytes used on disk (0 for memory).
+    fn disk_size_bytes(&self) -> u64;
+}
+
+/// The smallest key greater than every key with this prefix, or `None` when the prefix
+/// is all 0xFF bytes (no upper bound).
+pub fn prefix_upper_bound(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+fn storage_error(e: impl std::fmt::Display) -> Error {
+    Error::new(
+        ErrorCode::INTERNAL_ERROR,
+        format!("storage engine error: {e}"),
+    )
+}
+
+#[cfg(test)]
+mod conformance_tests {
+    //! The same behaviour checks run against every engine, so the in-memory engine is a
+    //! trustworthy reference for the disk one.
+    use super::*;
+
+    fn collect(snap: &dyn Snapshot, prefix: &[u8], start: ScanStart<'_>) -> Vec<Vec<u8>> {
+        let mut keys = Vec::new();
+        snap.scan_prefix(Space::Records, prefix, start, &mut |k, _| {
+            keys.push(k.to_vec());
+            Ok(ControlFlow::Continue(()))
+        })
+        .unwrap();
+        keys
+    }
+
+    pub(crate) fn check_engine(engine: &dyn Engine) {
+        let mut batch = WriteBatch::default();
+        for k in [b"a1".as_slice(), b"a2", b"a3", b"b1"] {
+            batch.put(Space::Records, k.to_vec(), k.to_vec());
+        }
+        batch.put(Space::Catalog, b"a1".to_vec(), b"cat".to_vec());
+        engine.write(batch, Durability::Process).unwrap();
+
+        let before = engine.snapshot();
+        let mut batch = WriteBatch::default();
+        batch.delete(Space::Records, b"a2".to_vec());
+        engine.write(batch, Durability::Disk).unwrap();
+        let after = engine.snapshot();
+
+        assert_eq!(collect(&*before, b"a", ScanStart::Beginning).len(), 3);
+        assert_eq!(
+            collect(&*after, b"a", ScanStart::Beginning),
+            vec![b"a1".to_vec(), b"a3".to_vec()]
+        );
+        assert_eq!(
+            collect(&*after, b"a", ScanStart::After(b"a1")),
+            vec![b"a3".to_vec()]
+        );
+        assert_eq!(
+            after.get(Space::Catalog, b"a1").unwrap(),
+            Some(b"cat".to_vec())
+        );
+        assert_eq!(after.get(Space::Records, b"a2").unwrap(), None);
+        assert_eq!(
+            after.last_key_with_prefix(Space::Records, b"a").unwrap(),
+            Some(b"a3".to_vec())
+        );
+        assert_eq!(
+            after.last_key_with_prefix(Space::Indexes, b"a").unwrap(),
+            None
+        );
+
+        let mut seen = 0;
+        after
+            .scan_prefix(Space::Records, b"", ScanStart::Beginning, &mut |_, _| {
+                seen += 1;
+                Ok(ControlFlow::Break(()))
+            })
+            .unwrap();
+        assert_eq!(seen, 1, "a visitor's break stops the scan");
+    }
+
+    #[test]
+    fn memory_engine_behaves() {
+        check_engine(&MemoryEngine::default());
+    }
+
+    #[test]
+    fn fjall_engine_behaves_and_persists() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let engine = FjallEngine::open(dir.path()).unwrap();
+            check_engine(&engine);
+        }
+        let engine = FjallEngine::open(dir.path()).unwrap();
+        let snap = engine.snapshot();
+        assert_eq!(
+            snap.get(Space::Records, b"a3").unwrap(),
+            Some(b"a3".to_vec())
+        );
+        assert_eq!(snap.get(Space::Records, b"a2").unwrap(), None);
+    }
+
+    #[test]
+    fn upper_bound_of_prefixes() {
+        assert_eq!(prefix_upper_bound(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_upper_bound(&[1, 0xFF]), Some(vec![2]));
+        assert_eq!(prefix_upper_bound(&[0xFF, 0xFF]), None);
+        assert_eq!(prefix_upper_bound(b""), None);
+    }
+}

@@ -1,0 +1,165 @@
+"""Runs a real `basalt` process for end-to-end tests and scripts.
+
+End-to-end tests must talk to the server the way users do: a separate process on a
+TCP port, with its own data directory, that can be stopped, restarted and killed
+with SIGKILL. This module owns that life cycle so the pytest fixtures
+(conftest.py) and scripts/conformance.py start the server the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pymongo
+from pymongo.errors import PyMongoError
+
+STARTUP_TIMEOUT_S = 60.0
+SHUTDOWN_TIMEOUT_S = 20.0
+PANIC_MARKER = "panicked at"
+
+
+def default_binary() -> Path:
+    """The binary `make build` produces: $BASALT_BIN, else the debug build."""
+    if os.environ.get("BASALT_BIN"):
+        return Path(os.environ["BASALT_BIN"])
+    target = os.environ.get("CARGO_TARGET_DIR") or os.path.expanduser("~/.cache/basalt-target")
+    return Path(target) / "debug" / "basalt"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class BasaltServer:
+    """One `basalt` process bound to 127.0.0.1:port with data under `dbpath`.
+
+    The port and dbpath stay the same across restarts, so a restarted server
+    serves the same data at the same URI. Every start appends to one log file
+    (stderr and stdout of all runs), which `log_text` returns.
+    """
+
+    def __init__(self, binary: Path, dbpath: Path, log_path: Path, port: int | None = None):
+        self.binary = Path(binary)
+        self.dbpath = Path(dbpath)
+        self.log_path = Path(log_path)
+        self.port = port or free_port()
+        self.proc: subprocess.Popen | None = None
+        self._clients: list[pymongo.MongoClient] = []
+
+    @property
+    def uri(self) -> str:
+        return f"mongodb://127.0.0.1:{self.port}/"
+
+    @property
+    def argv(self) -> list[str]:
+        return [
+            str(self.binary),
+            "--port",
+            str(self.port),
+            "--bind_ip",
+            "127.0.0.1",
+            "--dbpath",
+            str(self.dbpath),
+            "--quiet",
+        ]
+
+    def start(self, timeout_s: float = STARTUP_TIMEOUT_S) -> BasaltServer:
+        if not self.binary.is_file():
+            raise FileNotFoundError(
+                f"basalt binary not found at {self.binary}; run `make build` or set BASALT_BIN"
+            )
+        self.dbpath.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n==== {' '.join(self.argv)}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(
+                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+            )
+        self._wait_until_ready(timeout_s)
+        return self
+
+    def _wait_until_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"basalt exited with status {self.proc.returncode} during startup; "
+                    f"log:\n{self.log_tail()}"
+                )
+            try:
+                with pymongo.MongoClient(
+                    self.uri, serverSelectionTimeoutMS=500, connectTimeoutMS=500
+                ) as probe:
+                    probe.admin.command("ping")
+                return
+            except PyMongoError as exc:
+                last_error = exc
+                time.sleep(0.1)
+        self.kill()
+        raise TimeoutError(
+            f"basalt did not answer ping within {timeout_s}s ({last_error}); log:\n{self.log_tail()}"
+        )
+
+    def client(self, **kwargs) -> pymongo.MongoClient:
+        """A MongoClient for this server, closed when the server stops."""
+        kwargs.setdefault("serverSelectionTimeoutMS", 10_000)
+        client = pymongo.MongoClient(self.uri, **kwargs)
+        self._clients.append(client)
+        return client
+
+    def is_alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout_s: float = SHUTDOWN_TIMEOUT_S) -> int | None:
+        """Graceful shutdown (SIGTERM, as an init system would send). Returns the exit status."""
+        self._close_clients()
+        if not self.is_alive():
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise TimeoutError(f"basalt ignored SIGTERM for {timeout_s}s; killed it") from None
+
+    def kill(self) -> None:
+        """SIGKILL, like `kill -9`: no chance to flush or clean up."""
+        if self.is_alive():
+            self.proc.kill()
+            self.proc.wait()
+        self._close_clients()
+
+    def restart(self, hard: bool = False) -> BasaltServer:
+        if hard:
+            self.kill()
+        else:
+            self.stop()
+        return self.start()
+
+    def _close_clients(self) -> None:
+        for client in self._clients:
+            client.close()
+        self._clients.clear()
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def panics(self) -> list[str]:
+        """Log lines reporting a Rust panic: a bug even if the server survived it."""
+        return [line for line in self.log_text().splitlines() if PANIC_MARKER in line]

@@ -1,0 +1,86 @@
+"""Fixtures for the end-to-end suite: a real `basalt` process and pymongo clients.
+
+One server serves the whole session (starting one per test would dominate the run
+time); each test gets its own database, dropped afterwards, so tests do not see each
+other's data. Tests that restart or kill the server take `own_server`, a private
+process with a private data directory. After every test the shared server must still
+be running and must not have logged a panic: a request that crashes or panics the
+server fails the test that sent it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from basalt_server import BasaltServer, default_binary
+
+
+@pytest.fixture(scope="session")
+def basalt_binary():
+    binary = default_binary()
+    if not binary.is_file():
+        pytest.fail(f"no basalt binary at {binary}: run `make build` first or set BASALT_BIN")
+    return binary
+
+
+def _new_server(binary, directory) -> BasaltServer:
+    return BasaltServer(binary, directory / "data", directory / "basalt.log")
+
+
+@pytest.fixture(scope="session")
+def server(basalt_binary, tmp_path_factory):
+    srv = _new_server(basalt_binary, tmp_path_factory.mktemp("basalt")).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
+def client(server):
+    return server.client()
+
+
+@pytest.fixture(autouse=True)
+def _server_survives(request):
+    """Fails a test after which the shared server died or logged a panic."""
+    if "server" not in request.fixturenames:
+        yield
+        return
+    srv = request.getfixturevalue("server")
+    panics_before = len(srv.panics())
+    yield
+    assert srv.is_alive(), f"basalt died during this test; log:\n{srv.log_tail()}"
+    new_panics = srv.panics()[panics_before:]
+    assert not new_panics, "basalt panicked during this test:\n" + "\n".join(new_panics)
+
+
+def _database_name(request) -> str:
+    # Database names may not contain . $ / \ space or quotes, and are at most 63 bytes.
+    name = re.sub(r"[^A-Za-z0-9_]", "_", request.node.name)
+    return ("t_" + name)[:63]
+
+
+@pytest.fixture
+def db(client, request):
+    """A database only this test uses, dropped afterwards."""
+    name = _database_name(request)
+    client.drop_database(name)
+    yield client[name]
+    client.drop_database(name)
+
+
+@pytest.fixture
+def coll(db):
+    return db["c"]
+
+
+@pytest.fixture
+def own_server(basalt_binary, tmp_path):
+    """A private server that the test may stop, restart or kill -9."""
+    srv = _new_server(basalt_binary, tmp_path).start()
+    yield srv
+    try:
+        assert not srv.panics(), "basalt panicked:\n" + "\n".join(srv.panics())
+    finally:
+        srv.kill()

@@ -1,0 +1,55 @@
+"""Assertions shared by the end-to-end tests.
+
+MongoDB errors are judged by their numeric `code` and `codeName` (drivers and
+applications branch on them), so tests name the error they expect and this module
+checks both.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import bson
+import pytest
+from pymongo.errors import OperationFailure, WriteError
+
+CODES = {
+    "BadValue": 2,
+    "FailedToParse": 9,
+    "TypeMismatch": 14,
+    "InvalidBSON": 22,
+    "NamespaceNotFound": 26,
+    "CursorNotFound": 43,
+    "NamespaceExists": 48,
+    "CommandNotFound": 59,
+    "ImmutableField": 66,
+    "InvalidNamespace": 73,
+    "BSONObjectTooLarge": 10334,
+    "Location15952": 15952,
+    "Location15955": 15955,
+    "Location40324": 40324,
+    "DuplicateKey": 11000,
+}
+
+
+@contextmanager
+def raises_code(code_name: str):
+    """Expects the block to fail with the MongoDB error `code_name`.
+
+    Command errors carry `code` and `codeName`; entries of `writeErrors` carry only
+    `code` in MongoDB's replies, so only the code is required there.
+    """
+    with pytest.raises(OperationFailure) as info:
+        yield info
+    error = info.value
+    assert error.code == CODES[code_name], f"expected {code_name}, got {error.details}"
+    if not isinstance(error, WriteError):
+        assert error.details.get("codeName") == code_name, error.details
+
+
+def bson_size(doc: dict) -> int:
+    return len(bson.encode(doc))
+
+
+def ids(docs) -> list:
+    return [d["_id"] for d in docs]

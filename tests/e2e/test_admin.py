@@ -1,0 +1,274 @@
+"""Administrative and catalog commands, as tools and drivers call them.
+
+mongosh, Compass, monitoring agents and ORMs issue these on connect or on demand
+(buildInfo, getParameter, getLog, serverStatus, listDatabases, collStats, ...), and
+read specific fields from the replies. The expected shapes and codes are those of a
+MongoDB 7.0 standalone.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import socket
+import uuid
+
+import bson
+import pytest
+
+import wire
+from helpers import bson_size, raises_code
+
+COMMANDS_WE_SERVE = [
+    "aggregate", "buildInfo", "collStats", "connectionStatus", "count", "create",
+    "dbStats", "delete", "distinct", "drop", "dropDatabase", "endSessions", "find",
+    "findAndModify", "getCmdLineOpts", "getLog", "getMore", "getParameter", "hello",
+    "hostInfo", "insert", "isMaster", "killCursors", "listCollections", "listCommands",
+    "listDatabases", "ping", "renameCollection", "serverStatus", "update", "validate",
+    "whatsmyuri",
+]  # fmt: skip
+
+
+def test_build_info_claims_mongodb_7_0(client):
+    info = client.admin.command("buildInfo")
+    assert re.fullmatch(r"7\.0\.\d+", info["version"]), info["version"]
+    assert info["versionArray"][:3] == [int(p) for p in info["version"].split(".")]
+    assert len(info["versionArray"]) == 4
+    assert info["maxBsonObjectSize"] == 16 * 1024 * 1024
+    assert info["bits"] == 64
+    assert isinstance(info["gitVersion"], str)
+    assert client.server_info()["version"] == info["version"]
+
+
+@pytest.mark.parametrize("database", ["admin", "test", "anything"])
+def test_ping(client, database):
+    assert client[database].command("ping")["ok"] == 1
+
+
+def test_get_parameter_feature_compatibility_version(client):
+    reply = client.admin.command({"getParameter": 1, "featureCompatibilityVersion": 1})
+    assert reply["featureCompatibilityVersion"]["version"] == "7.0"
+
+
+def test_get_cmd_line_opts_reports_our_flags(client, server):
+    reply = client.admin.command("getCmdLineOpts")
+    assert reply["argv"][1:] == server.argv[1:]
+    assert reply["parsed"]["net"]["port"] == server.port
+    assert reply["parsed"]["storage"]["dbPath"] == str(server.dbpath)
+
+
+def test_host_info(client):
+    info = client.admin.command("hostInfo")
+    assert info["system"]["hostname"].split(":")[0] == socket.gethostname()
+    assert info["system"]["numCores"] >= 1
+    assert info["system"]["memSizeMB"] > 0
+    assert isinstance(info["system"]["currentTime"], datetime.datetime)
+    assert info["os"]["type"] == "Linux"
+
+
+def test_whatsmyuri_is_the_client_address(server):
+    with wire.RawConnection(server.port) as conn:
+        reply = conn.command({"whatsmyuri": 1, "$db": "admin"})
+        host, port = conn.sock.getsockname()
+    assert reply.doc["you"] == f"{host}:{port}"
+
+
+def test_get_log(client):
+    assert {"global", "startupWarnings"} <= set(client.admin.command("getLog", "*")["names"])
+    for name in ("global", "startupWarnings"):
+        log = client.admin.command("getLog", name)
+        assert isinstance(log["totalLinesWritten"], int)
+        assert all(isinstance(line, str) for line in log["log"])
+
+
+def test_server_status_sections(client, server):
+    status = client.admin.command("serverStatus")
+    assert status["version"] == client.server_info()["version"]
+    assert status["pid"] == server.proc.pid
+    assert status["uptime"] >= 0 and status["uptimeMillis"] >= 0
+    assert isinstance(status["localTime"], datetime.datetime)
+    connections = status["connections"]
+    assert connections["current"] >= 1
+    assert connections["available"] > 0
+    assert connections["totalCreated"] >= connections["current"]
+    assert set(status["opcounters"]) >= {
+        "insert",
+        "query",
+        "update",
+        "delete",
+        "getmore",
+        "command",
+    }
+    assert status["mem"]["bits"] == 64
+    assert status["mem"]["resident"] > 0
+
+
+def test_server_status_counts_operations(client, coll):
+    def counters():
+        return client.admin.command("serverStatus")["opcounters"]
+
+    before = counters()
+    coll.insert_many([{"_id": i} for i in range(5)])
+    list(coll.find().batch_size(2))  # one find, then getMores
+    coll.update_one({"_id": 1}, {"$set": {"x": 1}})
+    coll.delete_one({"_id": 2})
+    after = counters()
+    assert after["insert"] - before["insert"] == 5  # counted per document
+    assert after["query"] - before["query"] == 1
+    assert after["getmore"] - before["getmore"] >= 1
+    assert after["update"] - before["update"] == 1
+    assert after["delete"] - before["delete"] == 1
+    assert after["command"] > before["command"]
+
+
+def test_list_commands_names_what_we_serve(client):
+    commands = client.admin.command("listCommands")["commands"]
+    missing = [name for name in COMMANDS_WE_SERVE if name not in commands]
+    assert not missing
+
+
+def test_connection_status_without_auth(client):
+    info = client.admin.command("connectionStatus")["authInfo"]
+    assert info["authenticatedUsers"] == []
+    assert info["authenticatedUserRoles"] == []
+
+
+def test_end_sessions(client):
+    """Drivers make session ids themselves (a UUID) and end them in bulk."""
+    session_ids = [{"id": bson.Binary(uuid.uuid4().bytes, 4)} for _ in range(3)]
+    assert client.admin.command("endSessions", session_ids)["ok"] == 1
+
+
+def test_start_session(client):
+    session = client.admin.command("startSession")
+    assert isinstance(session["id"]["id"], bson.Binary) and session["id"]["id"].subtype == 4
+    assert session["timeoutMinutes"] == 30
+    assert client.admin.command("endSessions", [session["id"]])["ok"] == 1
+
+
+def test_list_databases(client, db):
+    db["c"].insert_one({"x": 1})
+    reply = client.admin.command("listDatabases")
+    entry = next(d for d in reply["databases"] if d["name"] == db.name)
+    assert entry["sizeOnDisk"] >= 0 and entry["empty"] is False
+    assert reply["totalSize"] >= entry["sizeOnDisk"]
+    assert db.name in client.list_database_names()
+
+    names_only = client.admin.command("listDatabases", nameOnly=True)["databases"]
+    assert {"name": db.name} in names_only
+    assert all(set(d) == {"name"} for d in names_only)
+
+    filtered = client.admin.command("listDatabases", filter={"name": db.name})["databases"]
+    assert [d["name"] for d in filtered] == [db.name]
+
+
+def test_list_collections(db):
+    db.create_collection("a")
+    db.create_collection("b")
+    db["c"].insert_one({"x": 1})  # implicit creation
+    assert sorted(db.list_collection_names()) == ["a", "b", "c"]
+
+    reply = db.command("listCollections", filter={"name": "a"})
+    assert reply["cursor"]["ns"] == f"{db.name}.$cmd.listCollections"
+    (entry,) = reply["cursor"]["firstBatch"]
+    assert entry["name"] == "a" and entry["type"] == "collection"
+    assert entry["options"] == {}
+    assert entry["info"]["readOnly"] is False
+    assert entry["info"]["uuid"].subtype == 4
+    assert entry["idIndex"] == {"v": 2, "key": {"_id": 1}, "name": "_id_"}
+
+    names_only = db.command("listCollections", nameOnly=True)["cursor"]["firstBatch"]
+    assert sorted(names_only, key=lambda e: e["name"]) == [
+        {"name": n, "type": "collection"} for n in ("a", "b", "c")
+    ]
+
+
+def test_create_is_idempotent_but_refuses_other_options(db):
+    assert db.command("create", "x")["ok"] == 1
+    # MongoDB 7.0: an identical create succeeds; one with other options is refused.
+    assert db.command("create", "x")["ok"] == 1
+    with raises_code("NamespaceExists"):
+        db.command("create", "x", validationLevel="moderate")
+    assert db.list_collection_names() == ["x"]
+
+
+def test_drop_collection(db):
+    db["gone"].insert_many([{"_id": i} for i in range(3)])
+    reply = db.command("drop", "gone")
+    assert reply["ok"] == 1 and reply["nIndexesWas"] == 1 and reply["ns"] == f"{db.name}.gone"
+    assert "gone" not in db.list_collection_names()
+    assert db["gone"].count_documents({}) == 0
+
+
+def test_drop_database(client, db):
+    db["a"].insert_one({"x": 1})
+    db["b"].insert_one({"x": 1})
+    client.drop_database(db.name)
+    assert db.name not in client.list_database_names()
+    assert db.list_collection_names() == []
+
+
+def test_rename_collection(client, db):
+    db["src"].insert_many([{"_id": i} for i in range(4)])
+    client.admin.command("renameCollection", f"{db.name}.src", to=f"{db.name}.dst")
+    assert db.list_collection_names() == ["dst"]
+    assert db["dst"].count_documents({}) == 4
+
+
+def test_rename_collection_onto_existing_target(client, db):
+    db["src"].insert_one({"_id": "from src"})
+    db["dst"].insert_one({"_id": "from dst"})
+    with raises_code("NamespaceExists"):
+        client.admin.command("renameCollection", f"{db.name}.src", to=f"{db.name}.dst")
+    client.admin.command("renameCollection", f"{db.name}.src", to=f"{db.name}.dst", dropTarget=True)
+    assert list(db["dst"].find()) == [{"_id": "from src"}]
+    assert db.list_collection_names() == ["dst"]
+
+
+def test_rename_missing_collection(client, db):
+    with raises_code("NamespaceNotFound"):
+        client.admin.command("renameCollection", f"{db.name}.nope", to=f"{db.name}.dst")
+
+
+def _sample(n: int) -> list[dict]:
+    return [{"_id": i, "name": f"doc {i}", "tags": ["a"] * (i % 5)} for i in range(n)]
+
+
+def test_coll_stats(db):
+    docs = _sample(10)
+    db["c"].insert_many(docs)
+    stats = db.command("collStats", "c")
+    assert stats["ns"] == f"{db.name}.c"
+    assert stats["count"] == 10
+    assert stats["size"] == sum(bson_size(d) for d in docs)  # uncompressed BSON bytes
+    assert stats["avgObjSize"] > 0
+    assert stats["nindexes"] == 1
+    assert set(stats["indexSizes"]) == {"_id_"}
+
+
+def test_db_stats(db):
+    docs = _sample(7)
+    db["a"].insert_many(docs)
+    db["b"].insert_one({"_id": 1})
+    stats = db.command("dbStats")
+    assert stats["db"] == db.name
+    assert stats["collections"] == 2
+    assert stats["objects"] == 8
+    assert stats["dataSize"] == sum(bson_size(d) for d in docs) + bson_size({"_id": 1})
+    assert stats["indexes"] == 2
+
+
+def test_validate(db):
+    db["c"].insert_many(_sample(10))
+    result = db.command("validate", "c")
+    assert result["ns"] == f"{db.name}.c"
+    assert result["valid"] is True
+    assert result["nrecords"] == 10
+    assert result["nInvalidDocuments"] == 0
+    assert result["keysPerIndex"] == {"_id_": 10}
+    assert result["errors"] == []
+
+
+def test_validate_missing_collection(db):
+    with raises_code("NamespaceNotFound"):
+        db.command("validate", "missing")

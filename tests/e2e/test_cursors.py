@@ -1,0 +1,103 @@
+"""Cursors: first batch of 101, getMore until exhausted, limits, killCursors.
+
+Results larger than one batch reach every driver through find/aggregate → getMore
+→ killCursors; a lost or repeated document, a cursor id that outlives its kill or a
+wrong batch size shows up as missing data or leaked server memory in applications.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pymongo import DESCENDING
+
+from helpers import ids, raises_code
+
+N_DOCS = 10_000
+
+
+@pytest.fixture(scope="module")
+def big(client):
+    """One collection of 10 000 documents, shared by this module's read-only tests."""
+    coll = client["cursors"]["big"]
+    coll.drop()
+    coll.insert_many([{"_id": i, "pad": "p" * 20} for i in range(N_DOCS)])
+    yield coll
+    client.drop_database("cursors")
+
+
+def _drain(db, command: str, reply: dict, collection: str, **getmore) -> tuple[list, list[int]]:
+    """All documents of a cursor reply plus its getMores, and each batch's size."""
+    cursor = reply["cursor"]
+    docs, sizes = list(cursor["firstBatch"]), [len(cursor["firstBatch"])]
+    while cursor["id"] != 0:
+        cursor = db.command("getMore", cursor["id"], collection=collection, **getmore)["cursor"]
+        docs += cursor["nextBatch"]
+        sizes.append(len(cursor["nextBatch"]))
+        assert len(sizes) < N_DOCS, f"{command} cursor never ends"
+    return docs, sizes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "command, args",
+    [
+        ("find", {}),
+        ("aggregate", {"pipeline": [], "cursor": {}}),
+    ],
+)
+def test_default_first_batch_is_101_then_get_more(big, command, args):
+    db = big.database
+    reply = db.command(command, big.name, **args)
+    docs, sizes = _drain(db, command, reply, big.name)
+    assert sizes[0] == 101
+    assert len(sizes) >= 2
+    assert ids(docs) == list(range(N_DOCS))  # natural order is insertion order
+
+
+@pytest.mark.slow
+def test_get_more_batch_size(big):
+    db = big.database
+    reply = db.command("find", big.name, batchSize=1000)
+    # 3001 leaves a short last batch, so the server sees the end of the data.
+    docs, sizes = _drain(db, "find", reply, big.name, batchSize=3001)
+    assert sizes == [1000, 3001, 3001, 2998]
+    assert ids(docs) == list(range(N_DOCS))
+
+
+@pytest.mark.slow
+def test_driver_iterates_sorted_cursor(big):
+    assert ids(big.find({}, {"pad": 0}).sort("_id", DESCENDING)) == list(range(N_DOCS))[::-1]
+    assert len(list(big.find().batch_size(500))) == N_DOCS
+
+
+def test_limit_spanning_batches(big):
+    docs = list(big.find().limit(150))
+    assert ids(docs) == list(range(150))
+
+
+def test_kill_cursors(big):
+    db = big.database
+    cursor_id = db.command("find", big.name, batchSize=2)["cursor"]["id"]
+    assert cursor_id != 0
+    reply = db.command("killCursors", big.name, cursors=[cursor_id])
+    assert reply["cursorsKilled"] == [cursor_id]
+    assert reply["cursorsNotFound"] == []
+    with raises_code("CursorNotFound"):
+        db.command("getMore", cursor_id, collection=big.name)
+
+
+def test_kill_unknown_cursor(big):
+    reply = big.database.command("killCursors", big.name, cursors=[123456789])
+    assert reply["cursorsNotFound"] == [123456789]
+    assert reply["cursorsKilled"] == []
+
+
+def test_get_more_unknown_cursor(big):
+    with raises_code("CursorNotFound"):
+        big.database.command("getMore", 987654321, collection=big.name)
+
+
+def test_exhausted_cursor_is_closed(big):
+    reply = big.database.command("find", big.name, filter={"_id": {"$lt": 5}})
+    assert reply["cursor"]["id"] == 0
+    assert ids(reply["cursor"]["firstBatch"]) == list(range(5))

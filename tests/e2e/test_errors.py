@@ -1,0 +1,102 @@
+"""Error replies: the codes and behaviours drivers and applications branch on.
+
+An unknown command, a bad filter or an oversized document must come back as the
+MongoDB error with the same `code`/`codeName`, as ok:0 (or a write error), never as
+a dropped connection; and some things that look like errors are not (finding in or
+dropping a missing collection).
+"""
+
+from __future__ import annotations
+
+import bson
+import pytest
+
+from helpers import CODES, raises_code
+
+MAX_BSON_BYTES = 16 * 1024 * 1024
+
+
+def test_unknown_command(db):
+    with raises_code("CommandNotFound") as info:
+        db.command("frobnicateTheDatabase")
+    assert "frobnicateTheDatabase" in info.value.details["errmsg"]
+
+
+def test_find_on_missing_collection_is_empty(db):
+    reply = db.command("find", "missing")
+    assert reply["cursor"]["firstBatch"] == []
+    assert reply["cursor"]["id"] == 0
+    assert "missing" not in db.list_collection_names()
+
+
+def test_drop_of_missing_collection_succeeds(db):
+    """Since MongoDB 7.0 (SERVER-43894) dropping a missing collection is a no-op, not error 26."""
+    assert db.command("drop", "missing")["ok"] == 1
+
+
+BAD_FILTERS = {
+    "unknown operator": {"a": {"$frobnicate": 1}},
+    "unknown top-level operator": {"$frobnicate": [{"a": 1}]},
+    "$in needs an array": {"a": {"$in": 1}},
+    "$and needs an array": {"$and": {"a": 1}},
+    "$or needs a non-empty array": {"$or": []},
+    "$size needs a number": {"a": {"$size": "x"}},
+}
+
+
+@pytest.mark.parametrize("filter_", BAD_FILTERS.values(), ids=BAD_FILTERS.keys())
+@pytest.mark.parametrize("operation", ["find", "count", "delete", "update"])
+def test_bad_filter_is_bad_value(coll, filter_, operation):
+    coll.insert_one({"_id": 1, "a": 1})
+    run = {
+        "find": lambda: list(coll.find(filter_)),
+        "count": lambda: coll.count_documents(filter_),
+        "delete": lambda: coll.delete_many(filter_),
+        "update": lambda: coll.update_many(filter_, {"$set": {"b": 1}}),
+    }[operation]
+    with raises_code("BadValue"):
+        run()
+    assert coll.find_one() == {"_id": 1, "a": 1}
+
+
+def test_filter_of_wrong_type(db):
+    with raises_code("TypeMismatch"):
+        db.command("find", "c", filter=1)
+
+
+def test_invalid_collection_name(db):
+    with raises_code("InvalidNamespace"):
+        db.command("insert", "", documents=[{"_id": 1}])
+
+
+def _doc_of_size(size: int) -> dict:
+    doc = {"_id": 1, "s": ""}
+    doc["s"] = "x" * (size - len(bson.encode(doc)))
+    assert len(bson.encode(doc)) == size
+    return doc
+
+
+@pytest.mark.slow
+def test_document_of_exactly_16_mib_is_accepted(coll):
+    doc = _doc_of_size(MAX_BSON_BYTES)
+    coll.insert_one(doc)
+    assert coll.find_one({}, {"s": 0}) == {"_id": 1}
+    assert len(coll.find_one()["s"]) == len(doc["s"])
+
+
+@pytest.mark.slow
+def test_document_over_16_mib_is_refused(db):
+    """pymongo refuses such a document itself, so send the insert command raw.
+
+    MongoDB answers ok:1 with a write error (code 2, "object to insert too large");
+    refusing the whole command with BSONObjectTooLarge (10334) is accepted too.
+    """
+    reply = db.command("insert", "c", documents=[_doc_of_size(MAX_BSON_BYTES + 1)], check=False)
+    if reply["ok"] == 1:
+        assert reply["n"] == 0
+        (error,) = reply["writeErrors"]
+        assert error["index"] == 0
+        assert error["code"] in (CODES["BadValue"], CODES["BSONObjectTooLarge"])
+    else:
+        assert reply["code"] == CODES["BSONObjectTooLarge"], reply
+    assert db["c"].count_documents({}) == 0
