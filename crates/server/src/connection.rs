@@ -165,7 +165,7 @@ async fn run_command(
     body: Document,
 ) -> Document {
     let (server, info) = (server.clone(), info.clone());
-    let outcome = tokio::task::spawn_blocking(move || {
+    run_blocking(move || {
         let ctx = Ctx {
             server: &server,
             connection: &info,
@@ -173,8 +173,13 @@ async fn run_command(
         };
         dispatch(&ctx, &body)
     })
-    .await;
-    match outcome {
+    .await
+}
+
+/// Runs a command on the blocking pool; a panic in it becomes an InternalError reply and
+/// leaves the connection and the server running.
+async fn run_blocking(command: impl FnOnce() -> Document + Send + 'static) -> Document {
+    match tokio::task::spawn_blocking(command).await {
         Ok(reply) => reply,
         Err(join_error) => {
             let message = if join_error.is_panic() {
@@ -250,4 +255,43 @@ fn command_from_op_query(query: basalt_wire::OpQuery) -> Result<(String, Documen
         ));
     }
     Ok((db.to_string(), body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_command_becomes_an_internal_error_reply() {
+        let reply = run_blocking(|| panic!("boom")).await;
+        assert_eq!(reply.get_i32("code").unwrap(), ErrorCode::INTERNAL_ERROR.0);
+        assert_eq!(reply.get_str("codeName").unwrap(), "InternalError");
+        assert!(reply.get_str("errmsg").unwrap().contains("boom"));
+        let after = run_blocking(|| bson::doc! { "ok": 1.0 }).await;
+        assert_eq!(after.get_f64("ok").unwrap(), 1.0);
+    }
+
+    #[test]
+    fn op_query_accepts_only_the_handshake() {
+        let query = |ns: &str, body: Document| basalt_wire::OpQuery {
+            flags: 0,
+            full_collection_name: ns.to_string(),
+            number_to_skip: 0,
+            number_to_return: -1,
+            query: RawDocumentBuf::try_from(&body).unwrap(),
+            return_fields_selector: None,
+        };
+        let (db, body) =
+            command_from_op_query(query("admin.$cmd", bson::doc! { "isMaster": 1 })).unwrap();
+        assert_eq!(
+            (db.as_str(), body.keys().next().unwrap().as_str()),
+            ("admin", "isMaster")
+        );
+        let wrapped =
+            bson::doc! { "$query": { "hello": 1 }, "$readPreference": { "mode": "primary" } };
+        assert!(command_from_op_query(query("admin.$cmd", wrapped)).is_ok());
+        let refused =
+            command_from_op_query(query("test.$cmd", bson::doc! { "find": "c" })).unwrap_err();
+        assert_eq!(refused.code, ErrorCode::UNSUPPORTED_OP_QUERY_COMMAND);
+    }
 }

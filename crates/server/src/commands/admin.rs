@@ -103,10 +103,26 @@ fn meminfo_total_mb() -> i64 {
         .map_or(0, |kb| kb / 1024)
 }
 
+fn read_trimmed(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
 fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "localhost".to_string())
+    read_trimmed("/proc/sys/kernel/hostname").unwrap_or_else(|| "localhost".to_string())
+}
+
+/// The distribution's name, as mongod reports it from /etc/os-release.
+fn os_pretty_name() -> String {
+    std::fs::read_to_string("/etc/os-release")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+                .map(|v| v.trim_matches('"').to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::OS.to_string())
 }
 
 pub fn host_info(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
@@ -121,7 +137,11 @@ pub fn host_info(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
             "cpuArch": std::env::consts::ARCH,
             "numaEnabled": false,
         },
-        "os": { "type": std::env::consts::OS, "name": std::env::consts::OS },
+        "os": {
+            "type": read_trimmed("/proc/sys/kernel/ostype").unwrap_or_else(|| std::env::consts::OS.to_string()),
+            "name": os_pretty_name(),
+            "version": read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_default(),
+        },
         "extra": {},
     })
 }
@@ -205,6 +225,13 @@ pub fn connection_status(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
             "authenticatedUsers": [],
             "authenticatedUserRoles": [],
         }
+    })
+}
+
+pub fn start_session(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+    Ok(doc! {
+        "id": { "id": bson::Binary::from_uuid(bson::Uuid::new()) },
+        "timeoutMinutes": super::hello::LOGICAL_SESSION_TIMEOUT_MINUTES,
     })
 }
 

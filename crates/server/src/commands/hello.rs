@@ -37,6 +37,10 @@ pub fn hello(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     reply.insert("minWireVersion", 0);
     reply.insert("maxWireVersion", MAX_WIRE_VERSION);
     reply.insert("readOnly", false);
+    // A client that says it understands `hello` is told it may use it from now on.
+    if body.get_bool("helloOk").unwrap_or(false) {
+        reply.insert("helloOk", true);
+    }
     if let Some(Bson::Array(requested)) = body.get("compression") {
         // Every compressor Basalt knows is accepted, in the client's order; replies then
         // use whichever compressor each request came in.

@@ -139,6 +139,11 @@ static COMMANDS: &[Command] = &[
         admin::connection_status,
         "the authenticated users of this connection",
     ),
+    command(
+        "startSession",
+        admin::start_session,
+        "starts a logical session",
+    ),
     command("endSessions", admin::end_sessions, "ends logical sessions"),
     command(
         "killSessions",
@@ -284,11 +289,14 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
 
 fn list_commands(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
     let mut commands = Document::new();
+    // Aliases are listed under their own names too, as mongod does.
     for c in COMMANDS {
-        commands.insert(
-            c.name,
-            doc! { "help": c.help, "adminOnly": c.admin_only, "requiresAuth": false },
-        );
+        for name in std::iter::once(&c.name).chain(c.aliases) {
+            commands.insert(
+                *name,
+                doc! { "help": c.help, "adminOnly": c.admin_only, "requiresAuth": false },
+            );
+        }
     }
     Ok(doc! { "commands": commands })
 }
