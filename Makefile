@@ -3,6 +3,7 @@
 #
 #   make test                  every step below, then a pass/fail summary with timings
 #   make lint                  cargo fmt --check, clippy -D warnings, ruff on the Python code
+#   make fmt                   format the Rust and Python code in place
 #   make cargo-test            unit tests and the Rust-driver end-to-end tests
 #   make pytest                pymongo end-to-end tests (tests/e2e); PYTEST_ARGS=-k... to narrow
 #   make node-test             Node.js driver and mongosh tests (tests/node)
@@ -24,13 +25,18 @@ NODE_DIR := tests/node
 FUZZ_SECONDS ?= 60
 PYTEST_ARGS ?=
 
-.PHONY: test lint fmt-check clippy py-lint cargo-test build venv node-deps pytest node-test \
+.PHONY: test lint fmt fmt-check clippy py-lint cargo-test build venv node-deps pytest node-test \
 	conformance conformance-baseline fuzz
 
 test:
 	@scripts/test-all.sh
 
 lint: fmt-check clippy py-lint
+
+fmt: venv
+	cargo fmt --all
+	$(VENV)/bin/ruff format --config tests/ruff.toml tests scripts
+	$(VENV)/bin/ruff check --config tests/ruff.toml --fix tests scripts
 
 fmt-check:
 	cargo fmt --all -- --check
@@ -45,9 +51,16 @@ py-lint: venv
 cargo-test:
 	cargo test --workspace
 
-# The server binary the Python, Node and conformance runs start.
+# The server binary the Python, Node and conformance runs start. `cargo test --workspace`
+# leaves a fresh one at the same path (built with the tests' feature set, so building
+# it again here would recompile much of the tree): after a passing cargo test,
+# scripts/test-all.sh sets SKIP_BUILD=1.
 build:
+ifdef SKIP_BUILD
+	test -x $(BASALT_BIN)
+else
 	cargo build -p basalt --bin basalt
+endif
 
 venv: $(VENV)/.installed
 

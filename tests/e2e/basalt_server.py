@@ -133,11 +133,15 @@ class BasaltServer:
             raise TimeoutError(f"basalt ignored SIGTERM for {timeout_s}s; killed it") from None
 
     def kill(self) -> None:
-        """SIGKILL, like `kill -9`: no chance to flush or clean up."""
+        """SIGKILL, like `kill -9`: no chance to flush or clean up.
+
+        Clients from `client()` are closed first, while the server can still answer
+        their endSessions; closing them afterwards would wait for server selection.
+        """
+        self._close_clients()
         if self.is_alive():
             self.proc.kill()
             self.proc.wait()
-        self._close_clients()
 
     def restart(self, hard: bool = False) -> BasaltServer:
         if hard:

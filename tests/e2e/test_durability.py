@@ -11,13 +11,14 @@ from __future__ import annotations
 import threading
 import time
 
+import pymongo
 import pytest
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from helpers import ids
 
 WRITERS = 2
-ACKS_BEFORE_KILL = 300
+ACKS_BEFORE_KILL = 3000
 WRITE_LOOP_LIMIT_S = 20.0
 ID_SPACE = 1_000_000  # each writer numbers its documents from its own multiple of this
 
@@ -80,8 +81,14 @@ class _Writer(threading.Thread):
 @pytest.mark.slow
 @pytest.mark.parametrize("journal", [False, True], ids=["w1", "j-true"])
 def test_acknowledged_inserts_survive_kill_9(own_server, journal):
-    client = own_server.client(
-        serverSelectionTimeoutMS=2000, socketTimeoutMS=5000, retryWrites=False, journal=journal
+    # Not from own_server.client(): kill() closes those first, and this one must still be
+    # writing when the server dies.
+    client = pymongo.MongoClient(
+        own_server.uri,
+        serverSelectionTimeoutMS=2000,
+        socketTimeoutMS=5000,
+        retryWrites=False,
+        journal=journal,
     )
     collection = client["d"]["load"]
     writers = [_Writer(collection, first_id=n * ID_SPACE) for n in range(WRITERS)]
@@ -100,6 +107,7 @@ def test_acknowledged_inserts_survive_kill_9(own_server, journal):
         assert not writer.is_alive()
 
     own_server.start()
+    client.close()
     stored = set(ids(own_server.client()["d"]["load"].find({}, {"_id": 1})))
     for writer in writers:
         mine = {i for i in stored if writer.first_id <= i < writer.first_id + ID_SPACE}

@@ -1,10 +1,17 @@
 //! The aggregation pipeline: parsing `aggregate` stages once ([`Pipeline::parse`]) and
 //! running them over a stream of documents ([`Pipeline::stream`], [`Pipeline::run`]).
 //! Expressions and accumulators come from `basalt_expr`, filters and sort orders from
-//! `basalt_query`.
+//! `basalt_query`. Stages that reach beyond their input (other collections, server
+//! state) do so through the [`Collections`] the server provides.
 
+mod field_path;
+mod join;
 mod pipeline;
 mod projection;
 mod stages;
+#[cfg(test)]
+mod testing;
 
-pub use pipeline::{Collections, DocumentStream, ExecContext, NoCollections, Pipeline};
+pub use pipeline::{
+    Collections, DocumentStream, ExecContext, MergeTarget, MergeWrite, NoCollections, Pipeline,
+};

@@ -8,36 +8,133 @@
 //! when first pulled. [`Pipeline::run`] collects everything, for callers that want a
 //! vector.
 //!
+//! Stages that reach beyond their input (`$lookup`, `$unionWith`, `$out`, `$merge`, ...)
+//! do so through [`Collections`], which the server implements; sub-pipelines of
+//! `$lookup`, `$unionWith`, `$facet` and `$merge` are [`Stages`] parsed for their
+//! [`Place`], which decides the stages they may hold.
+//!
 //! `$group` keeps mergeable partial state (`basalt_expr::Accumulator::merge`), so the
 //! executor can later run the stages before the first blocking stage on several
 //! partitions in parallel and merge the partial groups, as MongoDB merges shard results.
 
-use crate::stages::Stage;
+use crate::stages::{self, Stage};
 use basalt_error::{Error, ErrorCode, Result};
-use basalt_expr::{Expression, ParseContext, Variables};
+use basalt_expr::{ParseContext, Scope, Variables};
 use bson::{Bson, Document};
 
 /// A stream of documents flowing between stages; an `Err` ends the stream.
 pub type DocumentStream<'a> = Box<dyn Iterator<Item = Result<Document>> + 'a>;
 
-/// Access to other collections, for stages that read them (`$lookup`, `$unionWith`,
-/// `$graphLookup`) or write them (`$out`, `$merge`). The server implements it over its
-/// catalog and storage; the stages that use it are not supported yet.
+/// The pipeline's window on the rest of the server: other collections, for the stages that
+/// read them (`$lookup`, `$graphLookup`, `$unionWith`) or write them (`$out`, `$merge`),
+/// and the server state that `$listLocalSessions` and `$currentOp` report. The server
+/// implements it over its catalog; stages only ever see this trait, so they can be tested
+/// against an in-memory implementation.
 pub trait Collections {
-    /// All documents of `collection` in database `db`, in natural order.
+    /// The database the command runs in, which collection names without one refer to.
+    fn database(&self) -> &str;
+
+    /// All documents of `collection` in database `db`, in natural order; none when the
+    /// collection does not exist.
     fn scan(&self, db: &str, collection: &str) -> Result<DocumentStream<'_>>;
+
+    /// `$out`: replaces the collection (created if missing, keeping its options and
+    /// indexes otherwise) by `documents`. When anything fails, the collection is left as
+    /// it was.
+    fn replace_collection(
+        &self,
+        db: &str,
+        collection: &str,
+        documents: &mut dyn Iterator<Item = Result<Document>>,
+    ) -> Result<()>;
+
+    /// `$merge`: the collection whose documents are found by the values of the `on`
+    /// fields. Other fields than `_id` need a unique index with exactly these fields
+    /// (error 51183 otherwise), so that at most one document matches.
+    fn merge_target(
+        &self,
+        db: &str,
+        collection: &str,
+        on: &[String],
+    ) -> Result<Box<dyn MergeTarget + '_>>;
+
+    /// `$listLocalSessions`: the sessions this server has seen.
+    fn local_sessions(&self) -> Result<Vec<Document>>;
+
+    /// `$currentOp`: the operations in progress.
+    fn current_ops(&self) -> Result<Vec<Document>>;
 }
 
-/// For pipelines run where no other collection can be read.
+/// What `$merge` decides to write for one of its documents.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MergeWrite {
+    /// Write nothing.
+    Keep,
+    /// Insert the document (whatever matched: a match then fails on the unique index
+    /// with DuplicateKey, which is how `whenMatched: "fail"` reports it).
+    Insert(Document),
+    /// Replace the matching document; its `_id` is unchanged.
+    Replace(Document),
+}
+
+/// The collection a `$merge` writes.
+pub trait MergeTarget {
+    /// Finds the document whose `on` fields equal those of `key` (a document of the `on`
+    /// paths and their values) and writes what `decide` makes of it, both under the
+    /// collection's write lock, so no other writer comes in between.
+    fn upsert(
+        &mut self,
+        key: &Document,
+        decide: &mut dyn FnMut(Option<&Document>) -> Result<MergeWrite>,
+    ) -> Result<()>;
+}
+
+/// For pipelines run where nothing outside their input can be reached.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoCollections;
 
-impl Collections for NoCollections {
-    fn scan(&self, db: &str, collection: &str) -> Result<DocumentStream<'_>> {
-        Err(Error::new(
+impl NoCollections {
+    fn unavailable(what: &str) -> Error {
+        Error::new(
             ErrorCode::NAMESPACE_NOT_FOUND,
-            format!("no collections are available here, not even {db}.{collection}"),
-        ))
+            format!("no collections are available here, not even {what}"),
+        )
+    }
+}
+
+impl Collections for NoCollections {
+    fn database(&self) -> &str {
+        ""
+    }
+
+    fn scan(&self, db: &str, collection: &str) -> Result<DocumentStream<'_>> {
+        Err(Self::unavailable(&format!("{db}.{collection}")))
+    }
+
+    fn replace_collection(
+        &self,
+        db: &str,
+        collection: &str,
+        _documents: &mut dyn Iterator<Item = Result<Document>>,
+    ) -> Result<()> {
+        Err(Self::unavailable(&format!("{db}.{collection}")))
+    }
+
+    fn merge_target(
+        &self,
+        db: &str,
+        collection: &str,
+        _on: &[String],
+    ) -> Result<Box<dyn MergeTarget + '_>> {
+        Err(Self::unavailable(&format!("{db}.{collection}")))
+    }
+
+    fn local_sessions(&self) -> Result<Vec<Document>> {
+        Err(Self::unavailable("the session cache"))
+    }
+
+    fn current_ops(&self) -> Result<Vec<Document>> {
+        Err(Self::unavailable("the operations in progress"))
     }
 }
 
@@ -48,33 +145,151 @@ pub struct ExecContext<'a> {
     pub collections: &'a dyn Collections,
 }
 
+/// Where a list of stages runs, which decides the stages it may hold: `$out` and `$merge`
+/// only at the top, `$facet` not inside another, only document reshaping in an update.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// A pipeline whose caller provides the input and has checked what it runs on.
+    Top,
+    /// The pipeline of an `aggregate` command, over a collection or, `collectionless`,
+    /// over nothing (`aggregate: 1`).
+    Aggregate {
+        collectionless: bool,
+    },
+    Lookup,
+    UnionWith,
+    Facet,
+    /// The `whenMatched` pipeline of `$merge`.
+    Update,
+}
+
+/// Parsed stages that run as one unit: a pipeline's body, or the sub-pipeline of a
+/// `$lookup`, `$unionWith`, `$facet` or `$merge`.
+#[derive(Debug)]
+pub(crate) struct Stages(pub(crate) Vec<Stage>);
+
+impl Stages {
+    /// Parses `specs`, then checks that each stage may stand where it does.
+    pub(crate) fn parse(specs: &[Document], ctx: &ParseContext, place: Place) -> Result<Stages> {
+        let mut parsed = Vec::with_capacity(specs.len());
+        for spec in specs {
+            parsed.extend(Stage::parse(spec, ctx)?);
+        }
+        for (position, spec) in specs.iter().enumerate() {
+            let name = spec.keys().next().map_or("", String::as_str);
+            stages::check_placement(name, position, specs.len(), place)?;
+        }
+        Ok(Stages(parsed))
+    }
+
+    /// Parses the `pipeline` argument of a stage, which must be an array of objects.
+    pub(crate) fn parse_argument(spec: &Bson, ctx: &ParseContext, place: Place) -> Result<Stages> {
+        let Bson::Array(items) = spec else {
+            return Err(Error::type_mismatch(
+                "'pipeline' option must be specified as an array",
+            ));
+        };
+        let specs = items
+            .iter()
+            .map(|item| match item {
+                Bson::Document(d) => Ok(d.clone()),
+                _ => Err(Error::type_mismatch(
+                    "Each element of the 'pipeline' array must be an object",
+                )),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Stages::parse(&specs, ctx, place)
+    }
+
+    /// Whether the first stage makes its own documents (`$documents`), so the stages
+    /// read no collection.
+    pub(crate) fn starts_with_source(&self) -> bool {
+        self.0.first().is_some_and(Stage::is_source)
+    }
+
+    /// Runs the stages over `input` lazily.
+    pub(crate) fn stream<'a>(
+        &'a self,
+        input: DocumentStream<'a>,
+        ctx: ExecContext<'a>,
+    ) -> DocumentStream<'a> {
+        stream_stages(&self.0, input, ctx)
+    }
+}
+
+/// Runs `stages` over `input` lazily: one iterator adapter per stage.
+pub(crate) fn stream_stages<'a>(
+    stages: &'a [Stage],
+    input: DocumentStream<'a>,
+    ctx: ExecContext<'a>,
+) -> DocumentStream<'a> {
+    stages
+        .iter()
+        .fold(input, |stream, stage| stage.apply(stream, ctx))
+}
+
 #[derive(Debug)]
 pub struct Pipeline {
-    stages: Vec<Stage>,
+    stages: Stages,
     vars: Variables,
 }
 
 impl Pipeline {
-    /// Parses the stages of an `aggregate` command. `let_vars` is its `let` option: each
-    /// value is a constant expression, evaluated once here and visible to every stage as
-    /// `$$name`.
+    /// Parses pipeline stages whose input the caller provides. `let_vars` is the
+    /// command's `let` option: each value is a constant expression, evaluated once here
+    /// and visible to every stage as `$$name`.
     pub fn parse(stages: &[Document], let_vars: Option<&Document>) -> Result<Pipeline> {
-        let mut ctx = ParseContext::new();
-        let mut vars = Variables::new();
-        for (name, spec) in let_vars.into_iter().flatten() {
-            let value = Expression::parse(spec, &ctx)?
-                .evaluate(&Document::new(), &vars)?
-                .unwrap_or(Bson::Null);
-            let id = ctx.define(name)?;
-            vars.set(id, value);
+        Pipeline::parse_at(stages, let_vars, Place::Top, None)
+    }
+
+    /// Parses the pipeline of an `aggregate` command, which also checks it against what
+    /// it runs on: a database-level aggregation (`aggregate: 1`, `collectionless`) must
+    /// start with a stage that makes its own documents, and a collection's must not.
+    /// Strings compare under `collation` in its `$match` and `$sort` stages.
+    pub fn parse_aggregate(
+        stages: &[Document],
+        let_vars: Option<&Document>,
+        collectionless: bool,
+        collation: Option<&basalt_value::Collation>,
+    ) -> Result<Pipeline> {
+        if stages.is_empty() && collectionless {
+            return Err(Error::new(
+                ErrorCode::INVALID_NAMESPACE,
+                "{aggregate: 1} is not valid for an empty pipeline.",
+            ));
         }
-        let mut parsed = Vec::with_capacity(stages.len());
-        for stage in stages {
-            parsed.extend(Stage::parse(stage, &ctx)?);
-        }
+        Pipeline::parse_at(
+            stages,
+            let_vars,
+            Place::Aggregate { collectionless },
+            collation,
+        )
+    }
+
+    /// Parses the pipeline of a pipeline-style update, which may only reshape the
+    /// document (`$addFields`/`$set`, `$project`, `$unset`, `$replaceRoot`/`$replaceWith`;
+    /// InvalidOptions otherwise), as `$merge`'s `whenMatched` pipeline.
+    pub fn parse_update(stages: &[Document], let_vars: Option<&Document>) -> Result<Pipeline> {
+        Pipeline::parse_at(stages, let_vars, Place::Update, None)
+    }
+
+    fn parse_at(
+        stages: &[Document],
+        let_vars: Option<&Document>,
+        place: Place,
+        collation: Option<&basalt_value::Collation>,
+    ) -> Result<Pipeline> {
+        let scope = match let_vars {
+            Some(let_vars) => Scope::with_let(let_vars)?,
+            None => Scope::new(),
+        };
         Ok(Pipeline {
-            stages: parsed,
-            vars,
+            stages: Stages::parse(
+                stages,
+                &scope.names.clone().with_collation(collation.cloned()),
+                place,
+            )?,
+            vars: scope.values,
         })
     }
 
@@ -82,7 +297,7 @@ impl Pipeline {
     /// use an index or filter raw records). `None` when the pipeline does not start with
     /// `$match` or its filter uses `$expr`, which only this crate evaluates so far.
     pub fn leading_match(&self) -> Option<&Document> {
-        match self.stages.first() {
+        match self.stages.0.first() {
             Some(Stage::Match(m)) => m.pushable_filter(),
             _ => None,
         }
@@ -92,7 +307,7 @@ impl Pipeline {
     /// in the scan instead (see [`Pipeline::leading_match`]).
     pub fn take_leading_match(&mut self) -> Option<Document> {
         let filter = self.leading_match()?.clone();
-        self.stages.remove(0);
+        self.stages.0.remove(0);
         Some(filter)
     }
 
@@ -100,14 +315,15 @@ impl Pipeline {
     /// name of the count field: the server can then count matching records without
     /// building documents. The reply is `{<name>: n}`, or no document when n is 0.
     pub fn count_field(&self) -> Option<&str> {
-        match self.stages.as_slice() {
+        match self.stages.0.as_slice() {
             [Stage::Count(name)] => Some(name),
             [Stage::Match(m), Stage::Count(name)] if m.pushable_filter().is_some() => Some(name),
             _ => None,
         }
     }
 
-    /// Runs the pipeline over `input` lazily.
+    /// Runs the pipeline over `input` lazily. Stages that write (`$out`, `$merge`) have
+    /// written everything once the stream is exhausted.
     pub fn stream<'a>(
         &'a self,
         input: DocumentStream<'a>,
@@ -117,12 +333,11 @@ impl Pipeline {
             vars: &self.vars,
             collections,
         };
-        self.stages
-            .iter()
-            .fold(input, |stream, stage| stage.apply(stream, ctx))
+        self.stages.stream(input, ctx)
     }
 
-    /// Runs the pipeline over `input` and collects the results.
+    /// Runs the pipeline over `input` and collects the results, with no other
+    /// collection reachable.
     pub fn run(&self, input: impl Iterator<Item = Result<Document>>) -> Result<Vec<Document>> {
         self.stream(Box::new(input), &NoCollections).collect()
     }
@@ -144,10 +359,25 @@ mod tests {
         assert_eq!(code(vec![doc! {}]), 40323);
         assert_eq!(code(vec![doc! {"$foo": 1}]), 40324);
         assert_eq!(
-            Pipeline::parse(&[doc! {"$lookup": {}}], None)
+            Pipeline::parse(&[doc! {"$nonsense": {}}], None)
                 .unwrap_err()
                 .message,
-            "Unrecognized pipeline stage name: '$lookup'"
+            "Unrecognized pipeline stage name: '$nonsense'"
+        );
+    }
+
+    #[test]
+    fn update_pipelines_only_reshape() {
+        let p =
+            Pipeline::parse_update(&[doc! {"$set": {"b": "$$x"}}], Some(&doc! {"x": 2})).unwrap();
+        assert_eq!(
+            p.run(std::iter::once(Ok(doc! {"a": 1}))).unwrap(),
+            vec![doc! {"a": 1, "b": 2}]
+        );
+        let err = Pipeline::parse_update(&[doc! {"$match": {}}], None).unwrap_err();
+        assert_eq!(
+            (err.code.0, err.message.as_str()),
+            (72, "$match is not allowed to be used within an update")
         );
     }
 

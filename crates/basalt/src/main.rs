@@ -1,8 +1,11 @@
-//! The `basalt` binary: starts the server with mongod's command-line flags.
+//! The `basalt` binary: starts the server with mongod's command-line flags, or runs one
+//! of the tools that talk to a server: `basalt import` (mongoimport's job) and
+//! `basalt bench` (the W1–W5 benchmarks beside their peers).
 
+use basalt_bench::{BenchArgs, ImportArgs};
 use basalt_server::{bind, LogBuffer, Server, ServerOptions};
 use basalt_storage::FjallEngine;
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tracing_subscriber::layer::SubscriberExt;
@@ -11,7 +14,30 @@ use tracing_subscriber::{EnvFilter, Layer};
 
 /// A document database that speaks MongoDB's wire protocol.
 #[derive(Parser, Debug)]
-#[command(name = "basalt", version, about)]
+#[command(
+    name = "basalt",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: Args,
+}
+
+/// Without a subcommand, `basalt` serves.
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Load JSON, CSV or TSV into a running server (mongoimport's flags).
+    Import(ImportArgs),
+    /// Run the W1-W5 benchmarks on a private server, beside DuckDB and SQLite.
+    Bench(BenchArgs),
+}
+
+/// The server's flags, mongod's names.
+#[derive(clap::Args, Debug)]
 struct Args {
     /// Port to listen on.
     #[arg(long, default_value_t = 27017)]
@@ -31,7 +57,31 @@ struct Args {
 }
 
 fn main() -> std::process::ExitCode {
-    let args = Args::parse();
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        None => return serve(cli.serve),
+        // Lines that were not imported were listed as they happened; the exit status
+        // says so too, for scripts.
+        Some(Command::Import(args)) => match basalt_bench::import::run(&args) {
+            Ok(summary) if summary.failures.is_empty() => Ok(()),
+            Ok(summary) => Err(format!(
+                "{} line(s) were not imported (listed above)",
+                summary.failures.len()
+            )),
+            Err(e) => Err(e.message),
+        },
+        Some(Command::Bench(args)) => basalt_bench::bench(&args).map_err(|e| e.message),
+    };
+    match outcome {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("basalt: {message}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve(args: Args) -> std::process::ExitCode {
     let log = LogBuffer::default();
     let level = if args.quiet { "warn" } else { "info" };
     let filter = EnvFilter::try_from_env("BASALT_LOG").unwrap_or_else(|_| EnvFilter::new(level));

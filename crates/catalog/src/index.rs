@@ -32,18 +32,25 @@ pub struct IndexKey {
 impl IndexSpec {
     pub const ID_INDEX_NAME: &'static str = "_id_";
 
-    pub fn id_index(id: u64) -> IndexSpec {
+    pub fn id_index(id: u64, name: &str) -> IndexSpec {
         IndexSpec {
             id,
-            name: Self::ID_INDEX_NAME.to_string(),
+            name: name.to_string(),
             key: doc! { "_id": 1 },
             unique: true,
             sparse: false,
         }
     }
 
+    /// The built-in `_id` index (named `_id_`, or as a clustered collection's
+    /// `clusteredIndex` names it). No other index can have this key pattern.
     pub fn is_id_index(&self) -> bool {
-        self.name == Self::ID_INDEX_NAME
+        self.key.len() == 1
+            && self
+                .key
+                .get("_id")
+                .and_then(basalt_value::as_f64)
+                .is_some_and(|d| d == 1.0)
     }
 
     /// The spec as `listIndexes` reports it.

@@ -108,7 +108,13 @@ impl Catalog {
             ));
         }
         let collection_id = *next_id;
-        let id_index = IndexSpec::id_index(collection_id + 1);
+        // A clustered collection names its `_id` index in its options.
+        let id_index_name = options
+            .get_document("clusteredIndex")
+            .ok()
+            .and_then(|c| c.get_str("name").ok())
+            .unwrap_or(IndexSpec::ID_INDEX_NAME);
+        let id_index = IndexSpec::id_index(collection_id + 1, id_index_name);
         *next_id += 2;
         let meta = CollectionMeta {
             id: collection_id,
@@ -178,6 +184,14 @@ impl Catalog {
         let mut meta = (*collection.meta()).clone();
         meta.indexes.push(spec);
         self.write_meta(collection, meta, Some(*next_id))
+    }
+
+    /// Replaces a collection's options (collMod).
+    pub fn set_options(&self, collection: &Collection, options: Document) -> Result<()> {
+        let _ddl = self.ddl.lock();
+        let mut meta = (*collection.meta()).clone();
+        meta.options = options;
+        self.write_meta(collection, meta, None)
     }
 
     /// Removes an index and its entries.

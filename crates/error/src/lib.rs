@@ -75,8 +75,11 @@ error_codes! {
     BSON_OBJECT_TOO_LARGE = 10334, "BSONObjectTooLarge";
     CONVERSION_FAILURE = 241, "ConversionFailure";
     ILLEGAL_OP_MSG_FLAG = 223, "IllegalOpMsgFlag";
+    QUERY_FEATURE_NOT_ALLOWED = 224, "QueryFeatureNotAllowed";
     CHECKSUM_MISMATCH = 288, "ChecksumMismatch";
     EMPTY_FIELD_NAME = 56, "EmptyFieldName";
+    INCOMPATIBLE_COLLATION_VERSION = 161, "IncompatibleCollationVersion";
+    MERGE_STAGE_NO_MATCHING_DOCUMENT = 13113, "MergeStageNoMatchingDocument";
 }
 
 impl ErrorCode {

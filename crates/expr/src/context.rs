@@ -1,12 +1,14 @@
-//! Variables of the expression language: the names in scope while parsing, and the values
-//! that are fixed for a whole evaluation (`$$NOW` and the command's `let` variables).
+//! Variables of the expression language: the names in scope while parsing, the values
+//! that are fixed for a whole evaluation (`$$NOW` and the command's `let` variables), and
+//! the [`Scope`] that pairs them for one command.
 //!
 //! Names are resolved to slots at parse time, so evaluation never compares strings: a
 //! variable's slot is its depth in the scope stack, which keeps nested `$let`/`$map`
 //! scopes distinct while sibling scopes may reuse slots.
 
+use crate::expression::Expression;
 use basalt_error::{Error, Result};
-use bson::{Bson, DateTime};
+use bson::{Bson, DateTime, Document};
 
 /// The slot of a user variable, assigned when its scope is parsed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -16,11 +18,23 @@ pub struct VarId(pub(crate) usize);
 #[derive(Clone, Debug, Default)]
 pub struct ParseContext {
     names: Vec<String>,
+    /// The command's collation, for the string comparisons of what is parsed under it.
+    collation: Option<basalt_value::Collation>,
 }
 
 impl ParseContext {
     pub fn new() -> ParseContext {
         ParseContext::default()
+    }
+
+    /// The same context with strings compared under `collation`.
+    pub fn with_collation(mut self, collation: Option<basalt_value::Collation>) -> ParseContext {
+        self.collation = collation;
+        self
+    }
+
+    pub fn collation(&self) -> Option<&basalt_value::Collation> {
+        self.collation.as_ref()
     }
 
     /// Declares a variable visible to everything parsed with this context afterwards (the
@@ -136,6 +150,37 @@ impl Variables {
     }
 }
 
+/// What one command defines for every expression it holds (filters with `$expr`,
+/// projections, update pipelines): the names of its `let` variables, for parsing, and
+/// their values with `$$NOW`, for evaluating. Built once per command, so every part of it
+/// sees the same `$$NOW` and the same `let` values.
+#[derive(Clone, Debug, Default)]
+pub struct Scope {
+    pub names: ParseContext,
+    pub values: Variables,
+}
+
+impl Scope {
+    /// A scope with no `let` variables.
+    pub fn new() -> Scope {
+        Scope::default()
+    }
+
+    /// The scope of a command's `let` option. Each value is an expression evaluated once,
+    /// here, against an empty document; later variables may use earlier ones.
+    pub fn with_let(let_vars: &Document) -> Result<Scope> {
+        let mut scope = Scope::new();
+        for (name, spec) in let_vars {
+            let value = Expression::parse(spec, &scope.names)?
+                .evaluate(&Document::new(), &scope.values)?
+                .unwrap_or(Bson::Null);
+            let id = scope.names.define(name)?;
+            scope.values.set(id, value);
+        }
+        Ok(scope)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,5 +204,27 @@ mod tests {
         assert_ne!(outer, id);
         assert_eq!(inner.lookup("x"), Some(id));
         assert_eq!(ctx.lookup("x"), Some(outer));
+    }
+
+    #[test]
+    fn let_scope_evaluates_once_in_order() {
+        let scope = Scope::with_let(&bson::doc! {
+            "base": 10, "twice": {"$multiply": ["$$base", 2]}, "missing": "$nope",
+        })
+        .unwrap();
+        let e = Expression::parse(&Bson::String("$$twice".into()), &scope.names).unwrap();
+        assert_eq!(
+            e.evaluate(&Document::new(), &scope.values).unwrap(),
+            Some(Bson::Int32(20))
+        );
+        let e = Expression::parse(&Bson::String("$$missing".into()), &scope.names).unwrap();
+        assert_eq!(
+            e.evaluate(&Document::new(), &scope.values).unwrap(),
+            Some(Bson::Null)
+        );
+        assert_eq!(
+            Scope::with_let(&bson::doc! {"Bad": 1}).unwrap_err().code.0,
+            16867
+        );
     }
 }

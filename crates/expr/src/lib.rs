@@ -15,7 +15,7 @@ mod numeric;
 pub(crate) mod operators;
 
 pub use accumulator::{Accumulator, AccumulatorKind, AccumulatorSpec, Moments, OrderedBson};
-pub use context::{ParseContext, VarId, Variables};
+pub use context::{ParseContext, Scope, VarId, Variables};
 pub use env::Value;
 pub use expression::{type_name, Expression};
 pub use operators::boolean::truthy;

@@ -2,7 +2,7 @@
 //! projections ([`Projection`]), update operators ([`UpdateSpec`]) and sort orders
 //! ([`SortSpec`]). Nothing here knows about storage, indexes or the network.
 
-pub mod display;
+pub use basalt_value::display;
 mod matcher;
 mod operators;
 mod projection;

@@ -1,21 +1,32 @@
 //! The query filter matcher: parses a filter document once into an expression tree and
 //! tests documents against it.
 //!
-//! Top-level parsing lives here (fields, `$and`/`$or`/`$nor`, `$comment`); what a filter
-//! says about one path is parsed and evaluated by [`crate::operators`]. Besides a yes/no
-//! answer, matching reports the array position a positional `$` projection or update
-//! refers to: the index, in the first array a matching path went through, of the element
-//! that matched.
+//! Top-level parsing lives here (fields, `$and`/`$or`/`$nor`, `$expr`, `$comment`); what a
+//! filter says about one path is parsed and evaluated by [`crate::operators`]. Besides a
+//! yes/no answer, matching reports the array position a positional `$` projection or
+//! update refers to: the index, in the first array a matching path went through, of the
+//! element that matched.
+//!
+//! `$expr` embeds an aggregation expression (`basalt_expr`), which sees the command's `let`
+//! variables and `$$NOW` and, unlike the rest of a filter, can fail while a document is
+//! tested (`{$add: ["$a", "text"]}`): the first such error is the outcome of the match.
 
 use crate::operators::{not_supported, parse_logical, parse_path_condition, ValueMatch};
-use basalt_error::{Error, Result};
-use basalt_value::FieldPath;
+use basalt_error::{Error, ErrorCode, Result};
+use basalt_expr::{truthy, Expression, ParseContext, Scope, Variables};
+use basalt_value::{Collation, FieldPath};
 use bson::{Bson, Document};
+use std::cell::Cell;
+use std::sync::Arc;
 
 /// A parsed query filter.
 #[derive(Clone, Debug)]
 pub struct Matcher {
     root: MatchExpr,
+    /// The values `$expr` sees: `$$NOW` and the command's `let` variables.
+    vars: Variables,
+    /// The collation strings compare under; `None` is binary comparison.
+    collation: Option<Collation>,
 }
 
 /// What a successful match found out about the document.
@@ -26,29 +37,99 @@ pub struct Matched {
 }
 
 impl Matcher {
-    /// Parses a filter, failing with MongoDB's error for malformed ones.
+    /// Parses a filter, failing with MongoDB's error for malformed ones. An `$expr` in it
+    /// sees no `let` variables.
     pub fn new(filter: &Document) -> Result<Matcher> {
+        Matcher::with_scope(filter, &Scope::new())
+    }
+
+    /// Parses a filter whose `$expr` sees the variables of the command it belongs to.
+    pub fn with_scope(filter: &Document, scope: &Scope) -> Result<Matcher> {
         Ok(Matcher {
-            root: parse_filter(filter)?,
+            root: parse_filter(filter, FilterLevel::Top(Some(&scope.names)))?,
+            vars: scope.values.clone(),
+            collation: None,
         })
     }
 
-    pub fn matches(&self, doc: &Document) -> bool {
-        self.root.matches(doc, &mut None)
+    /// The same filter with its strings compared under `collation` (the command's
+    /// `collation` option; `None` for binary comparison). Regexes are not affected.
+    pub fn with_collation(mut self, collation: Option<&Collation>) -> Matcher {
+        self.collation = collation.cloned();
+        self
     }
 
-    /// Like [`Matcher::matches`], also reporting the matched array position.
-    pub fn match_details(&self, doc: &Document) -> Option<Matched> {
+    /// Parses a filter of an update's array filters or `$pull`, where MongoDB refuses
+    /// `$expr`.
+    pub(crate) fn without_expr(filter: &Document) -> Result<Matcher> {
+        Ok(Matcher {
+            root: parse_filter(filter, FilterLevel::Top(None))?,
+            vars: Variables::new(),
+            collation: None,
+        })
+    }
+
+    /// Whether `doc` matches, for callers that cannot report errors: an `$expr` that fails
+    /// to evaluate does not match. Filters without `$expr` cannot fail.
+    pub fn matches(&self, doc: &Document) -> bool {
+        self.try_matches(doc).unwrap_or(false)
+    }
+
+    /// Whether `doc` matches, or the error an `$expr` raised on it.
+    pub fn try_matches(&self, doc: &Document) -> Result<bool> {
+        Ok(self.match_details(doc)?.is_some())
+    }
+
+    /// Like [`Matcher::try_matches`], also reporting the matched array position.
+    pub fn match_details(&self, doc: &Document) -> Result<Option<Matched>> {
+        let env = MatchEnv::new(&self.vars, self.collation.as_ref());
         let mut array_position = None;
-        self.root
-            .matches(doc, &mut array_position)
-            .then_some(Matched { array_position })
+        let matched = self.root.matches(doc, &env, &mut array_position);
+        match env.error.take() {
+            Some(e) => Err(e),
+            None => Ok(matched.then_some(Matched { array_position })),
+        }
     }
 
     /// Whether some condition of the filter is on a path whose first component is
     /// `field` (a positional projection `a.$` needs one on `a`).
     pub fn constrains_field(&self, field: &str) -> bool {
         self.root.constrains_field(field)
+    }
+}
+
+/// Where a filter is parsed, which decides whether `$expr` may appear in it.
+#[derive(Clone, Copy)]
+pub(crate) enum FilterLevel<'a> {
+    /// A whole filter, or a branch of its `$and`/`$or`/`$nor`: `$expr` is parsed with
+    /// these variable names in scope, or refused where there are none (array filters and
+    /// `$pull`).
+    Top(Option<&'a ParseContext>),
+    /// The filter of an `$elemMatch`, applied to array elements rather than the document.
+    Element,
+}
+
+/// What testing one document needs besides the document: the values `$expr` sees, the
+/// collation strings compare under, and the first error an `$expr` raised (the test goes
+/// on, counting it as no match, and the [`Matcher`] reports the error).
+pub(crate) struct MatchEnv<'a> {
+    vars: &'a Variables,
+    pub(crate) collation: Option<&'a Collation>,
+    error: Cell<Option<Error>>,
+}
+
+impl<'a> MatchEnv<'a> {
+    fn new(vars: &'a Variables, collation: Option<&'a Collation>) -> MatchEnv<'a> {
+        MatchEnv {
+            vars,
+            collation,
+            error: Cell::new(None),
+        }
+    }
+
+    fn fail(&self, error: Error) {
+        let first = self.error.take().unwrap_or(error);
+        self.error.set(Some(first));
     }
 }
 
@@ -59,18 +140,32 @@ pub(crate) enum MatchExpr {
     Or(Vec<MatchExpr>),
     Nor(Vec<MatchExpr>),
     Path(FieldPath, ValueMatch),
+    /// `$expr`: the document matches when the expression is truthy.
+    Expr(Arc<Expression>),
     Always(bool),
 }
 
 impl MatchExpr {
     /// Whether `doc` matches; a match inside an array records its position. As in
     /// MongoDB, branches of `$or` and `$nor` do not report positions.
-    pub(crate) fn matches(&self, doc: &Document, position: &mut Option<usize>) -> bool {
+    pub(crate) fn matches(
+        &self,
+        doc: &Document,
+        env: &MatchEnv<'_>,
+        position: &mut Option<usize>,
+    ) -> bool {
         match self {
-            MatchExpr::And(children) => children.iter().all(|c| c.matches(doc, position)),
-            MatchExpr::Or(children) => children.iter().any(|c| c.matches(doc, &mut None)),
-            MatchExpr::Nor(children) => !children.iter().any(|c| c.matches(doc, &mut None)),
-            MatchExpr::Path(path, condition) => condition.matches_at(path, doc, position),
+            MatchExpr::And(children) => children.iter().all(|c| c.matches(doc, env, position)),
+            MatchExpr::Or(children) => children.iter().any(|c| c.matches(doc, env, &mut None)),
+            MatchExpr::Nor(children) => !children.iter().any(|c| c.matches(doc, env, &mut None)),
+            MatchExpr::Path(path, condition) => condition.matches_at(path, doc, env, position),
+            MatchExpr::Expr(expression) => match expression.evaluate_ref(doc, env.vars) {
+                Ok(value) => truthy(value.as_deref()),
+                Err(e) => {
+                    env.fail(e);
+                    false
+                }
+            },
             MatchExpr::Always(result) => *result,
         }
     }
@@ -81,18 +176,20 @@ impl MatchExpr {
                 children.iter().any(|c| c.constrains_field(field))
             }
             MatchExpr::Path(path, _) => path.components().next() == Some(field),
-            MatchExpr::Always(_) => false,
+            MatchExpr::Expr(_) | MatchExpr::Always(_) => false,
         }
     }
 }
 
 /// Parses a filter document (top level, or nested in `$and` and friends).
-pub(crate) fn parse_filter(filter: &Document) -> Result<MatchExpr> {
+pub(crate) fn parse_filter(filter: &Document, level: FilterLevel<'_>) -> Result<MatchExpr> {
     let mut children = Vec::with_capacity(filter.len());
     for (name, value) in filter {
         if let Some(operator) = name.strip_prefix('$') {
             match operator {
-                "and" | "or" | "nor" => children.push(parse_logical(name, value)?),
+                "and" | "or" | "nor" => children.push(parse_logical(name, value, level)?),
+                "expr" => children.push(parse_expr(value, level)?),
+                "sampleRate" => children.push(parse_sample_rate(value, level)?),
                 "comment" => {}
                 "alwaysTrue" | "alwaysFalse" => {
                     if basalt_value::as_i64(value) != Some(1) {
@@ -107,9 +204,7 @@ pub(crate) fn parse_filter(filter: &Document) -> Result<MatchExpr> {
                     FieldPath::parse(name),
                     parse_path_condition(name, &equality_only(value))?,
                 )),
-                "expr" | "where" | "text" | "jsonSchema" | "sampleRate" => {
-                    return Err(not_supported(name))
-                }
+                "where" | "text" | "jsonSchema" => return Err(not_supported(name)),
                 _ => {
                     return Err(Error::bad_value(format!(
                         "unknown top level operator: {name}. If you have a field name that \
@@ -129,6 +224,57 @@ pub(crate) fn parse_filter(filter: &Document) -> Result<MatchExpr> {
     } else {
         MatchExpr::And(children)
     })
+}
+
+fn top_level_only(name: &str) -> Error {
+    Error::bad_value(format!(
+        "{name} can only be applied to the top-level document"
+    ))
+}
+
+fn parse_expr(spec: &Bson, level: FilterLevel<'_>) -> Result<MatchExpr> {
+    match level {
+        FilterLevel::Element => Err(top_level_only("$expr")),
+        FilterLevel::Top(None) => Err(Error::new(
+            ErrorCode::QUERY_FEATURE_NOT_ALLOWED,
+            "$expr is not allowed in this context",
+        )),
+        FilterLevel::Top(Some(names)) => {
+            Ok(MatchExpr::Expr(Arc::new(Expression::parse(spec, names)?)))
+        }
+    }
+}
+
+/// `$sampleRate: p` keeps each document with probability p: MongoDB's rewrite into
+/// `{$expr: {$lt: [{$rand: {}}, p]}}`, with the certain cases decided here.
+fn parse_sample_rate(rate: &Bson, level: FilterLevel<'_>) -> Result<MatchExpr> {
+    if matches!(level, FilterLevel::Element) {
+        return Err(top_level_only("$sampleRate"));
+    }
+    let p = match rate {
+        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => {
+            basalt_value::as_f64(rate).unwrap_or(f64::NAN)
+        }
+        _ => {
+            return Err(Error::bad_value(
+                "argument to $sampleRate must be a numeric type",
+            ))
+        }
+    };
+    // Written so that NaN fails too.
+    if !(0.0..=1.0).contains(&p) {
+        return Err(Error::bad_value(
+            "numeric argument to $sampleRate must be in [0, 1]",
+        ));
+    }
+    if p == 0.0 || p == 1.0 {
+        return Ok(MatchExpr::Always(p == 1.0));
+    }
+    let draw = bson::bson!({"$lt": [{"$rand": {}}, p]});
+    Ok(MatchExpr::Expr(Arc::new(Expression::parse(
+        &draw,
+        &ParseContext::new(),
+    )?)))
 }
 
 /// A DBRef field's value is compared as is, even if it looks like an operator document.
@@ -155,16 +301,108 @@ mod tests {
         assert_eq!(err.code, basalt_error::ErrorCode::BAD_VALUE);
         assert!(err.message.starts_with("unknown top level operator: $foo."));
         assert_eq!(
-            Matcher::new(&doc! {"$expr": {"$eq": [1, 1]}})
-                .unwrap_err()
-                .message,
-            "$expr is not supported yet"
-        );
-        assert_eq!(
             Matcher::new(&doc! {"a": {"$where": "x"}})
                 .unwrap_err()
                 .message,
             "$where cannot be applied to a field"
+        );
+    }
+
+    #[test]
+    fn expr_compares_fields_of_the_document() {
+        let m = Matcher::new(&doc! {"$expr": {"$gt": ["$a", "$b"]}}).unwrap();
+        assert!(m.matches(&doc! {"a": 2, "b": 1}));
+        assert!(!m.matches(&doc! {"a": 1, "b": 2}));
+        let m = Matcher::new(&doc! {"x": 1, "$or": [{"$expr": "$flag"}, {"y": 1}]}).unwrap();
+        assert!(m.matches(&doc! {"x": 1, "flag": true}));
+        assert!(m.matches(&doc! {"x": 1, "y": 1}));
+        assert!(!m.matches(&doc! {"x": 1, "flag": 0}));
+        assert!(!m.matches(&doc! {"x": 2, "flag": true}));
+    }
+
+    #[test]
+    fn expr_sees_let_variables_and_now() {
+        let scope = Scope::with_let(&doc! {"id": 1, "limit": {"$add": [1, 2]}}).unwrap();
+        let m = Matcher::with_scope(
+            &doc! {"$expr": {"$and": [
+                {"$eq": ["$_id", "$$id"]},
+                {"$lt": ["$n", "$$limit"]},
+                {"$lte": ["$at", "$$NOW"]},
+            ]}},
+            &scope,
+        )
+        .unwrap();
+        let past = bson::DateTime::from_millis(0);
+        assert!(m.matches(&doc! {"_id": 1, "n": 2, "at": past}));
+        assert!(!m.matches(&doc! {"_id": 2, "n": 2, "at": past}));
+        assert!(!m.matches(&doc! {"_id": 1, "n": 3, "at": past}));
+        let e = Matcher::new(&doc! {"$expr": {"$eq": ["$_id", "$$id"]}}).unwrap_err();
+        assert_eq!(e.code.0, 17276);
+    }
+
+    #[test]
+    fn expr_errors_are_the_outcome_of_the_match() {
+        let m = Matcher::new(&doc! {"$expr": {"$add": ["$a", 1]}}).unwrap();
+        assert!(m.try_matches(&doc! {"a": 1}).unwrap());
+        assert!(!m.try_matches(&doc! {"a": -1}).unwrap());
+        let e = m.try_matches(&doc! {"a": "text"}).unwrap_err();
+        assert_eq!(e.code.0, 16554);
+        assert!(m.match_details(&doc! {"a": "text"}).is_err());
+        assert!(!m.matches(&doc! {"a": "text"}));
+    }
+
+    #[test]
+    fn expr_is_refused_where_mongodb_refuses_it() {
+        let e = Matcher::new(&doc! {"a": {"$elemMatch": {"$expr": true}}}).unwrap_err();
+        assert_eq!(e.code, ErrorCode::BAD_VALUE);
+        assert_eq!(
+            e.message,
+            "$expr can only be applied to the top-level document"
+        );
+        let e = Matcher::without_expr(&doc! {"$expr": true}).unwrap_err();
+        assert_eq!(e.code, ErrorCode::QUERY_FEATURE_NOT_ALLOWED);
+        assert_eq!(e.message, "$expr is not allowed in this context");
+        let e = Matcher::without_expr(&doc! {"$and": [{"$expr": true}]}).unwrap_err();
+        assert_eq!(e.code, ErrorCode::QUERY_FEATURE_NOT_ALLOWED);
+        assert_eq!(
+            Matcher::new(&doc! {"$expr": {"$bogus": 1}})
+                .unwrap_err()
+                .code
+                .0,
+            168
+        );
+    }
+
+    #[test]
+    fn sample_rate() {
+        let all = Matcher::new(&doc! {"$sampleRate": 1}).unwrap();
+        let none = Matcher::new(&doc! {"$sampleRate": 0.0}).unwrap();
+        assert!(all.matches(&doc! {}) && !none.matches(&doc! {}));
+        let half = Matcher::new(&doc! {"$sampleRate": 0.5}).unwrap();
+        let kept = (0..1000).filter(|_| half.matches(&doc! {})).count();
+        assert!((300..700).contains(&kept), "kept {kept} of 1000");
+        let code = |rate: Bson| {
+            Matcher::new(&doc! {"$sampleRate": rate})
+                .unwrap_err()
+                .message
+        };
+        assert_eq!(
+            code(Bson::Double(1.5)),
+            "numeric argument to $sampleRate must be in [0, 1]"
+        );
+        assert_eq!(
+            code(Bson::Double(f64::NAN)),
+            "numeric argument to $sampleRate must be in [0, 1]"
+        );
+        assert_eq!(
+            code(Bson::String("x".into())),
+            "argument to $sampleRate must be a numeric type"
+        );
+        assert_eq!(
+            Matcher::new(&doc! {"a": {"$elemMatch": {"$sampleRate": 1}}})
+                .unwrap_err()
+                .message,
+            "$sampleRate can only be applied to the top-level document"
         );
     }
 
@@ -176,8 +414,9 @@ mod tests {
 
     #[test]
     fn array_position_of_the_match() {
-        let details =
-            |filter: Document, doc: Document| Matcher::new(&filter).unwrap().match_details(&doc);
+        let details = |filter: Document, doc: Document| {
+            Matcher::new(&filter).unwrap().match_details(&doc).unwrap()
+        };
         let at = |i| {
             Some(Matched {
                 array_position: Some(i),

@@ -1,21 +1,22 @@
 //! Find projections (`{a: 1, "b.c": 1}`, `{a: 0}`, `{a: {$slice: 2}}`, `{"a.$": 1}`,
-//! `{x: "$a"}`), with MongoDB 4.4+ rules.
+//! `{x: "$a"}`, `{x: {$add: ["$a", 1]}}`), with MongoDB 4.4+ rules.
 //!
 //! A projection is either an inclusion (only the named fields, plus `_id` unless it is
 //! excluded) or an exclusion (everything but the named fields); mixing the two is an error
-//! except for `_id`. Values other than numbers and booleans are computed fields (literals
-//! and `"$field"` paths for now; other aggregation expressions will come from the
-//! expression crate). `$slice` keeps the kind of the rest of the projection, `$elemMatch`
-//! and the positional `a.$` make it an inclusion. The positional form needs the query's
-//! matcher, which tells which array element matched: build it with
+//! except for `_id`. Values other than numbers and booleans are computed fields:
+//! aggregation expressions (`basalt_expr`) evaluated against the whole document, which
+//! see the command's `let` variables. `$slice` keeps the kind of the rest of the
+//! projection, `$elemMatch` and the positional `a.$` make it an inclusion. The positional
+//! form needs the query's matcher, which tells which array element matched: build it with
 //! [`Projection::with_query`].
 
 use crate::display::{element_to_string, type_name};
 use crate::matcher::Matcher;
-use crate::operators::is_operator_document;
 use basalt_error::{Error, Result};
+use basalt_expr::{Expression, Scope, Variables};
 use basalt_value::as_i64;
 use bson::{doc, Bson, Document};
+use std::sync::Arc;
 
 /// A parsed find projection.
 #[derive(Clone, Debug)]
@@ -23,6 +24,8 @@ pub struct Projection {
     inclusion: bool,
     fields: Vec<(String, Node)>,
     query: Option<Matcher>,
+    /// The values computed fields see: `$$NOW` and the command's `let` variables.
+    vars: Variables,
 }
 
 #[derive(Clone, Debug)]
@@ -33,17 +36,7 @@ enum Node {
     Slice { skip: Option<i64>, limit: i64 },
     ElemMatch(Box<Matcher>),
     Positional,
-    Computed(Operand),
-}
-
-/// A computed field's value: a literal, a field path, or arrays and documents of them.
-#[derive(Clone, Debug)]
-enum Operand {
-    Literal(Bson),
-    Root,
-    Field(Vec<String>),
-    Array(Vec<Operand>),
-    Document(Vec<(String, Operand)>),
+    Computed(Arc<Expression>),
 }
 
 /// Where the positional `$` stands while a document is projected.
@@ -58,14 +51,15 @@ enum Position {
 }
 
 impl Projection {
-    /// Parses a projection that does not use the positional `$`.
+    /// Parses a projection that does not use the positional `$` or `let` variables.
     pub fn new(spec: &Document) -> Result<Projection> {
-        Projection::parse(spec, None)
+        Projection::parse(spec, None, &Scope::new())
     }
 
-    /// Parses a projection for the query `query`, which the positional `$` refers to.
-    pub fn with_query(spec: &Document, query: &Matcher) -> Result<Projection> {
-        Projection::parse(spec, Some(query))
+    /// Parses a projection for the query `query`, which the positional `$` refers to, in
+    /// the `scope` of the command's variables.
+    pub fn with_query(spec: &Document, query: &Matcher, scope: &Scope) -> Result<Projection> {
+        Projection::parse(spec, Some(query), scope)
     }
 
     /// Whether the projection keeps only named fields (as opposed to dropping them).
@@ -77,7 +71,7 @@ impl Projection {
     pub fn apply(&self, doc: &Document) -> Result<Document> {
         let position = match &self.query {
             Some(query) if contains_positional(&self.fields) => {
-                match query.match_details(doc).and_then(|m| m.array_position) {
+                match query.match_details(doc)?.and_then(|m| m.array_position) {
                     Some(i) => Position::Pending(i),
                     None => Position::Unknown,
                 }
@@ -86,16 +80,17 @@ impl Projection {
         };
         if self.inclusion {
             let mut out = include(&self.fields, doc, doc, position)?;
-            add_computed(&self.fields, &mut out, doc);
+            add_computed(&self.fields, &mut out, doc, &self.vars)?;
             Ok(out)
         } else {
             Ok(exclude(&self.fields, doc))
         }
     }
 
-    fn parse(spec: &Document, query: Option<&Matcher>) -> Result<Projection> {
-        let mut ctx = ParseContext {
+    fn parse(spec: &Document, query: Option<&Matcher>, scope: &Scope) -> Result<Projection> {
+        let mut ctx = Parser {
             query,
+            scope,
             kind: None,
             id_included: false,
             id_specified: false,
@@ -124,6 +119,7 @@ impl Projection {
             inclusion,
             fields,
             query: query.cloned(),
+            vars: scope.values.clone(),
         })
     }
 }
@@ -134,8 +130,11 @@ enum Kind {
     Exclusion,
 }
 
-struct ParseContext<'q> {
+/// The state of parsing one projection.
+struct Parser<'q> {
     query: Option<&'q Matcher>,
+    /// The names expressions may use.
+    scope: &'q Scope,
     kind: Option<Kind>,
     id_included: bool,
     id_specified: bool,
@@ -144,7 +143,7 @@ struct ParseContext<'q> {
     has_positional: bool,
 }
 
-impl ParseContext<'_> {
+impl Parser<'_> {
     fn parse_element(
         &mut self,
         name: &str,
@@ -177,7 +176,8 @@ impl ParseContext<'_> {
                     "positional projection cannot be used with a literal",
                 ));
             }
-            add_node(siblings, name, Node::Computed(parse_operand(value)?))?;
+            let expression = Expression::parse(value, &self.scope.names)?;
+            add_node(siblings, name, Node::Computed(Arc::new(expression)))?;
             return self.set_kind(Kind::Inclusion, || {
                 Error::location(
                     31310,
@@ -336,12 +336,9 @@ impl ParseContext<'_> {
                 self.has_elem_match = true;
                 Ok(())
             }
-            "$literal" => {
-                add_node(
-                    siblings,
-                    name,
-                    Node::Computed(Operand::Literal(arg.clone())),
-                )?;
+            _ => {
+                let expression = Expression::parse_document(whole, &self.scope.names)?;
+                add_node(siblings, name, Node::Computed(Arc::new(expression)))?;
                 self.set_kind(Kind::Inclusion, || {
                     Error::location(
                         31252,
@@ -349,9 +346,6 @@ impl ParseContext<'_> {
                     )
                 })
             }
-            _ => Err(crate::operators::not_supported(&format!(
-                "projection expression {op}"
-            ))),
         }
     }
 
@@ -425,38 +419,6 @@ fn parse_slice(arg: &Bson) -> Result<Node> {
             )),
         },
     }
-}
-
-fn parse_operand(value: &Bson) -> Result<Operand> {
-    Ok(match value {
-        Bson::String(s) if s.starts_with("$$") => match s.as_str() {
-            "$$ROOT" | "$$CURRENT" => Operand::Root,
-            _ => return Err(crate::operators::not_supported(&format!("variable {s}"))),
-        },
-        Bson::String(s) if s.starts_with('$') => {
-            let path: Vec<String> = s[1..].split('.').map(str::to_string).collect();
-            validate_path_components(&path)?;
-            Operand::Field(path)
-        }
-        Bson::Array(items) => {
-            Operand::Array(items.iter().map(parse_operand).collect::<Result<_>>()?)
-        }
-        Bson::Document(d) if is_operator_document(value, false) => match d.iter().next() {
-            Some((op, arg)) if op == "$literal" && d.len() == 1 => Operand::Literal(arg.clone()),
-            Some((op, _)) => {
-                return Err(crate::operators::not_supported(&format!(
-                    "projection expression {op}"
-                )))
-            }
-            None => Operand::Literal(value.clone()),
-        },
-        Bson::Document(d) => Operand::Document(
-            d.iter()
-                .map(|(k, v)| Ok((k.clone(), parse_operand(v)?)))
-                .collect::<Result<_>>()?,
-        ),
-        other => Operand::Literal(other.clone()),
-    })
 }
 
 fn validate_path_components(components: &[String]) -> Result<()> {
@@ -559,7 +521,7 @@ fn include(
             },
             Node::Slice { skip, limit } => Some(slice(value, *skip, *limit)),
             Node::ElemMatch(matcher) => matcher
-                .match_details(root)
+                .match_details(root)?
                 .and_then(|m| m.array_position)
                 .and_then(|i| match value {
                     Bson::Array(items) => items.get(i).map(|e| Bson::Array(vec![e.clone()])),
@@ -624,74 +586,39 @@ fn positional_not_found() -> Error {
 }
 
 /// Sets the computed fields of an inclusion, in projection order, on `out` (the included
-/// part of the document at this level).
-fn add_computed(nodes: &[(String, Node)], out: &mut Document, root: &Document) {
+/// part of the document at this level); a field whose expression is missing is omitted.
+fn add_computed(
+    nodes: &[(String, Node)],
+    out: &mut Document,
+    root: &Document,
+    vars: &Variables,
+) -> Result<()> {
     for (field, node) in nodes {
         match node {
-            Node::Computed(operand) => {
-                if let Some(value) = evaluate(operand, root) {
+            Node::Computed(expression) => {
+                if let Some(value) = expression.evaluate(root, vars)? {
                     out.insert(field.clone(), value);
                 }
             }
             Node::Children(children) if contains_computed(children) => match out.get_mut(field) {
-                Some(Bson::Document(d)) => add_computed(children, d, root),
+                Some(Bson::Document(d)) => add_computed(children, d, root, vars)?,
                 Some(Bson::Array(items)) => {
                     for item in items {
                         if let Bson::Document(d) = item {
-                            add_computed(children, d, root);
+                            add_computed(children, d, root, vars)?;
                         }
                     }
                 }
                 _ => {
                     let mut d = Document::new();
-                    add_computed(children, &mut d, root);
+                    add_computed(children, &mut d, root, vars)?;
                     out.insert(field.clone(), d);
                 }
             },
             _ => {}
         }
     }
-}
-
-/// A computed value; `None` when a field path reaches nothing (the field is then omitted).
-fn evaluate(operand: &Operand, root: &Document) -> Option<Bson> {
-    match operand {
-        Operand::Literal(v) => Some(v.clone()),
-        Operand::Root => Some(Bson::Document(root.clone())),
-        Operand::Field(path) => {
-            let (first, rest) = path.split_first()?;
-            resolve(root.get(first)?, rest)
-        }
-        Operand::Array(items) => Some(Bson::Array(
-            items
-                .iter()
-                .map(|item| evaluate(item, root).unwrap_or(Bson::Null))
-                .collect(),
-        )),
-        Operand::Document(fields) => Some(Bson::Document(
-            fields
-                .iter()
-                .filter_map(|(k, v)| Some((k.clone(), evaluate(v, root)?)))
-                .collect(),
-        )),
-    }
-}
-
-/// Aggregation's reading of a field path: through arrays, collecting each element's value.
-fn resolve(value: &Bson, rest: &[String]) -> Option<Bson> {
-    let Some((next, after)) = rest.split_first() else {
-        return Some(value.clone());
-    };
-    match value {
-        Bson::Document(d) => resolve(d.get(next)?, after),
-        Bson::Array(items) => Some(Bson::Array(
-            items
-                .iter()
-                .filter_map(|item| resolve(item, rest))
-                .collect(),
-        )),
-        _ => None,
-    }
+    Ok(())
 }
 
 /// The fields of `doc` an exclusion keeps.
@@ -863,15 +790,16 @@ mod tests {
 
     #[test]
     fn positional() {
+        let scope = Scope::new();
         let query = Matcher::new(&doc! {"a.b": 2}).unwrap();
-        let p = Projection::with_query(&doc! {"a.$": 1}, &query).unwrap();
+        let p = Projection::with_query(&doc! {"a.$": 1}, &query, &scope).unwrap();
         assert_eq!(
             p.apply(&doc! {"_id": 1, "a": [{"b": 1}, {"b": 2, "c": 3}], "x": 1})
                 .unwrap(),
             doc! {"_id": 1, "a": [{"b": 2, "c": 3}]}
         );
         let query = Matcher::new(&doc! {"a.b": 2}).unwrap();
-        let p = Projection::with_query(&doc! {"a.b.$": 1}, &query).unwrap();
+        let p = Projection::with_query(&doc! {"a.b.$": 1}, &query, &scope).unwrap();
         assert_eq!(
             p.apply(&doc! {"_id": 1, "a": [{"b": 1, "c": 0}, {"b": 2, "c": 3}]})
                 .unwrap(),
@@ -880,14 +808,14 @@ mod tests {
         assert_eq!(error(doc! {"a.$": 1}).code.0, 51050);
         let unrelated = Matcher::new(&doc! {"x": 1}).unwrap();
         assert_eq!(
-            Projection::with_query(&doc! {"a.$": 1}, &unrelated)
+            Projection::with_query(&doc! {"a.$": 1}, &unrelated, &scope)
                 .unwrap_err()
                 .code
                 .0,
             31277
         );
         assert_eq!(
-            Projection::with_query(&doc! {"a.$": 1, "b.$": 1}, &query)
+            Projection::with_query(&doc! {"a.$": 1, "b.$": 1}, &query, &scope)
                 .unwrap_err()
                 .code
                 .0,
@@ -896,6 +824,7 @@ mod tests {
         let p = Projection::with_query(
             &doc! {"a.$": 1},
             &Matcher::new(&doc! {"a": {"$size": 1}}).unwrap(),
+            &scope,
         )
         .unwrap();
         assert_eq!(p.apply(&doc! {"a": [1]}).unwrap_err().code.0, 51246);
@@ -923,9 +852,49 @@ mod tests {
             project(doc! {"n": {"p": "$a.b", "q": null}, "_id": 0}, d),
             doc! {"n": {"p": 5, "q": null}}
         );
-        assert!(Projection::new(&doc! {"a": {"$add": [1, 2]}})
-            .unwrap_err()
-            .message
-            .contains("not supported"));
+    }
+
+    #[test]
+    fn expressions() {
+        let d = doc! {"_id": 1, "a": 2, "b": {"c": 3}, "s": "x"};
+        assert_eq!(
+            project(
+                doc! {"sum": {"$add": ["$a", "$b.c"]}, "b.twice": {"$multiply": ["$b.c", 2]}},
+                d.clone()
+            ),
+            doc! {"_id": 1, "sum": 5, "b": {"twice": 6}}
+        );
+        assert_eq!(
+            project(
+                doc! {"_id": 0, "o": {"$setField": {"field": {"$literal": "$k"}, "value": "$a", "input": {}}}},
+                d.clone()
+            ),
+            doc! {"o": {"$k": 2}}
+        );
+        assert_eq!(
+            project(
+                doc! {"_id": 0, "gone": "$$REMOVE", "r": "$$ROOT.s"},
+                d.clone()
+            ),
+            doc! {"r": "x"}
+        );
+        assert_eq!(error(doc! {"a": 0, "b": {"$add": [1, 2]}}).code.0, 31252);
+        assert_eq!(error(doc! {"b": {"$bogus": 1}}).code.0, 168);
+        let p = Projection::new(&doc! {"x": {"$add": ["$s", 1]}}).unwrap();
+        assert_eq!(p.apply(&d).unwrap_err().code.0, 16554);
+    }
+
+    #[test]
+    fn let_variables() {
+        let scope = Scope::with_let(&doc! {"k": 10}).unwrap();
+        let query = Matcher::with_scope(&doc! {}, &scope).unwrap();
+        let p = Projection::with_query(
+            &doc! {"_id": 0, "x": {"$add": ["$a", "$$k"]}, "k": "$$k"},
+            &query,
+            &scope,
+        )
+        .unwrap();
+        assert_eq!(p.apply(&doc! {"a": 1}).unwrap(), doc! {"x": 11, "k": 10});
+        assert_eq!(error(doc! {"x": "$$k"}).code.0, 17276);
     }
 }

@@ -7,10 +7,13 @@
 //!
 //! Each field's key is chosen independently. MongoDB picks the smallest whole key tuple
 //! instead, which differs only when several sort fields run through the same array.
+//!
+//! Under a collation, strings (also inside documents and arrays) sort by it, both when an
+//! array's extreme is picked and when keys are compared.
 
 use crate::display::element_to_string;
 use basalt_error::{Error, Result};
-use basalt_value::{as_f64, compare_values, FieldPath, Reached};
+use basalt_value::{as_f64, compare_values_with, Collation, FieldPath, Reached};
 use bson::{Bson, Document};
 use std::cmp::Ordering;
 use std::ops::ControlFlow;
@@ -24,6 +27,8 @@ pub enum Direction {
 #[derive(Clone, Debug)]
 pub struct SortSpec {
     fields: Vec<(FieldPath, Direction)>,
+    /// The collation strings sort under; `None` is binary order.
+    collation: Option<Collation>,
 }
 
 impl SortSpec {
@@ -67,7 +72,17 @@ impl SortSpec {
                 };
             fields.push((FieldPath::parse(name), direction));
         }
-        Ok(SortSpec { fields })
+        Ok(SortSpec {
+            fields,
+            collation: None,
+        })
+    }
+
+    /// The same order with strings sorted under `collation` (the command's `collation`
+    /// option; `None` for binary order).
+    pub fn with_collation(mut self, collation: Option<&Collation>) -> SortSpec {
+        self.collation = collation.cloned();
+        self
     }
 
     pub fn is_empty(&self) -> bool {
@@ -83,14 +98,14 @@ impl SortSpec {
     pub fn sort_key(&self, doc: &Document) -> Vec<Bson> {
         self.fields
             .iter()
-            .map(|(path, direction)| field_key(path, *direction, doc))
+            .map(|(path, direction)| field_key(path, *direction, doc, self.collation.as_ref()))
             .collect()
     }
 
     /// Compares two keys made by [`SortSpec::sort_key`].
     pub fn compare_keys(&self, a: &[Bson], b: &[Bson]) -> Ordering {
         for ((x, y), (_, direction)) in a.iter().zip(b).zip(&self.fields) {
-            let ord = compare_values(x, y);
+            let ord = compare_values_with(x, y, self.collation.as_ref());
             let ord = match direction {
                 Direction::Ascending => ord,
                 Direction::Descending => ord.reverse(),
@@ -121,7 +136,12 @@ impl SortSpec {
 
 /// The value standing for `doc` at `path`: the extreme (by direction) of what it reaches.
 /// A missing field stands as null and an empty array as undefined (just below null).
-fn field_key(path: &FieldPath, direction: Direction, doc: &Document) -> Bson {
+fn field_key(
+    path: &FieldPath,
+    direction: Direction,
+    doc: &Document,
+    collation: Option<&Collation>,
+) -> Bson {
     static NULL: Bson = Bson::Null;
     static UNDEFINED: Bson = Bson::Undefined;
     let mut best: Option<&Bson> = None;
@@ -140,7 +160,7 @@ fn field_key(path: &FieldPath, direction: Direction, doc: &Document) -> Bson {
         };
         for candidate in candidates {
             let better = best.is_none_or(|current| {
-                let ord = compare_values(candidate, current);
+                let ord = compare_values_with(candidate, current, collation);
                 match direction {
                     Direction::Ascending => ord == Ordering::Less,
                     Direction::Descending => ord == Ordering::Greater,
@@ -206,6 +226,36 @@ mod tests {
         assert_eq!(
             spec.sort_key(&doc! {"a": [{"b": 3}, {"c": 1}]}),
             vec![Bson::Null]
+        );
+    }
+
+    #[test]
+    fn strings_sort_under_a_collation() {
+        let docs = vec![
+            doc! {"_id": 1, "a": "b"},
+            doc! {"_id": 2, "a": "B"},
+            doc! {"_id": 3, "a": "a"},
+            doc! {"_id": 4, "a": ["C", "á"]},
+            doc! {"_id": 5, "a": 10},
+        ];
+        assert_eq!(sorted(doc! {"a": 1}, docs.clone()), vec![5, 2, 4, 3, 1]);
+        let collation = Collation::parse(&doc! {"locale": "en", "strength": 1})
+            .unwrap()
+            .unwrap();
+        let spec = SortSpec::new(&doc! {"a": 1, "_id": -1})
+            .unwrap()
+            .with_collation(Some(&collation));
+        let mut collated = docs.clone();
+        spec.sort_by_document(&mut collated, |d| d);
+        // "á" is the smallest of _id 4's strings and ties with "a"; "b" ties with "B".
+        let ids: Vec<i32> = collated.iter().map(|d| d.get_i32("_id").unwrap()).collect();
+        assert_eq!(ids, vec![5, 4, 3, 2, 1]);
+        let descending = SortSpec::new(&doc! {"a": -1})
+            .unwrap()
+            .with_collation(Some(&collation));
+        assert_eq!(
+            descending.sort_key(&docs[3]),
+            vec![Bson::String("C".into())]
         );
     }
 

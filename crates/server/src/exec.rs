@@ -1,14 +1,18 @@
-//! Executes the read side of commands: which documents of a collection match a filter.
+//! Executes the read side of commands: which documents of a collection match a filter,
+//! and the `let` variables the filter (and the rest of the command) sees.
 //!
 //! The only access paths today are the `_id` index, for filters that pin `_id` to one
 //! value, and a collection scan in natural order. The planner of the indexes issue
 //! replaces [`AccessPath::choose`]. The matcher always re-checks candidates, so an access
 //! path only has to return a superset of the matches.
 
+use crate::request::Fields;
 use basalt_catalog::Collection;
 use basalt_error::{Error, ErrorCode, Result};
+use basalt_expr::Scope;
 use basalt_query::{Matcher, Projection};
 use basalt_storage::Snapshot;
+use basalt_value::Collation;
 use bson::{Bson, Document};
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -41,6 +45,16 @@ impl Deadline {
     }
 }
 
+/// The variables of a command with a `let` option (find, update, delete, findAndModify):
+/// its values are evaluated once and every `$expr`, projection and update pipeline of the
+/// command sees them, with one `$$NOW`.
+pub fn let_scope(fields: &Fields<'_>) -> Result<Scope> {
+    match fields.document_opt("let")? {
+        Some(let_vars) => Scope::with_let(let_vars),
+        None => Ok(Scope::new()),
+    }
+}
+
 /// How candidate documents are found.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AccessPath {
@@ -50,7 +64,19 @@ pub enum AccessPath {
 }
 
 impl AccessPath {
-    pub fn choose(filter: &Document) -> AccessPath {
+    /// Under a collation, string-bearing `_id` values need a scan: the `_id` index
+    /// orders strings bytewise, so it would miss `"abc"` when asked for `"ABC"`.
+    pub fn choose(filter: &Document, collation: Option<&Collation>) -> AccessPath {
+        let path = AccessPath::choose_binary(filter);
+        match (&path, collation) {
+            (AccessPath::IdLookup(value), Some(_)) if holds_strings(value) => {
+                AccessPath::CollectionScan
+            }
+            _ => path,
+        }
+    }
+
+    fn choose_binary(filter: &Document) -> AccessPath {
         match filter.get("_id") {
             Some(Bson::Document(d)) if d.keys().any(|k| k.starts_with('$')) => {
                 match (d.len(), d.get("$eq")) {
@@ -63,6 +89,15 @@ impl AccessPath {
             Some(value) if is_point_value(value) => AccessPath::IdLookup(value.clone()),
             _ => AccessPath::CollectionScan,
         }
+    }
+}
+
+fn holds_strings(value: &Bson) -> bool {
+    match value {
+        Bson::String(_) | Bson::Symbol(_) => true,
+        Bson::Document(d) => d.values().any(holds_strings),
+        Bson::Array(items) => items.iter().any(holds_strings),
+        _ => false,
     }
 }
 
@@ -97,7 +132,7 @@ pub fn for_each_match(
             ids.sort_unstable();
             for record_id in ids.into_iter().filter(|id| after.is_none_or(|a| *id > a)) {
                 if let Some(doc) = collection.get_record(snapshot, record_id)? {
-                    if matcher.matches(&doc) && visit(record_id, doc)?.is_break() {
+                    if matcher.try_matches(&doc)? && visit(record_id, doc)?.is_break() {
                         break;
                     }
                 }
@@ -113,7 +148,7 @@ pub fn for_each_match(
                 }
                 let doc = Document::try_from(raw)
                     .map_err(|e| Error::internal(format!("corrupt record {record_id}: {e}")))?;
-                if matcher.matches(&doc) {
+                if matcher.try_matches(&doc)? {
                     visit(record_id, doc)
                 } else {
                     Ok(ControlFlow::Continue(()))

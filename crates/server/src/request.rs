@@ -6,7 +6,27 @@
 
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_value::as_f64 as number;
+use basalt_value::Collation;
 use bson::{Bson, Document};
+
+/// Fields any command may carry besides its own: sessions, read preference, API
+/// versioning, write concern, comments, transactions.
+pub const GENERIC_COMMAND_FIELDS: &[&str] = &[
+    "lsid",
+    "$db",
+    "$readPreference",
+    "$clusterTime",
+    "apiVersion",
+    "apiStrict",
+    "apiDeprecationErrors",
+    "writeConcern",
+    "readConcern",
+    "comment",
+    "txnNumber",
+    "autocommit",
+    "startTransaction",
+    "maxTimeMS",
+];
 
 /// MongoDB's name for a BSON type in "wrong type" messages.
 pub fn type_name(value: &Bson) -> &'static str {
@@ -152,6 +172,15 @@ impl<'a> Fields<'a> {
                 )),
             })
             .collect()
+    }
+
+    /// The command's `collation`; `None` for the simple (binary) one.
+    pub fn collation(&self) -> Result<Option<Collation>> {
+        Ok(self
+            .document_opt("collation")?
+            .map(Collation::parse)
+            .transpose()?
+            .flatten())
     }
 
     /// `cursor.batchSize` of commands that return a cursor (aggregate, listCollections).

@@ -9,10 +9,13 @@
 //! number and equals itself. As in MongoDB, undefined has a rank of its own just below
 //! null (it is not equal to null).
 //!
-//! Decimal128 values compare exactly with integers and other decimals (see `decimal.rs`);
-//! against a non-integral double they go through the nearest `f64`, so a decimal and a
-//! double that differ only beyond double precision compare equal.
+//! Numbers compare by exact value across types (see `number.rs`): `Decimal128("0.1")` sorts
+//! below the double `0.1`, as in MongoDB.
+//!
+//! Under a [`Collation`], strings and symbols compare by it, also inside documents and
+//! arrays; field names, regexes and JavaScript code stay binary, as in MongoDB.
 
+use crate::collation::Collation;
 use crate::number::{compare_numbers, Number};
 use bson::{Bson, Document};
 use std::cmp::Ordering;
@@ -44,16 +47,23 @@ pub fn canonical_type_rank(v: &Bson) -> u8 {
 
 /// Compares two values in MongoDB's sort order.
 pub fn compare_values(a: &Bson, b: &Bson) -> Ordering {
+    compare_values_with(a, b, None)
+}
+
+/// Compares two values in MongoDB's sort order, strings under `collation` (binary when
+/// `None`).
+pub fn compare_values_with(a: &Bson, b: &Bson, collation: Option<&Collation>) -> Ordering {
     let by_rank = canonical_type_rank(a).cmp(&canonical_type_rank(b));
     if by_rank != Ordering::Equal {
         return by_rank;
     }
     match (a, b) {
-        (Bson::String(x) | Bson::Symbol(x), Bson::String(y) | Bson::Symbol(y)) => {
-            x.as_bytes().cmp(y.as_bytes())
-        }
-        (Bson::Document(x), Bson::Document(y)) => compare_documents(x, y),
-        (Bson::Array(x), Bson::Array(y)) => compare_arrays(x, y),
+        (Bson::String(x) | Bson::Symbol(x), Bson::String(y) | Bson::Symbol(y)) => match collation {
+            None => x.as_bytes().cmp(y.as_bytes()),
+            Some(collation) => collation.compare(x, y),
+        },
+        (Bson::Document(x), Bson::Document(y)) => compare_documents_with(x, y, collation),
+        (Bson::Array(x), Bson::Array(y)) => compare_arrays_with(x, y, collation),
         (Bson::Binary(x), Bson::Binary(y)) => x
             .bytes
             .len()
@@ -101,6 +111,10 @@ pub fn values_equal(a: &Bson, b: &Bson) -> bool {
 /// Compares documents field by field: type rank, then field name, then value; a document
 /// that is a prefix of the other sorts first.
 pub fn compare_documents(a: &Document, b: &Document) -> Ordering {
+    compare_documents_with(a, b, None)
+}
+
+fn compare_documents_with(a: &Document, b: &Document, collation: Option<&Collation>) -> Ordering {
     let mut left = a.iter();
     let mut right = b.iter();
     loop {
@@ -112,7 +126,7 @@ pub fn compare_documents(a: &Document, b: &Document) -> Ordering {
                 let ord = canonical_type_rank(va)
                     .cmp(&canonical_type_rank(vb))
                     .then_with(|| ka.as_bytes().cmp(kb.as_bytes()))
-                    .then_with(|| compare_values(va, vb));
+                    .then_with(|| compare_values_with(va, vb, collation));
                 if ord != Ordering::Equal {
                     return ord;
                 }
@@ -123,8 +137,12 @@ pub fn compare_documents(a: &Document, b: &Document) -> Ordering {
 
 /// Compares arrays element by element; a prefix sorts first.
 pub fn compare_arrays(a: &[Bson], b: &[Bson]) -> Ordering {
+    compare_arrays_with(a, b, None)
+}
+
+fn compare_arrays_with(a: &[Bson], b: &[Bson], collation: Option<&Collation>) -> Ordering {
     for (x, y) in a.iter().zip(b) {
-        let ord = compare_values(x, y);
+        let ord = compare_values_with(x, y, collation);
         if ord != Ordering::Equal {
             return ord;
         }
@@ -330,6 +348,46 @@ mod tests {
                 prop_assert_ne!(compare_values(&a, &c), Ordering::Greater);
             }
         }
+    }
+
+    #[test]
+    fn strings_compare_under_a_collation() {
+        let collation = Collation::parse(&doc! {"locale": "en", "strength": 2})
+            .unwrap()
+            .unwrap();
+        let with = |a: &Bson, b: &Bson| compare_values_with(a, b, Some(&collation));
+        let (upper, lower) = (Bson::String("PING".into()), Bson::String("ping".into()));
+        assert_eq!(with(&upper, &lower), Ordering::Equal);
+        assert_eq!(compare_values(&upper, &lower), Ordering::Less);
+        assert_eq!(with(&Bson::Symbol("Ping".into()), &lower), Ordering::Equal);
+        assert_eq!(
+            with(
+                &bson::bson!({"a": ["X", {"b": "Y"}]}),
+                &bson::bson!({"a": ["x", {"b": "y"}]})
+            ),
+            Ordering::Equal
+        );
+        // Field names stay binary.
+        assert_eq!(
+            with(&bson::bson!({"A": 1}), &bson::bson!({"a": 1})),
+            Ordering::Less
+        );
+        assert_eq!(
+            with(&Bson::String("b".into()), &Bson::String("B".into())),
+            Ordering::Equal
+        );
+        // Other types are untouched, and type order still comes first.
+        assert_eq!(
+            with(&Bson::Int32(1), &Bson::String("a".into())),
+            Ordering::Less
+        );
+        assert_eq!(
+            with(
+                &Bson::JavaScriptCode("A".into()),
+                &Bson::JavaScriptCode("a".into())
+            ),
+            Ordering::Less
+        );
     }
 
     #[test]

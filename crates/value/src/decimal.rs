@@ -1,18 +1,19 @@
 //! Exact arithmetic and comparison for Decimal128 values, which the `bson` crate stores
 //! but cannot compute with.
 //!
-//! A decimal is read from its canonical string form into a sign, an integer coefficient
-//! and a power-of-ten exponent. That is enough to compare decimals with each other and with
-//! integers exactly, and to add, subtract and multiply them with IEEE 754's preferred
-//! exponents (so `1.1 + 2.2` is `3.3` and `1.5 * 2` is `3.0`, as MongoDB prints them).
-//! Results wider than 34 digits are handed back to `bson`'s parser, which rounds them.
-//! Doubles enter decimal arithmetic rounded to 15 significant digits, as MongoDB does.
+//! A decimal is decoded from its IEEE 754-2008 BID bits into a sign, an integer
+//! coefficient and a power-of-ten exponent. That is enough to compare decimals with each
+//! other, with integers and with doubles exactly (a double is a dyadic rational, so its full
+//! decimal expansion is finite), and to add, subtract and multiply them with IEEE 754's
+//! preferred exponents (so `1.1 + 2.2` is `3.3` and `1.5 * 2` is `3.0`, as MongoDB prints
+//! them). Results wider than 34 digits are handed back to `bson`'s parser, which rounds
+//! them. Doubles enter decimal arithmetic rounded to 15 significant digits, as MongoDB does.
 
 use bson::Decimal128;
 use std::cmp::Ordering;
 use std::str::FromStr;
 
-/// A parsed Decimal128.
+/// A decoded Decimal128.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum Dec {
     NaN,
@@ -27,28 +28,37 @@ pub(crate) enum Dec {
 }
 
 impl Dec {
+    /// Decodes the bits directly rather than through the string form: it is exact and does
+    /// not allocate, and is pinned against `bson`'s own formatting in the tests.
     pub(crate) fn parse(d: &Decimal128) -> Dec {
-        let text = d.to_string();
-        let (negative, unsigned) = match text.strip_prefix('-') {
-            Some(rest) => (true, rest),
-            None => (false, text.as_str()),
-        };
-        match unsigned {
-            "NaN" => return Dec::NaN,
-            "Infinity" => return Dec::Infinity { negative },
-            _ => {}
+        const MAX_COEFFICIENT: u128 = 9_999_999_999_999_999_999_999_999_999_999_999;
+        const EXPONENT_BIAS: i32 = 6176;
+        let bits = u128::from_le_bytes(d.bytes());
+        let negative = bits >> 127 == 1;
+        let combination = (bits >> 122) & 0x1F;
+        if combination == 0x1F {
+            return Dec::NaN;
         }
-        let (mantissa, exp) = match unsigned.split_once('E') {
-            Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
-            None => (unsigned, 0),
+        if combination == 0x1E {
+            return Dec::Infinity { negative };
+        }
+        let (biased_exponent, coefficient) = if (bits >> 125) & 0b11 == 0b11 {
+            // The coefficient would be at least 2^113, above the 34-digit maximum: such
+            // non-canonical encodings mean zero, as in bson's formatting and in MongoDB.
+            ((bits >> 111) & 0x3FFF, 0)
+        } else {
+            let coefficient = bits & ((1 << 113) - 1);
+            let canonical = if coefficient > MAX_COEFFICIENT {
+                0
+            } else {
+                coefficient
+            };
+            ((bits >> 113) & 0x3FFF, canonical)
         };
-        let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-        let digits = format!("{int_part}{frac_part}");
-        debug_assert!(digits.len() <= 34, "Decimal128 has at most 34 digits");
         Dec::Finite {
             negative,
-            coefficient: digits.parse().unwrap_or(0),
-            exponent: exp - frac_part.len() as i32,
+            coefficient,
+            exponent: biased_exponent as i32 - EXPONENT_BIAS,
         }
     }
 
@@ -136,6 +146,46 @@ impl Dec {
                     magnitude
                 }
             }
+        }
+    }
+
+    /// Exact comparison with a double, in the same total order (NaN lowest). A finite
+    /// double is an integer times a power of two, whose decimal expansion is finite, so the
+    /// decimal `0.1` sorts below the double `0.1` (0.1000000000000000055...), as in MongoDB.
+    pub(crate) fn compare_f64(self, x: f64) -> Ordering {
+        let Dec::Finite {
+            negative,
+            coefficient,
+            exponent,
+        } = self
+        else {
+            // NaN and the infinities mean the same in both types.
+            return self.compare(Dec::from_f64(x));
+        };
+        if !x.is_finite() {
+            return self.compare(Dec::from_f64(x));
+        }
+        let x_sign: i8 = if x > 0.0 {
+            1
+        } else if x < 0.0 {
+            -1
+        } else {
+            0
+        };
+        let sign = self.signum();
+        if sign != x_sign || sign == 0 {
+            return sign.cmp(&x_sign);
+        }
+        let mut buf = [0u8; 40];
+        let all_digits = ascii_digits(coefficient, &mut buf);
+        let scientific_exponent = exponent + all_digits.len() as i32 - 1;
+        let magnitude =
+            compare_double_with_decimal(x.abs(), scientific_exponent, trim_zeros(all_digits))
+                .reverse();
+        if negative {
+            magnitude.reverse()
+        } else {
+            magnitude
         }
     }
 
@@ -352,6 +402,52 @@ fn digit_count(c: u128) -> u32 {
     c.checked_ilog10().map_or(1, |d| d + 1)
 }
 
+/// Compares a non-negative finite double with the positive decimal `d.ddd × 10^exponent`
+/// (`digits` without trailing zeros), exactly, through the double's full decimal expansion.
+pub(crate) fn compare_double_with_decimal(x: f64, exponent: i32, digits: &[u8]) -> Ordering {
+    if x == 0.0 {
+        return Ordering::Less;
+    }
+    let bits = x.to_bits();
+    let biased = ((bits >> 52) & 0x7FF) as i32;
+    let fraction = bits & ((1 << 52) - 1);
+    let (mantissa, power_of_two) = if biased == 0 {
+        (fraction, -1074)
+    } else {
+        (fraction | (1 << 52), biased - 1075)
+    };
+    // x is an odd integer times 2^power: an integer if power >= 0, else a number with
+    // exactly -power decimal places, which fixed-point formatting prints exactly.
+    let power = power_of_two + mantissa.trailing_zeros() as i32;
+    let places = usize::try_from(-power).unwrap_or(0);
+    let text = format!("{x:.places$}");
+    let integer_len = text.find('.').unwrap_or(text.len());
+    let all: Vec<u8> = text.bytes().filter(|&b| b != b'.').collect();
+    let first = all.iter().position(|&b| b != b'0').unwrap_or(0);
+    let x_exponent = integer_len as i32 - 1 - first as i32;
+    x_exponent
+        .cmp(&exponent)
+        .then_with(|| trim_zeros(&all[first..]).cmp(digits))
+}
+
+/// The decimal digits of `n` (at least one) as ASCII, written into the end of `buf`.
+pub(crate) fn ascii_digits(mut n: u128, buf: &mut [u8; 40]) -> &[u8] {
+    let mut start = buf.len();
+    loop {
+        start -= 1;
+        buf[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[start..];
+        }
+    }
+}
+
+pub(crate) fn trim_zeros(digits: &[u8]) -> &[u8] {
+    let end = digits.iter().rposition(|&b| b != b'0').map_or(0, |i| i + 1);
+    &digits[..end]
+}
+
 /// Both coefficients scaled to the smaller exponent, when that fits in u128.
 fn align(ca: u128, ea: i32, cb: u128, eb: i32) -> Option<(u128, u128)> {
     let scale = |c: u128, by: i32| {
@@ -449,6 +545,94 @@ mod tests {
         assert_eq!(d("NaN").compare(d("-Infinity")), Ordering::Less);
         assert_eq!(d("1E+2").compare(Dec::from_i64(100)), Ordering::Equal);
         assert_eq!(d("99").compare(Dec::from_i64(100)), Ordering::Less);
+    }
+
+    #[test]
+    fn thirty_four_digits_below_one() {
+        // Formatted as "0.1000...", whose leading zero is not one of the 34 digits.
+        assert_eq!(
+            d("0.1000000000000000055511151231257827"),
+            Dec::Finite {
+                negative: false,
+                coefficient: 1_000_000_000_000_000_055_511_151_231_257_827,
+                exponent: -34,
+            }
+        );
+        assert_eq!(
+            d("-0.0001234567890123456789012345678901234"),
+            Dec::Finite {
+                negative: true,
+                coefficient: 1_234_567_890_123_456_789_012_345_678_901_234,
+                exponent: -37,
+            }
+        );
+    }
+
+    #[test]
+    fn bits_decode_like_bson_formats_them() {
+        for text in [
+            "0",
+            "-0",
+            "1",
+            "-1",
+            "1.5",
+            "123.456",
+            "1E+3",
+            "-1.05E+3",
+            "0.000001",
+            "1E-7",
+            "9.999999999999999999999999999999999E+6144",
+            "1E-6176",
+            "-5E-6176",
+            "Infinity",
+            "-Infinity",
+            "NaN",
+            "1234567890123456789012345678901234",
+            "0.1000000000000000055511151231257827",
+        ] {
+            let decimal = Decimal128::from_str(text).unwrap();
+            let decoded = Dec::parse(&decimal);
+            assert_eq!(
+                decoded.to_decimal128().to_string(),
+                decimal.to_string(),
+                "{text} decoded as {decoded:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn comparison_with_doubles_is_exact() {
+        // The double 0.1 is 0.1000000000000000055511151231257827021181583404541015625.
+        assert_eq!(d("0.1").compare_f64(0.1), Ordering::Less);
+        assert_eq!(
+            d("0.1000000000000000055511151231257827").compare_f64(0.1),
+            Ordering::Less
+        );
+        assert_eq!(
+            d("0.1000000000000000055511151231257828").compare_f64(0.1),
+            Ordering::Greater
+        );
+        assert_eq!(d("-0.1").compare_f64(-0.1), Ordering::Greater);
+        // The double 0.3 is 0.299999999999999988897769753748434595763683319091796875.
+        assert_eq!(d("0.3").compare_f64(0.3), Ordering::Greater);
+        assert_eq!(d("0.5").compare_f64(0.5), Ordering::Equal);
+        assert_eq!(d("-2.50").compare_f64(-2.5), Ordering::Equal);
+        assert_eq!(d("-0").compare_f64(0.0), Ordering::Equal);
+        assert_eq!(d("0").compare_f64(-5e-324), Ordering::Greater);
+        assert_eq!(d("1E-400").compare_f64(5e-324), Ordering::Less);
+        assert_eq!(d("1E+400").compare_f64(f64::MAX), Ordering::Greater);
+        assert_eq!(d("1E+400").compare_f64(f64::INFINITY), Ordering::Less);
+        assert_eq!(
+            d("-Infinity").compare_f64(f64::NEG_INFINITY),
+            Ordering::Equal
+        );
+        assert_eq!(d("NaN").compare_f64(f64::NAN), Ordering::Equal);
+        assert_eq!(d("NaN").compare_f64(f64::NEG_INFINITY), Ordering::Less);
+        assert_eq!(d("-Infinity").compare_f64(f64::NAN), Ordering::Greater);
+        assert_eq!(
+            d("9007199254740993").compare_f64(9007199254740992.0),
+            Ordering::Greater
+        );
     }
 
     #[test]

@@ -124,8 +124,9 @@ fn f64_to_i64_exact(d: f64) -> Option<i64> {
     (d.fract() == 0.0 && (-TWO_POW_63..TWO_POW_63).contains(&d)).then_some(d as i64)
 }
 
-/// Compares numbers by value, exactly across int64 and double; NaN is lowest and equal to
-/// itself. Decimals compare exactly with integers and decimals, through `f64` with doubles.
+/// Compares numbers by their exact values, whatever their types (so the decimal `0.1` is
+/// below the double `0.1`, which is 0.1000000000000000055...); NaN is lowest and equal to
+/// itself.
 pub fn compare_numbers(a: Number, b: Number) -> Ordering {
     use Number::*;
     match (a, b) {
@@ -138,17 +139,8 @@ pub fn compare_numbers(a: Number, b: Number) -> Ordering {
         (Double(x), Int32(y)) => compare_i64_f64(i64::from(y), x).reverse(),
         (Double(x), Int64(y)) => compare_i64_f64(y, x).reverse(),
         (Double(x), Double(y)) => compare_f64(x, y),
-        (Decimal(_), Double(_)) | (Double(_), Decimal(_)) => {
-            // An integral double converts to a decimal exactly; others go through f64.
-            let exact = |n: Number| match n {
-                Double(d) => f64_to_i64_exact(d).map(Dec::from_i64),
-                other => Some(other.to_dec()),
-            };
-            match (exact(a), exact(b)) {
-                (Some(x), Some(y)) => x.compare(y),
-                _ => compare_f64(a.to_f64(), b.to_f64()),
-            }
-        }
+        (Decimal(x), Double(y)) => Dec::parse(&x).compare_f64(y),
+        (Double(x), Decimal(y)) => Dec::parse(&y).compare_f64(x).reverse(),
         _ => a.to_dec().compare(b.to_dec()),
     }
 }
@@ -351,6 +343,14 @@ mod tests {
         );
         assert_eq!(
             compare_numbers(Number::Int32(-1), Number::Double(-0.5)),
+            Ordering::Less
+        );
+        assert_eq!(
+            compare_numbers(dec("0.1"), Number::Double(0.1)),
+            Ordering::Less
+        );
+        assert_eq!(
+            compare_numbers(Number::Double(0.3), dec("0.3")),
             Ordering::Less
         );
     }

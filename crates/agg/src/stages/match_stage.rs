@@ -31,7 +31,7 @@ impl Match {
             .transpose()?;
         Ok(Match {
             filter: filter.clone(),
-            matcher: Matcher::new(&rest)?,
+            matcher: Matcher::new(&rest)?.with_collation(ctx.collation()),
             expr,
         })
     }

@@ -3,19 +3,29 @@
 
 mod add_fields;
 mod count;
+mod current_op;
+mod documents;
+mod facet;
+mod graph_lookup;
 mod group;
 mod limit;
+mod list_local_sessions;
+mod lookup;
 mod match_stage;
+mod merge;
+mod out;
+mod output;
 mod project;
 mod replace_root;
 mod skip;
 mod sort;
 mod sort_by_count;
+mod union_with;
 mod unwind;
 
-use crate::pipeline::{DocumentStream, ExecContext};
+use crate::pipeline::{DocumentStream, ExecContext, Place};
 use crate::projection::Projection;
-use basalt_error::{Error, Result};
+use basalt_error::{Error, ErrorCode, Result};
 use basalt_expr::{Expression, ParseContext};
 use bson::Document;
 
@@ -33,6 +43,16 @@ pub(crate) enum Stage {
     Count(String),
     Unwind(unwind::Unwind),
     ReplaceRoot(Expression),
+    /// `$documents`: the expression giving the documents.
+    Documents(Expression),
+    ListLocalSessions,
+    CurrentOp,
+    Lookup(Box<lookup::Lookup>),
+    GraphLookup(Box<graph_lookup::GraphLookup>),
+    UnionWith(Box<union_with::UnionWith>),
+    Facet(facet::Facet),
+    Out(output::Target),
+    Merge(Box<merge::Merge>),
 }
 
 impl Stage {
@@ -51,7 +71,7 @@ impl Stage {
             "$unset" => Stage::Project(project::parse_unset(args)?),
             "$addFields" | "$set" => Stage::Project(add_fields::parse(name, args, ctx)?),
             "$group" => Stage::Group(group::Group::parse(args, ctx)?),
-            "$sort" => Stage::Sort(sort::Sort::parse(args)?),
+            "$sort" => Stage::Sort(sort::Sort::parse(args, ctx.collation())?),
             "$skip" => Stage::Skip(skip::parse(args)?),
             "$limit" => Stage::Limit(limit::parse(args)?),
             "$count" => Stage::Count(count::parse(args)?),
@@ -60,6 +80,23 @@ impl Stage {
                 Stage::ReplaceRoot(replace_root::parse(name, args, ctx)?)
             }
             "$sortByCount" => return sort_by_count::parse(args, ctx),
+            "$documents" => Stage::Documents(documents::parse(args, ctx)?),
+            "$listLocalSessions" => {
+                list_local_sessions::parse(args)?;
+                Stage::ListLocalSessions
+            }
+            "$currentOp" => {
+                current_op::parse(args)?;
+                Stage::CurrentOp
+            }
+            "$lookup" => Stage::Lookup(Box::new(lookup::Lookup::parse(args, ctx)?)),
+            "$graphLookup" => {
+                Stage::GraphLookup(Box::new(graph_lookup::GraphLookup::parse(args, ctx)?))
+            }
+            "$unionWith" => Stage::UnionWith(Box::new(union_with::UnionWith::parse(args, ctx)?)),
+            "$facet" => Stage::Facet(facet::Facet::parse(args, ctx)?),
+            "$out" => Stage::Out(out::parse(args)?),
+            "$merge" => Stage::Merge(Box::new(merge::Merge::parse(args, ctx)?)),
             other => {
                 return Err(Error::location(
                     40324,
@@ -89,8 +126,102 @@ impl Stage {
             Stage::ReplaceRoot(e) => map_documents(input, move |doc| {
                 replace_root::apply(e, &doc, ctx.vars).map(Some)
             }),
+            Stage::Documents(e) => finished(documents::evaluate(e, ctx.vars)),
+            Stage::ListLocalSessions => finished(ctx.collections.local_sessions()),
+            Stage::CurrentOp => finished(current_op::run(ctx)),
+            Stage::Lookup(l) => l.apply(input, ctx),
+            Stage::GraphLookup(g) => g.apply(input, ctx),
+            Stage::UnionWith(u) => u.apply(input, ctx),
+            Stage::Facet(f) => f.apply(input, ctx),
+            Stage::Out(target) => finished(out::run(target, input, ctx).map(|()| Vec::new())),
+            Stage::Merge(m) => finished(m.run(input, ctx).map(|()| Vec::new())),
         }
     }
+
+    /// Whether the stage makes its own documents and ignores its input.
+    pub(crate) fn is_source(&self) -> bool {
+        matches!(
+            self,
+            Stage::Documents(_) | Stage::ListLocalSessions | Stage::CurrentOp
+        )
+    }
+}
+
+/// Stages that make their own documents, which a database-level aggregation
+/// (`aggregate: 1`) starts with.
+fn is_collectionless_source(name: &str) -> bool {
+    matches!(name, "$documents" | "$listLocalSessions" | "$currentOp")
+}
+
+/// A database-level aggregation must start with a stage that makes its own documents,
+/// and a collection's aggregation must not.
+fn check_namespace(first_stage: &str, collectionless: bool) -> Result<()> {
+    let message = match (collectionless, is_collectionless_source(first_stage)) {
+        (true, false) => {
+            format!("{{aggregate: 1}} is not valid for '{first_stage}'; a collection is required.")
+        }
+        (false, true) => format!("'{first_stage}' can only be run with {{aggregate: 1}}"),
+        _ => return Ok(()),
+    };
+    Err(Error::new(ErrorCode::INVALID_NAMESPACE, message))
+}
+
+/// Checks that the stage `name` may stand at `position` of `count` stages running at
+/// `place`, with MongoDB's errors.
+pub(crate) fn check_placement(
+    name: &str,
+    position: usize,
+    count: usize,
+    place: Place,
+) -> Result<()> {
+    let writes = matches!(name, "$out" | "$merge");
+    let source = is_collectionless_source(name);
+    if let (Place::Aggregate { collectionless }, 0) = (place, position) {
+        check_namespace(name, collectionless)?;
+    }
+    let refused = match place {
+        Place::Top | Place::Aggregate { .. } => None,
+        Place::Lookup if writes || (source && name != "$documents") => Some((
+            51047,
+            format!("{name} is not allowed within a $lookup's sub-pipeline"),
+        )),
+        Place::UnionWith if writes || (source && name != "$documents") => Some((
+            31441,
+            format!("{name} is not allowed within a $unionWith's sub-pipeline"),
+        )),
+        Place::Facet if writes || source || name == "$facet" => Some((
+            40600,
+            format!("{name} is not allowed to be used within a $facet stage"),
+        )),
+        Place::Update
+            if !matches!(
+                name,
+                "$addFields" | "$set" | "$project" | "$unset" | "$replaceRoot" | "$replaceWith"
+            ) =>
+        {
+            Some((
+                ErrorCode::INVALID_OPTIONS.0,
+                format!("{name} is not allowed to be used within an update"),
+            ))
+        }
+        Place::Lookup | Place::UnionWith | Place::Facet | Place::Update => None,
+    };
+    if let Some((code, message)) = refused {
+        return Err(Error::location(code, message));
+    }
+    if source && position != 0 {
+        return Err(Error::location(
+            40602,
+            format!("{name} is only valid as the first stage in a pipeline"),
+        ));
+    }
+    if writes && position + 1 != count {
+        return Err(Error::location(
+            40601,
+            format!("{name} can only be the final stage in the pipeline"),
+        ));
+    }
+    Ok(())
 }
 
 /// A streaming stage: each input document becomes zero or one output document. Errors

@@ -13,7 +13,7 @@ pub(crate) struct Sort {
 }
 
 impl Sort {
-    pub(crate) fn parse(spec: &Bson) -> Result<Sort> {
+    pub(crate) fn parse(spec: &Bson, collation: Option<&basalt_value::Collation>) -> Result<Sort> {
         let Bson::Document(doc) = spec else {
             return Err(Error::location(
                 15973,
@@ -27,7 +27,7 @@ impl Sort {
             ));
         }
         Ok(Sort {
-            spec: SortSpec::new(doc)?,
+            spec: SortSpec::new(doc)?.with_collation(collation),
         })
     }
 

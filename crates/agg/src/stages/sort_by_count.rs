@@ -23,7 +23,8 @@ pub(crate) fn parse(spec: &Bson, ctx: &ParseContext) -> Result<Vec<Stage>> {
         &Bson::Document(doc! {"_id": spec.clone(), "count": {"$sum": 1}}),
         ctx,
     )?;
-    let sort = Sort::parse(&Bson::Document(doc! {"count": -1}))?;
+    // Sorts counts, never strings: no collation applies.
+    let sort = Sort::parse(&Bson::Document(doc! {"count": -1}), None)?;
     Ok(vec![Stage::Group(group), Stage::Sort(sort)])
 }
 

@@ -4,6 +4,7 @@
 //! traversed). A value that is not an array counts as a one-element array; null,
 //! missing and empty arrays produce nothing unless `preserveNullAndEmptyArrays` is set.
 
+use crate::field_path::{get, remove, set, split};
 use crate::pipeline::DocumentStream;
 use basalt_error::{Error, Result};
 use basalt_expr::type_name;
@@ -93,8 +94,8 @@ impl Unwind {
             ));
         };
         Ok(Unwind {
-            path: split_path(stripped)?,
-            index_field: index_field.map(|f| split_path(f)).transpose()?,
+            path: split(stripped)?,
+            index_field: index_field.map(|f| split(f)).transpose()?,
             preserve_null_and_empty: preserve,
         })
     }
@@ -142,64 +143,6 @@ impl Unwind {
             set(doc, field, index);
         }
     }
-}
-
-fn split_path(path: &str) -> Result<Vec<String>> {
-    if path.is_empty() || path.split('.').any(str::is_empty) {
-        return Err(Error::location(
-            40352,
-            "FieldPath cannot be constructed with empty string",
-        ));
-    }
-    if path.split('.').any(|p| p.starts_with('$')) {
-        return Err(Error::location(
-            16410,
-            "FieldPath field names may not start with '$'. Consider using $getField or $setField.",
-        ));
-    }
-    Ok(path.split('.').map(str::to_string).collect())
-}
-
-/// The value at `path`, through subdocuments only.
-fn get<'d>(doc: &'d Document, path: &[String]) -> Option<&'d Bson> {
-    let (last, parents) = path.split_last()?;
-    let mut current = doc;
-    for name in parents {
-        current = current.get(name)?.as_document()?;
-    }
-    current.get(last)
-}
-
-/// Sets `path`, replacing non-documents on the way with subdocuments.
-fn set(doc: &mut Document, path: &[String], value: Bson) {
-    let Some((last, parents)) = path.split_last() else {
-        return;
-    };
-    let mut current = doc;
-    for name in parents {
-        if !matches!(current.get(name), Some(Bson::Document(_))) {
-            current.insert(name.clone(), Bson::Document(Document::new()));
-        }
-        current = match current.get_mut(name) {
-            Some(Bson::Document(d)) => d,
-            _ => unreachable!("just made a document"),
-        };
-    }
-    current.insert(last.clone(), value);
-}
-
-fn remove(doc: &mut Document, path: &[String]) {
-    let Some((last, parents)) = path.split_last() else {
-        return;
-    };
-    let mut current = doc;
-    for name in parents {
-        current = match current.get_mut(name) {
-            Some(Bson::Document(d)) => d,
-            _ => return,
-        };
-    }
-    current.remove(last);
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ pub(crate) mod comparison;
 pub(crate) mod conditional;
 pub(crate) mod date;
 pub(crate) mod group;
+pub(crate) mod miscellaneous;
 pub(crate) mod object;
 pub(crate) mod string;
 pub(crate) mod type_conversion;
@@ -29,6 +30,7 @@ pub(crate) enum Operator {
     Date(date::DateOp),
     Group(group::GroupOp),
     Let(variable::Let),
+    Miscellaneous(miscellaneous::Miscellaneous),
     Object(object::ObjectOp),
     String(string::StringOp),
     Type(type_conversion::TypeOp),
@@ -69,6 +71,9 @@ impl Operator {
         if let Some(op) = variable::Let::parse(name, args, ctx)? {
             return Ok(Operator::Let(op));
         }
+        if let Some(op) = miscellaneous::Miscellaneous::parse(name, args)? {
+            return Ok(Operator::Miscellaneous(op));
+        }
         Err(Error::new(
             ErrorCode::INVALID_PIPELINE_OPERATOR,
             format!("Unrecognized expression '{name}'"),
@@ -85,6 +90,7 @@ impl Operator {
             Operator::Date(op) => op.eval(env),
             Operator::Group(op) => op.eval(env),
             Operator::Let(op) => op.eval(env),
+            Operator::Miscellaneous(op) => op.eval(env),
             Operator::Object(op) => op.eval(env),
             Operator::String(op) => op.eval(env),
             Operator::Type(op) => op.eval(env),

@@ -1,4 +1,8 @@
-//! Object expression operators: `$mergeObjects $getField $objectToArray $arrayToObject`.
+//! Object expression operators: `$mergeObjects $getField $setField $unsetField
+//! $objectToArray $arrayToObject`.
+//!
+//! `$getField` and `$setField` name the field with a constant string rather than a path,
+//! which is how documents with `$`-prefixed or dotted field names are read and written.
 
 use crate::context::ParseContext;
 use crate::env::{Env, Value};
@@ -15,6 +19,13 @@ pub(crate) enum ObjectOp {
         field: String,
         input: Option<Box<Expression>>,
     },
+    /// `$setField`, and `$unsetField` (which has no `value`): a copy of `input` with
+    /// `field` set, or removed when the value is missing.
+    SetField {
+        field: String,
+        input: Box<Expression>,
+        value: Option<Box<Expression>>,
+    },
     ObjectToArray(Box<[Expression; 1]>),
     ArrayToObject(Box<[Expression; 1]>),
 }
@@ -24,6 +35,7 @@ impl ObjectOp {
         Ok(Some(match name {
             "$mergeObjects" => ObjectOp::MergeObjects(parse_operands(args, ctx)?),
             "$getField" => parse_get_field(args, ctx)?,
+            "$setField" | "$unsetField" => parse_set_field(name, args, ctx)?,
             "$objectToArray" => ObjectOp::ObjectToArray(parse_fixed(name, args, ctx)?),
             "$arrayToObject" => ObjectOp::ArrayToObject(parse_fixed(name, args, ctx)?),
             _ => return Ok(None),
@@ -57,6 +69,42 @@ impl ObjectOp {
                         ),
                     )),
                 }
+            }
+            ObjectOp::SetField {
+                field,
+                input,
+                value,
+            } => {
+                let mut out = match input.eval(env)? {
+                    v if is_nullish(v.as_deref()) => return Ok(Some(Cow::Owned(Bson::Null))),
+                    Some(Cow::Owned(Bson::Document(d))) => d,
+                    Some(Cow::Borrowed(Bson::Document(d))) => d.clone(),
+                    _ => {
+                        let name = if value.is_some() {
+                            "$setField"
+                        } else {
+                            "$unsetField"
+                        };
+                        return Err(Error::location(
+                            4161105,
+                            format!("{name} requires 'input' to evaluate to type Object"),
+                        ));
+                    }
+                };
+                match value {
+                    Some(e) => match e.eval_owned(env)? {
+                        Some(v) => {
+                            out.insert(field.clone(), v);
+                        }
+                        None => {
+                            out.remove(field);
+                        }
+                    },
+                    None => {
+                        out.remove(field);
+                    }
+                }
+                Ok(Some(Cow::Owned(Bson::Document(out))))
             }
             ObjectOp::ObjectToArray(arg) => {
                 let v = arg[0].eval(env)?;
@@ -142,24 +190,90 @@ fn parse_get_field(args: &Bson, ctx: &ParseContext) -> Result<ObjectOp> {
         }
         other => (other, None),
     };
-    let field = Expression::parse(field, ctx)?;
-    let field = match field.as_constant() {
-        Some(Bson::String(s)) => s.clone(),
-        Some(other) => {
-            return Err(Error::location(
-                5654601,
-                format!(
-                    "$getField requires 'field' to evaluate to type String, but got {}",
-                    type_name(Some(other))
-                ),
-            ))
-        }
-        None => return Err(Error::location(
-            5654602,
-            "$getField requires 'field' to evaluate to a constant, but got a non-constant argument",
-        )),
-    };
+    let field = constant_field_name("$getField", field, ctx, [5654601, 5654602])?;
     Ok(ObjectOp::GetField { field, input })
+}
+
+/// The field name argument of `$getField`/`$setField`/`$unsetField`: an expression that
+/// must be a constant string. `codes` are the operator's error codes for a non-string
+/// and for a non-constant.
+fn constant_field_name(
+    name: &str,
+    spec: &Bson,
+    ctx: &ParseContext,
+    codes: [i32; 2],
+) -> Result<String> {
+    match Expression::parse(spec, ctx)?.as_constant() {
+        Some(Bson::String(s)) => Ok(s.clone()),
+        Some(other) => Err(Error::location(
+            codes[0],
+            format!(
+                "{name} requires 'field' to evaluate to type String, but got {}",
+                type_name(Some(other))
+            ),
+        )),
+        None => Err(Error::location(
+            codes[1],
+            format!(
+                "{name} requires 'field' to evaluate to a constant, but got a non-constant argument"
+            ),
+        )),
+    }
+}
+
+/// Parses `{$setField: {field, input, value}}` or `{$unsetField: {field, input}}`.
+fn parse_set_field(name: &str, args: &Bson, ctx: &ParseContext) -> Result<ObjectOp> {
+    let Bson::Document(doc) = args else {
+        return Err(Error::location(
+            4161100,
+            format!("{name} only supports an object as its argument"),
+        ));
+    };
+    let is_set = name == "$setField";
+    let (mut field, mut input, mut value) = (None, None, None);
+    for (key, arg) in doc {
+        match key.as_str() {
+            "field" => field = Some(arg),
+            "input" => input = Some(Box::new(Expression::parse(arg, ctx)?)),
+            "value" if is_set => value = Some(Box::new(Expression::parse(arg, ctx)?)),
+            _ => {
+                return Err(Error::location(
+                    4161101,
+                    format!("{name} found an unknown argument: {key}"),
+                ))
+            }
+        }
+    }
+    let field = field.ok_or_else(|| {
+        Error::location(4161102, format!("{name} requires 'field' to be specified"))
+    })?;
+    if is_set && value.is_none() {
+        return Err(Error::location(
+            4161103,
+            "$setField requires 'value' to be specified",
+        ));
+    }
+    let input = input.ok_or_else(|| {
+        Error::location(4161109, format!("{name} requires 'input' to be specified"))
+    })?;
+    // A bare "$a" would be read as a path; MongoDB points at the `$literal` it needs.
+    if let Bson::String(path) = field {
+        if path.starts_with('$') {
+            return Err(Error::location(
+                4161108,
+                format!(
+                    "'{path}' is a field path reference which is not allowed in this context. \
+                     Did you mean {{$literal: '{path}'}}?"
+                ),
+            ));
+        }
+    }
+    let field = constant_field_name(name, field, ctx, [4161107, 4161106])?;
+    Ok(ObjectOp::SetField {
+        field,
+        input,
+        value,
+    })
 }
 
 fn array_to_object(items: &[Bson]) -> Result<Document> {
@@ -290,6 +404,69 @@ mod tests {
         assert_eq!(error_code(bson!({"$getField": {"field": 1}})), 5654601);
         assert_eq!(error_code(bson!({"$getField": {"field": "$x"}})), 5654602);
         assert_eq!(error_code(bson!({"$getField": {"input": {}}})), 3041702);
+    }
+
+    #[test]
+    fn set_and_unset_field() {
+        assert_eq!(
+            value(bson!({"$setField": {"field": {"$literal": "$a"}, "value": 1, "input": "$o"}})),
+            bson!({"a": 1, "b": {"c": 2}, "$a": 1})
+        );
+        assert_eq!(
+            value(bson!({"$setField": {"field": "a.b", "value": "$i", "input": {}}})),
+            bson!({"a.b": 5})
+        );
+        assert_eq!(
+            value(bson!({"$setField": {"field": "a", "value": 9, "input": "$o"}})),
+            bson!({"a": 9, "b": {"c": 2}})
+        );
+        assert_eq!(
+            value(bson!({"$setField": {"field": "a", "value": "$$REMOVE", "input": "$o"}})),
+            bson!({"b": {"c": 2}})
+        );
+        assert_eq!(
+            value(bson!({"$unsetField": {"field": "b", "input": "$o"}})),
+            bson!({"a": 1})
+        );
+        assert_eq!(
+            value(bson!({"$setField": {"field": "a", "value": 1, "input": "$nope"}})),
+            Bson::Null
+        );
+        let code = |spec| error_code(spec);
+        assert_eq!(code(bson!({"$setField": 1})), 4161100);
+        assert_eq!(code(bson!({"$setField": {"field": "a", "x": 1}})), 4161101);
+        assert_eq!(
+            code(bson!({"$setField": {"input": {}, "value": 1}})),
+            4161102
+        );
+        assert_eq!(
+            code(bson!({"$setField": {"field": "a", "input": {}}})),
+            4161103
+        );
+        assert_eq!(
+            code(bson!({"$setField": {"field": "a", "value": 1}})),
+            4161109
+        );
+        assert_eq!(
+            code(bson!({"$setField": {"field": {"$concat": ["$s"]}, "input": {}, "value": 1}})),
+            4161106
+        );
+        assert_eq!(
+            code(bson!({"$setField": {"field": 1, "input": {}, "value": 1}})),
+            4161107
+        );
+        assert_eq!(
+            code(bson!({"$setField": {"field": "$a", "input": {}, "value": 1}})),
+            4161108
+        );
+        assert_eq!(
+            code(bson!({"$setField": {"field": "a", "input": 1, "value": 1}})),
+            4161105
+        );
+        assert_eq!(
+            code(bson!({"$unsetField": {"field": "a", "input": {}, "value": 1}})),
+            4161101
+        );
     }
 
     #[test]

@@ -4,11 +4,14 @@
 //! `{$gt: 5}` never matches a string. The exceptions are MinKey and MaxKey operands, which
 //! bound every type, and NaN, which equals only NaN and is neither above nor below
 //! anything.
+//!
+//! Under a collation, strings (also inside documents and arrays) compare by it; regexes in
+//! `$in` still match bytes, as in MongoDB.
 
 use super::{Predicate, RegexPredicate, ValueMatch};
 use crate::operators::is_operator_document;
 use basalt_error::{Error, Result};
-use basalt_value::{as_f64, canonical_type_rank, compare_values};
+use basalt_value::{as_f64, canonical_type_rank, compare_values, compare_values_with, Collation};
 use bson::Bson;
 use std::cmp::Ordering;
 
@@ -35,13 +38,19 @@ impl Comparison {
         }
     }
 
-    pub(crate) fn matches(&self, v: &Bson) -> bool {
-        compare_bracketed(self.op, v, &self.operand)
+    pub(crate) fn matches(&self, v: &Bson, collation: Option<&Collation>) -> bool {
+        compare_bracketed(self.op, v, &self.operand, collation)
     }
 }
 
-/// `v op operand` under MongoDB's query rules (type bracketing, NaN, MinKey/MaxKey).
-pub(crate) fn compare_bracketed(op: CompareOp, v: &Bson, operand: &Bson) -> bool {
+/// `v op operand` under MongoDB's query rules (type bracketing, NaN, MinKey/MaxKey), with
+/// strings compared under `collation`.
+fn compare_bracketed(
+    op: CompareOp,
+    v: &Bson,
+    operand: &Bson,
+    collation: Option<&Collation>,
+) -> bool {
     if canonical_type_rank(v) != canonical_type_rank(operand) {
         return match operand {
             Bson::MaxKey => matches!(op, CompareOp::Lt | CompareOp::Lte),
@@ -56,7 +65,7 @@ pub(crate) fn compare_bracketed(op: CompareOp, v: &Bson, operand: &Bson) -> bool
             && nan_right
             && matches!(op, CompareOp::Eq | CompareOp::Gte | CompareOp::Lte);
     }
-    let ord = compare_values(v, operand);
+    let ord = compare_values_with(v, operand, collation);
     match op {
         CompareOp::Eq => ord == Ordering::Equal,
         CompareOp::Gt => ord == Ordering::Greater,
@@ -97,13 +106,23 @@ impl InList {
         })
     }
 
-    pub(crate) fn matches(&self, v: &Bson) -> bool {
+    pub(crate) fn matches(&self, v: &Bson, collation: Option<&Collation>) -> bool {
         // Equal in sort order and of the same bracket is exactly `$eq`'s equality (NaN
         // aside, which sorts equal to NaN and is equal to it too).
-        self.equalities
-            .binary_search_by(|candidate| compare_values(candidate, v))
-            .is_ok()
-            || self.regexes.iter().any(|re| re.matches(v))
+        let equal = match (collation, v) {
+            // The list is sorted in binary order, which a collation reorders only where
+            // strings are compared: those values are looked for one by one.
+            (Some(_), Bson::String(_) | Bson::Symbol(_) | Bson::Document(_) | Bson::Array(_)) => {
+                self.equalities
+                    .iter()
+                    .any(|candidate| compare_values_with(candidate, v, collation).is_eq())
+            }
+            _ => self
+                .equalities
+                .binary_search_by(|candidate| compare_values(candidate, v))
+                .is_ok(),
+        };
+        equal || self.regexes.iter().any(|re| re.matches(v))
     }
 }
 
@@ -260,6 +279,56 @@ mod tests {
             Matcher::new(&doc! {"a": {"$in": 1}}).unwrap_err().code,
             basalt_error::ErrorCode::BAD_VALUE
         );
+    }
+
+    #[test]
+    fn strings_compare_under_a_collation() {
+        let collation = basalt_value::Collation::parse(&doc! {"locale": "en_US", "strength": 2})
+            .unwrap()
+            .unwrap();
+        let collated = |filter: bson::Document, doc: bson::Document| {
+            Matcher::new(&filter)
+                .unwrap()
+                .with_collation(Some(&collation))
+                .matches(&doc)
+        };
+        assert!(collated(doc! {"a": "PING"}, doc! {"a": "ping"}));
+        assert!(!matches(doc! {"a": "PING"}, doc! {"a": "ping"}));
+        assert!(!collated(doc! {"a": "PING"}, doc! {"a": "péng"}));
+        assert!(collated(
+            doc! {"a": {"$in": ["x", "PING"]}},
+            doc! {"a": ["ping"]}
+        ));
+        assert!(!collated(
+            doc! {"a": {"$nin": ["PING"]}},
+            doc! {"a": "ping"}
+        ));
+        assert!(!collated(doc! {"a": {"$ne": "PING"}}, doc! {"a": "ping"}));
+        assert!(collated(doc! {"a": {"$in": [1, "x"]}}, doc! {"a": 1.0}));
+        // "B" sorts after "a" under the collation, before it in binary order.
+        assert!(collated(doc! {"a": {"$gt": "a"}}, doc! {"a": "B"}));
+        assert!(!matches(doc! {"a": {"$gt": "a"}}, doc! {"a": "B"}));
+        assert!(collated(doc! {"a": {"b": "X"}}, doc! {"a": {"b": "x"}}));
+        assert!(collated(doc! {"a": ["X", "y"]}, doc! {"a": ["x", "Y"]}));
+        assert!(collated(
+            doc! {"a": {"$all": ["X", "Y"]}},
+            doc! {"a": ["y", "x"]}
+        ));
+        assert!(collated(
+            doc! {"a": {"$elemMatch": {"$eq": "X"}}},
+            doc! {"a": ["x"]}
+        ));
+        assert!(collated(
+            doc! {"a": {"$elemMatch": {"b": "X"}}},
+            doc! {"a": [{"b": "x"}]}
+        ));
+        // Regexes match bytes whatever the collation.
+        let regex = bson::Regex {
+            pattern: "^P".to_string().try_into().unwrap(),
+            options: "".to_string().try_into().unwrap(),
+        };
+        assert!(!collated(doc! {"a": regex.clone()}, doc! {"a": "ping"}));
+        assert!(!collated(doc! {"a": {"$in": [regex]}}, doc! {"a": "ping"}));
     }
 
     #[test]

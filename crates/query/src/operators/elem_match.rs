@@ -6,7 +6,7 @@
 //! operator that is not a top-level one (`$and`, `$or`, ...) selects the value form.
 
 use super::{is_operator_document, parse_operators, Predicate, ValueMatch};
-use crate::matcher::{parse_filter, MatchExpr};
+use crate::matcher::{parse_filter, FilterLevel, MatchEnv, MatchExpr};
 use basalt_error::{Error, Result};
 use bson::{Bson, Document};
 
@@ -18,14 +18,14 @@ pub(crate) enum ElemMatch {
 
 impl ElemMatch {
     /// The index of the first element satisfying the conditions, if `v` is an array.
-    pub(crate) fn matching_element(&self, v: &Bson) -> Option<usize> {
+    pub(crate) fn matching_element(&self, v: &Bson, env: &MatchEnv<'_>) -> Option<usize> {
         let Bson::Array(items) = v else {
             return None;
         };
         items.iter().position(|item| match self {
-            ElemMatch::Value(conditions) => conditions.matches_single(item),
+            ElemMatch::Value(conditions) => conditions.matches_single(item, env),
             ElemMatch::Object(filter) => match item {
-                Bson::Document(d) => filter.matches(d, &mut None),
+                Bson::Document(d) => filter.matches(d, env, &mut None),
                 // MongoDB sees a nested array as a document keyed "0", "1", ...
                 Bson::Array(nested) => {
                     let as_document: Document = nested
@@ -33,7 +33,7 @@ impl ElemMatch {
                         .enumerate()
                         .map(|(i, v)| (i.to_string(), v.clone()))
                         .collect();
-                    filter.matches(&as_document, &mut None)
+                    filter.matches(&as_document, env, &mut None)
                 }
                 _ => false,
             },
@@ -55,6 +55,7 @@ fn is_top_level_operator(name: &str) -> bool {
             | "$jsonSchema"
             | "$alwaysTrue"
             | "$alwaysFalse"
+            | "$sampleRate"
     )
 }
 
@@ -75,7 +76,7 @@ pub(super) fn parse_elem_match(operand: &Bson) -> Result<ValueMatch> {
                 "$elemMatch cannot contain $where expression",
             ));
         }
-        ElemMatch::Object(Box::new(parse_filter(inner)?))
+        ElemMatch::Object(Box::new(parse_filter(inner, FilterLevel::Element)?))
     };
     Ok(ValueMatch::Leaf(Predicate::ElemMatch(elem_match)))
 }

@@ -2,12 +2,17 @@
 //! conditions on one path).
 
 use super::{parse_operators, Predicate, RegexPredicate, ValueMatch};
-use crate::matcher::{parse_filter, MatchExpr};
+use crate::matcher::{parse_filter, FilterLevel, MatchExpr};
 use basalt_error::{Error, Result};
 use bson::Bson;
 
-/// Parses `$and`, `$or` or `$nor` with its array of filters.
-pub(crate) fn parse_logical(name: &str, operand: &Bson) -> Result<MatchExpr> {
+/// Parses `$and`, `$or` or `$nor` with its array of filters, which are at the `level` of
+/// the filter holding them.
+pub(crate) fn parse_logical(
+    name: &str,
+    operand: &Bson,
+    level: FilterLevel<'_>,
+) -> Result<MatchExpr> {
     let Bson::Array(items) = operand else {
         return Err(Error::bad_value(format!("{name} must be an array")));
     };
@@ -21,7 +26,7 @@ pub(crate) fn parse_logical(name: &str, operand: &Bson) -> Result<MatchExpr> {
                 "$or/$and/$nor entries need to be full objects",
             ));
         };
-        children.push(parse_filter(filter)?);
+        children.push(parse_filter(filter, level)?);
     }
     // A single child stands for itself, as MongoDB's optimiser rewrites it; this keeps
     // the positional `$` working through `{$or: [{a: 1}]}`.

@@ -20,6 +20,7 @@ pub(crate) use element::is_truthy;
 pub(crate) use logical::parse_logical;
 pub(crate) use regex::RegexPredicate;
 
+use crate::matcher::MatchEnv;
 use basalt_error::{Error, Result};
 use basalt_value::{FieldPath, Reached};
 use bson::{Bson, Document};
@@ -72,26 +73,27 @@ impl ValueMatch {
         &self,
         path: &FieldPath,
         doc: &Document,
+        env: &MatchEnv<'_>,
         position: &mut Option<usize>,
     ) -> bool {
         match self {
-            ValueMatch::All(conditions) => {
-                conditions.iter().all(|c| c.matches_at(path, doc, position))
-            }
-            ValueMatch::Not(inner) => !inner.matches_at(path, doc, &mut None),
+            ValueMatch::All(conditions) => conditions
+                .iter()
+                .all(|c| c.matches_at(path, doc, env, position)),
+            ValueMatch::Not(inner) => !inner.matches_at(path, doc, env, &mut None),
             ValueMatch::Always(result) => *result,
-            ValueMatch::Leaf(predicate) => predicate.matches_at(path, doc, position),
+            ValueMatch::Leaf(predicate) => predicate.matches_at(path, doc, env, position),
         }
     }
 
     /// Whether a single value (an array element under `$elemMatch`) satisfies the
     /// condition, with no array traversal.
-    pub(crate) fn matches_single(&self, v: &Bson) -> bool {
+    pub(crate) fn matches_single(&self, v: &Bson, env: &MatchEnv<'_>) -> bool {
         match self {
-            ValueMatch::All(conditions) => conditions.iter().all(|c| c.matches_single(v)),
-            ValueMatch::Not(inner) => !inner.matches_single(v),
+            ValueMatch::All(conditions) => conditions.iter().all(|c| c.matches_single(v, env)),
+            ValueMatch::Not(inner) => !inner.matches_single(v, env),
             ValueMatch::Always(result) => *result,
-            ValueMatch::Leaf(predicate) => !matches!(predicate.check(v), Check::Fail),
+            ValueMatch::Leaf(predicate) => !matches!(predicate.check(v, env), Check::Fail),
         }
     }
 
@@ -106,10 +108,10 @@ impl ValueMatch {
 }
 
 impl Predicate {
-    fn check(&self, v: &Bson) -> Check {
+    fn check(&self, v: &Bson, env: &MatchEnv<'_>) -> Check {
         match self {
-            Predicate::Compare(c) => Check::from_bool(c.matches(v)),
-            Predicate::In(list) => Check::from_bool(list.matches(v)),
+            Predicate::Compare(c) => Check::from_bool(c.matches(v, env.collation)),
+            Predicate::In(list) => Check::from_bool(list.matches(v, env.collation)),
             Predicate::Exists => Check::Pass,
             Predicate::Type(types) => Check::from_bool(types.matches(v)),
             Predicate::Regex(re) => Check::from_bool(re.matches(v)),
@@ -117,7 +119,7 @@ impl Predicate {
             Predicate::Size(n) => {
                 Check::from_bool(matches!(v, Bson::Array(items) if items.len() == *n))
             }
-            Predicate::ElemMatch(e) => match e.matching_element(v) {
+            Predicate::ElemMatch(e) => match e.matching_element(v, env) {
                 Some(i) => Check::PassAt(i),
                 None => Check::Fail,
             },
@@ -129,8 +131,9 @@ impl Predicate {
     /// null, so `{a: null}` and `{a: {$in: [null]}}` match documents without `a`.
     fn matches_missing(&self) -> bool {
         match self {
-            Predicate::Compare(c) => c.matches(&Bson::Null),
-            Predicate::In(list) => list.matches(&Bson::Null),
+            // Null is not a string: no collation changes how it compares.
+            Predicate::Compare(c) => c.matches(&Bson::Null, None),
+            Predicate::In(list) => list.matches(&Bson::Null, None),
             _ => false,
         }
     }
@@ -141,7 +144,13 @@ impl Predicate {
         !matches!(self, Predicate::Size(_) | Predicate::ElemMatch(_))
     }
 
-    fn matches_at(&self, path: &FieldPath, doc: &Document, position: &mut Option<usize>) -> bool {
+    fn matches_at(
+        &self,
+        path: &FieldPath,
+        doc: &Document,
+        env: &MatchEnv<'_>,
+        position: &mut Option<usize>,
+    ) -> bool {
         let flow = path.visit(doc, &mut |reached| match reached {
             Reached::Missing { array_position } => {
                 if self.matches_missing() {
@@ -156,12 +165,12 @@ impl Predicate {
             } => {
                 if let (Bson::Array(items), true) = (value, self.traverses_leaf_arrays()) {
                     for (i, item) in items.iter().enumerate() {
-                        if !matches!(self.check(item), Check::Fail) {
+                        if !matches!(self.check(item, env), Check::Fail) {
                             return ControlFlow::Break(array_position.or(Some(i)));
                         }
                     }
                 }
-                match self.check(value) {
+                match self.check(value, env) {
                     Check::Fail => ControlFlow::Continue(()),
                     Check::Pass => ControlFlow::Break(array_position),
                     Check::PassAt(i) => ControlFlow::Break(array_position.or(Some(i))),

@@ -308,13 +308,13 @@ pub(crate) enum Pull {
 impl Pull {
     pub(super) fn parse(operand: &Bson) -> Result<Pull> {
         Ok(match operand {
-            Bson::Document(_) if is_operator_document(operand, false) => {
-                Pull::Condition(Box::new(Matcher::new(&doc! {"": operand.clone()})?))
-            }
-            Bson::Document(filter) => Pull::Documents(Box::new(Matcher::new(filter)?)),
-            Bson::RegularExpression(_) => {
-                Pull::Condition(Box::new(Matcher::new(&doc! {"": operand.clone()})?))
-            }
+            Bson::Document(_) if is_operator_document(operand, false) => Pull::Condition(Box::new(
+                Matcher::without_expr(&doc! {"": operand.clone()})?,
+            )),
+            Bson::Document(filter) => Pull::Documents(Box::new(Matcher::without_expr(filter)?)),
+            Bson::RegularExpression(_) => Pull::Condition(Box::new(Matcher::without_expr(
+                &doc! {"": operand.clone()},
+            )?)),
             value => Pull::Equal(value.clone()),
         })
     }

@@ -46,7 +46,7 @@ impl ArrayFilters {
                     "Found multiple array filters with the same top-level field name {identifier}"
                 )));
             }
-            parsed.push((identifier, Matcher::new(filter)?));
+            parsed.push((identifier, Matcher::without_expr(filter)?));
         }
         Ok(ArrayFilters { filters: parsed })
     }

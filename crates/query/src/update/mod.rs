@@ -8,8 +8,8 @@
 //! Applying reports whether the document changed, which is what `nModified` counts:
 //! setting a field to the value it already has is not a change.
 //!
-//! Pipeline-style updates (an array of stages) belong to the aggregation crate and will
-//! become another variant of [`UpdateSpec`].
+//! Pipeline-style updates (an array of stages) run in the aggregation crate, which sits
+//! above this one; the server applies their result as a [`UpdateSpec::Replacement`].
 
 mod arithmetic;
 mod array;

@@ -12,7 +12,8 @@ pub fn count(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let fields = Fields::new(body);
     let name = fields.collection()?;
     let filter = fields.document_opt("query")?.cloned().unwrap_or_default();
-    let matcher = Matcher::new(&filter)?;
+    let collation = fields.collation()?;
+    let matcher = Matcher::new(&filter)?.with_collation(collation.as_ref());
     let skip = fields.non_negative_opt("skip")?.unwrap_or(0);
     // A negative limit counts like a positive one, as in MongoDB.
     let limit = fields.i64_opt("limit")?.map(i64::abs).filter(|l| *l > 0);
@@ -27,7 +28,7 @@ pub fn count(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         &collection,
         &*snapshot,
         &matcher,
-        &AccessPath::choose(&filter),
+        &AccessPath::choose(&filter, collation.as_ref()),
         None,
         deadline,
         &mut |_, _| {

@@ -1,28 +1,46 @@
 //! `delete`: each statement removes the first (`limit: 1`) or every (`limit: 0`)
-//! matching document.
+//! matching document. The command's `let` variables are visible to every filter.
 
 use super::write_batch::{check_batch_size, durability, WriteErrors};
 use super::Ctx;
-use crate::exec::{collect_matches, AccessPath, Deadline};
+use crate::exec::{collect_matches, let_scope, AccessPath, Deadline};
 use crate::request::Fields;
 use crate::stats::Stats;
 use basalt_error::{Error, Result};
+use basalt_expr::Scope;
 use basalt_query::{Matcher, SortSpec};
 use basalt_storage::Durability;
+use basalt_value::Collation;
 use bson::{doc, Document};
 
-/// Deletes the documents of `db.name` matching `filter`: all of them, or with `first`
-/// only one (the first in `sort` order when given). Returns the deleted documents.
+/// Which documents one delete removes.
+pub(super) struct Deletion<'a> {
+    pub filter: &'a Document,
+    /// The command's variables, which the filter sees.
+    pub scope: &'a Scope,
+    /// Only the first match (in `sort` order when given) rather than all of them.
+    pub first: bool,
+    pub sort: Option<&'a SortSpec>,
+    /// The statement's collation, for string comparisons in the filter.
+    pub collation: Option<&'a Collation>,
+}
+
+/// Deletes the documents of `db.name` a deletion selects and returns them.
 pub(super) fn delete_matching(
     ctx: &Ctx<'_>,
     name: &str,
-    filter: &Document,
-    first: bool,
-    sort: Option<&SortSpec>,
+    deletion: &Deletion<'_>,
     durability: Durability,
     deadline: Deadline,
 ) -> Result<Vec<Document>> {
-    let matcher = Matcher::new(filter)?;
+    let Deletion {
+        filter,
+        scope,
+        first,
+        sort,
+        collation,
+    } = *deletion;
+    let matcher = Matcher::with_scope(filter, scope)?.with_collation(collation);
     let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
         return Ok(Vec::new());
     };
@@ -35,7 +53,7 @@ pub(super) fn delete_matching(
     let mut targets = collect_matches(
         &collection,
         &matcher,
-        &AccessPath::choose(filter),
+        &AccessPath::choose(filter, collation),
         limit,
         deadline,
     )?;
@@ -61,11 +79,19 @@ pub fn delete(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let ordered = fields.bool_or("ordered", true)?;
     let durability = durability(&fields)?;
     let deadline = Deadline::from_max_time_ms(fields.i64_opt("maxTimeMS")?);
+    let scope = let_scope(&fields)?;
     let mut removed = 0u64;
     let mut errors = WriteErrors::default();
     for (i, statement) in statements.iter().enumerate() {
-        let result = parse_statement(statement).and_then(|(filter, first)| {
-            delete_matching(ctx, name, filter, first, None, durability, deadline)
+        let result = parse_statement(statement).and_then(|(filter, first, collation)| {
+            let deletion = Deletion {
+                filter,
+                scope: &scope,
+                first,
+                sort: None,
+                collation: collation.as_ref(),
+            };
+            delete_matching(ctx, name, &deletion, durability, deadline)
         });
         match result {
             Ok(deleted) => removed += deleted.len() as u64,
@@ -83,8 +109,9 @@ pub fn delete(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     Ok(reply)
 }
 
-/// The filter of a statement and whether it deletes only the first match.
-fn parse_statement(statement: &Document) -> Result<(&Document, bool)> {
+/// The filter of a statement, whether it deletes only the first match, and its
+/// collation.
+fn parse_statement(statement: &Document) -> Result<(&Document, bool, Option<Collation>)> {
     let fields = Fields {
         command: "delete.deletes",
         body: statement,
@@ -102,8 +129,8 @@ fn parse_statement(statement: &Document) -> Result<(&Document, bool)> {
         )
     })?;
     match limit {
-        0 => Ok((filter, false)),
-        1 => Ok((filter, true)),
+        0 => Ok((filter, false, fields.collation()?)),
+        1 => Ok((filter, true, fields.collation()?)),
         other => Err(Error::failed_to_parse(format!(
             "The limit field in delete objects must be 0 or 1. Got {other}"
         ))),

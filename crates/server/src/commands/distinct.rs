@@ -6,7 +6,7 @@ use crate::exec::{for_each_match, AccessPath, Deadline};
 use crate::request::Fields;
 use basalt_error::{Error, Result};
 use basalt_query::Matcher;
-use basalt_value::{compare_values, FieldPath};
+use basalt_value::{DistinctValues, FieldPath};
 use bson::{doc, Bson, Document};
 use std::ops::ControlFlow;
 
@@ -29,19 +29,20 @@ pub fn distinct(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         }
     };
     let filter = fields.document_opt("query")?.cloned().unwrap_or_default();
-    let matcher = Matcher::new(&filter)?;
+    let collation = fields.collation()?;
+    let matcher = Matcher::new(&filter)?.with_collation(collation.as_ref());
     let deadline = Deadline::from_max_time_ms(fields.i64_opt("maxTimeMS")?);
     let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
         return Ok(doc! { "values": [] });
     };
     let path = FieldPath::parse(&key);
     let snapshot = collection.snapshot();
-    let mut values: Vec<Bson> = Vec::new();
+    let mut values = DistinctValues::new(collation.as_ref());
     for_each_match(
         &collection,
         &*snapshot,
         &matcher,
-        &AccessPath::choose(&filter),
+        &AccessPath::choose(&filter, collation.as_ref()),
         None,
         deadline,
         &mut |_, doc| {
@@ -54,13 +55,11 @@ pub fn distinct(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                     other => vec![other],
                 };
                 for element in elements {
-                    if let Err(position) = values.binary_search_by(|v| compare_values(v, element)) {
-                        values.insert(position, element.clone());
-                    }
+                    values.insert(element);
                 }
             }
             Ok(ControlFlow::Continue(()))
         },
     )?;
-    Ok(doc! { "values": values })
+    Ok(doc! { "values": values.into_vec() })
 }

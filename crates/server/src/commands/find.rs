@@ -1,14 +1,15 @@
-//! `find`: filter, projection, sort, skip, limit, batchSize, singleBatch, maxTimeMS.
+//! `find`: filter, projection, sort, skip, limit, batchSize, singleBatch, maxTimeMS, let.
 //!
 //! An unsorted find streams from a resumable scan; a sorted one (or `$natural: -1`)
 //! computes the whole result first and buffers it in the cursor.
 
 use super::Ctx;
 use crate::cursors::CursorSource;
-use crate::exec::{collect_matches, AccessPath, CollectionScan, Deadline};
+use crate::exec::{collect_matches, let_scope, AccessPath, CollectionScan, Deadline};
 use crate::request::Fields;
 use basalt_error::{Error, Result};
 use basalt_query::{Matcher, Projection, SortSpec};
+use basalt_value::Collation;
 use bson::Document;
 
 /// How a find orders its results.
@@ -18,7 +19,7 @@ enum Order {
     Sorted(SortSpec),
 }
 
-fn parse_order(sort: Option<&Document>) -> Result<Order> {
+fn parse_order(sort: Option<&Document>, collation: Option<&Collation>) -> Result<Order> {
     let Some(sort) = sort.filter(|s| !s.is_empty()) else {
         return Ok(Order::Natural);
     };
@@ -34,7 +35,9 @@ fn parse_order(sort: Option<&Document>) -> Result<Order> {
             None => Err(Error::bad_value("$natural sort must be 1 or -1")),
         };
     }
-    Ok(Order::Sorted(SortSpec::new(sort)?))
+    Ok(Order::Sorted(
+        SortSpec::new(sort)?.with_collation(collation),
+    ))
 }
 
 pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
@@ -42,12 +45,14 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let name = fields.collection()?;
     let namespace = format!("{}.{name}", ctx.db);
     let filter = fields.document_opt("filter")?.cloned().unwrap_or_default();
-    let matcher = Matcher::new(&filter)?;
+    let scope = let_scope(&fields)?;
+    let collation = fields.collation()?;
+    let matcher = Matcher::with_scope(&filter, &scope)?.with_collation(collation.as_ref());
     let projection = fields
         .document_opt("projection")?
-        .map(|spec| Projection::with_query(spec, &matcher))
+        .map(|spec| Projection::with_query(spec, &matcher, &scope))
         .transpose()?;
-    let order = parse_order(fields.document_opt("sort")?)?;
+    let order = parse_order(fields.document_opt("sort")?, collation.as_ref())?;
     let skip = fields.non_negative_opt("skip")?.unwrap_or(0) as u64;
     let limit = fields
         .non_negative_opt("limit")?
@@ -65,7 +70,7 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             true,
         ));
     };
-    let path = AccessPath::choose(&filter);
+    let path = AccessPath::choose(&filter, collation.as_ref());
     let source = match order {
         Order::Natural => CursorSource::Scan(Box::new(CollectionScan::new(
             collection, matcher, path, projection, skip, limit, deadline,

@@ -1,15 +1,16 @@
-//! `findAndModify`: updates, replaces or removes one document and returns it (before or
-//! after the change), with sort, projection and upsert.
+//! `findAndModify`: updates (with an update document or a pipeline), replaces or removes
+//! one document and returns it (before or after the change), with sort, projection,
+//! upsert and `let` variables.
 
-use super::delete::delete_matching;
-use super::update::{execute, parse_update, Statement};
+use super::delete::{delete_matching, Deletion};
+use super::update::{execute, Statement, Update};
 use super::write_batch::durability;
 use super::Ctx;
-use crate::exec::Deadline;
+use crate::exec::{let_scope, Deadline};
 use crate::request::Fields;
 use crate::stats::Stats;
 use basalt_error::{Error, Result};
-use basalt_query::{Projection, SortSpec};
+use basalt_query::{Matcher, Projection, SortSpec};
 use bson::{doc, Bson, Document};
 
 pub fn find_and_modify(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
@@ -17,15 +18,19 @@ pub fn find_and_modify(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let name = fields.collection()?;
     let empty = Document::new();
     let filter = fields.document_opt("query")?.unwrap_or(&empty);
+    let collation = fields.collation()?;
     let sort = fields
         .document_opt("sort")?
         .filter(|s| !s.is_empty())
-        .map(SortSpec::new)
+        .map(|spec| Ok::<_, Error>(SortSpec::new(spec)?.with_collation(collation.as_ref())))
         .transpose()?;
+    let scope = let_scope(&fields)?;
+    // The positional `$` of the projection refers to this query.
+    let query = Matcher::with_scope(filter, &scope)?;
     let projection = fields
         .document_opt("fields")?
         .filter(|p| !p.is_empty())
-        .map(Projection::new)
+        .map(|spec| Projection::with_query(spec, &query, &scope))
         .transpose()?;
     let remove = fields.bool_or("remove", false)?;
     let return_new = fields.bool_or("new", false)?;
@@ -56,8 +61,14 @@ pub fn find_and_modify(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                     "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document",
                 ));
             }
-            let deleted =
-                delete_matching(ctx, name, filter, true, sort.as_ref(), durability, deadline)?;
+            let deletion = Deletion {
+                filter,
+                scope: &scope,
+                first: true,
+                sort: sort.as_ref(),
+                collation: collation.as_ref(),
+            };
+            let deleted = delete_matching(ctx, name, &deletion, durability, deadline)?;
             Stats::add(&ctx.server.stats.delete, deleted.len() as u64);
             let n = deleted.len() as i32;
             (deleted.into_iter().next(), doc! { "n": n })
@@ -65,10 +76,17 @@ pub fn find_and_modify(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         (false, Some(u)) => {
             let statement = Statement {
                 filter,
-                update: parse_update(u, fields.array_opt("arrayFilters")?)?,
+                scope: &scope,
+                update: Update::parse(
+                    u,
+                    fields.array_opt("arrayFilters")?,
+                    None,
+                    fields.document_opt("let")?,
+                )?,
                 multi: false,
                 upsert,
                 sort,
+                collation: collation.clone(),
             };
             let outcome = execute(ctx, name, &statement, durability, deadline)?;
             Stats::add(&ctx.server.stats.update, 1);

@@ -94,16 +94,88 @@ pub fn check_document_size(doc: &Document) -> Result<()> {
     Ok(())
 }
 
-/// `_id` may be any value but an array, a regex or undefined.
+/// `_id` may be any value but an array, a regex or undefined, and a document `_id` may
+/// not hold `$`-prefixed field names (but for a DBRef's), at any depth.
 pub fn validate_id(id: &Bson) -> Result<()> {
     let what = match id {
         Bson::Array(_) => "array",
         Bson::RegularExpression(_) => "regex",
         Bson::Undefined => "undefined",
+        Bson::Document(d) => {
+            return dollar_prefixed_field(d).map_or(Ok(()), |name| {
+                Err(Error::new(
+                    ErrorCode::DOLLAR_PREFIXED_FIELD_NAME,
+                    format!(
+                        "_id fields may not contain '$'-prefixed fields: {name} is not valid for storage."
+                    ),
+                ))
+            })
+        }
         _ => return Ok(()),
     };
     Err(Error::new(
         ErrorCode::BAD_VALUE,
         format!("can't use an {what} for _id"),
     ))
+}
+
+/// The first `$`-prefixed field name in `doc` or below, other than a DBRef's leading
+/// `$ref` (a string) and `$id`, optionally followed by `$db` (a string).
+fn dollar_prefixed_field(doc: &Document) -> Option<&str> {
+    let mut fields = doc.iter().peekable();
+    let is_dbref = matches!(doc.iter().next(), Some((k, Bson::String(_))) if k == "$ref")
+        && doc.keys().nth(1).is_some_and(|k| k == "$id");
+    if is_dbref {
+        fields.next();
+        fields.next();
+        fields.next_if(|(k, v)| *k == "$db" && matches!(v, Bson::String(_)));
+    }
+    fields.find_map(|(name, value)| {
+        if name.starts_with('$') {
+            return Some(name.as_str());
+        }
+        dollar_prefixed_in_value(value)
+    })
+}
+
+fn dollar_prefixed_in_value(value: &Bson) -> Option<&str> {
+    match value {
+        Bson::Document(d) => dollar_prefixed_field(d),
+        Bson::Array(items) => items.iter().find_map(dollar_prefixed_in_value),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_values() {
+        assert!(validate_id(&Bson::Int32(1)).is_ok());
+        assert!(validate_id(&bson::bson!({"a.b": 1, "c": {"d": [1, {"e": 2}]}})).is_ok());
+        assert!(validate_id(&bson::bson!({"$ref": "c", "$id": 1, "$db": "d"})).is_ok());
+        assert_eq!(
+            validate_id(&bson::bson!([1])).unwrap_err().message,
+            "can't use an array for _id"
+        );
+        let e = validate_id(&bson::bson!({"$a": 1})).unwrap_err();
+        assert_eq!(e.code, ErrorCode::DOLLAR_PREFIXED_FIELD_NAME);
+        assert_eq!(
+            e.message,
+            "_id fields may not contain '$'-prefixed fields: $a is not valid for storage."
+        );
+        for nested in [
+            bson::bson!({"a": {"$b": 1}}),
+            bson::bson!({"a": [{"$b": 1}]}),
+            bson::bson!({"a": 1, "$ref": "c", "$id": 1}),
+            bson::bson!({"$ref": 1, "$id": 1}),
+        ] {
+            assert_eq!(
+                validate_id(&nested).unwrap_err().code,
+                ErrorCode::DOLLAR_PREFIXED_FIELD_NAME,
+                "{nested}"
+            );
+        }
+    }
 }

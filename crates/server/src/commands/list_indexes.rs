@@ -16,11 +16,19 @@ pub fn list_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         ));
     };
     let batch_size = fields.cursor_batch_size()?;
-    let specs: Vec<Document> = collection
-        .meta()
+    let meta = collection.meta();
+    let clustered = meta.options.contains_key("clusteredIndex");
+    let specs: Vec<Document> = meta
         .indexes
         .iter()
-        .map(|i| i.to_list_document())
+        .map(|i| {
+            let mut spec = i.to_list_document();
+            if clustered && i.is_id_index() {
+                spec.insert("unique", true);
+                spec.insert("clustered", true);
+            }
+            spec
+        })
         .collect();
     let namespace = format!("{}.{name}", ctx.db);
     ctx.server.cursors.first_batch_reply(

@@ -4,6 +4,7 @@
 
 mod admin;
 mod aggregate;
+mod coll_mod;
 mod collection_admin;
 mod count;
 mod create;
@@ -216,6 +217,11 @@ static COMMANDS: &[Command] = &[
     ),
     command("dropIndexes", drop_indexes::drop_indexes, "drops indexes"),
     command("create", create::create, "creates a collection"),
+    command(
+        "collMod",
+        coll_mod::coll_mod,
+        "changes a collection's options",
+    ),
     command("drop", collection_admin::drop, "drops a collection"),
     command(
         "dropDatabase",

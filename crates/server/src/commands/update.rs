@@ -3,19 +3,43 @@
 //!
 //! A statement holds the collection's write lock from finding its matches to writing
 //! them, so no other writer changes a document between the match and the update.
+//!
+//! The change is an update document (operators or a replacement, `basalt_query`) or, since
+//! MongoDB 4.2, a pipeline of reshaping stages (`basalt_agg`) run over the one matched
+//! document, whose result then replaces it as a replacement document would. The
+//! command's `let` variables are visible to every filter and pipeline.
 
 use super::insert::{check_document_size, prepare_for_insert};
 use super::write_batch::{check_batch_size, durability, WriteErrors};
 use super::Ctx;
-use crate::exec::{for_each_match, AccessPath, Deadline};
+use crate::exec::{for_each_match, let_scope, AccessPath, Deadline};
 use crate::request::Fields;
 use crate::stats::Stats;
+use basalt_agg::Pipeline;
 use basalt_catalog::Writer;
 use basalt_error::{Error, ErrorCode, Result};
+use basalt_expr::Scope;
 use basalt_query::{upsert_seed, Matcher, SortSpec, UpdateContext, UpdateSpec};
 use basalt_storage::Durability;
+use basalt_value::Collation;
 use bson::{doc, Bson, Document};
 use std::ops::ControlFlow;
+
+/// The fields of an update statement in MongoDB 7.0 (`sort` came in 8.0): anything else
+/// is refused, as mongod's parser refuses it.
+const STATEMENT_FIELDS: [&str; 11] = [
+    "q",
+    "u",
+    "c",
+    "arrayFilters",
+    "multi",
+    "upsert",
+    "upsertSupplied",
+    "collation",
+    "hint",
+    "sampleId",
+    "$_allowShardKeyUpdatesWithoutFullShardKeyInQuery",
+];
 
 /// What one update statement did.
 #[derive(Default)]
@@ -31,10 +55,125 @@ pub(super) struct UpdateOutcome {
 /// One parsed statement: which documents, what change, and how many.
 pub(super) struct Statement<'a> {
     pub filter: &'a Document,
-    pub update: UpdateSpec,
+    /// The command's variables, which the filter sees.
+    pub scope: &'a Scope,
+    pub update: Update,
     pub multi: bool,
     pub upsert: bool,
     pub sort: Option<SortSpec>,
+    /// The statement's collation, for string comparisons in the filter.
+    pub collation: Option<Collation>,
+}
+
+/// The change a statement makes.
+pub(super) enum Update {
+    /// Update operators or a replacement document.
+    Document(UpdateSpec),
+    /// A pipeline of reshaping stages whose result replaces the document.
+    Pipeline(Box<Pipeline>),
+}
+
+impl Update {
+    /// Parses `u` with the options that go with it: `arrayFilters` for update operators,
+    /// and for a pipeline the statement's constants `c` and the command's `let`.
+    pub(super) fn parse(
+        u: &Bson,
+        array_filters: Option<&Vec<Bson>>,
+        constants: Option<&Document>,
+        let_vars: Option<&Document>,
+    ) -> Result<Update> {
+        match u {
+            Bson::Document(d) => {
+                if constants.is_some() {
+                    return Err(Error::location(
+                        51198,
+                        "Constant values may only be specified for pipeline updates",
+                    ));
+                }
+                let filters: Option<Vec<Document>> = array_filters
+                    .map(|items| {
+                        items
+                            .iter()
+                            .map(|f| match f {
+                                Bson::Document(d) => Ok(d.clone()),
+                                _ => Err(Error::type_mismatch(
+                                    "arrayFilters must be an array of objects",
+                                )),
+                            })
+                            .collect::<Result<Vec<_>>>()
+                    })
+                    .transpose()?;
+                Ok(Update::Document(UpdateSpec::parse(d, filters.as_deref())?))
+            }
+            Bson::Array(stages) => {
+                if array_filters.is_some_and(|f| !f.is_empty()) {
+                    return Err(Error::failed_to_parse(
+                        "arrayFilters may not be specified for pipeline-style updates",
+                    ));
+                }
+                parse_pipeline(stages, constants, let_vars).map(|p| Update::Pipeline(Box::new(p)))
+            }
+            other => Err(Error::failed_to_parse(format!(
+                "Update argument must be either an object or an array, not {}",
+                crate::request::type_name(other)
+            ))),
+        }
+    }
+
+    fn is_replacement(&self) -> bool {
+        matches!(self, Update::Document(UpdateSpec::Replacement(_)))
+    }
+
+    /// Applies the change to `doc`, returning whether it changed.
+    fn apply(&self, doc: &mut Document, context: &UpdateContext) -> Result<bool> {
+        match self {
+            Update::Document(spec) => spec.apply(doc, context),
+            Update::Pipeline(pipeline) => {
+                let mut results = pipeline.run(std::iter::once(Ok(doc.clone())))?;
+                let replacement = match (results.pop(), results.is_empty()) {
+                    (Some(replacement), true) => replacement,
+                    _ => {
+                        return Err(Error::internal(
+                            "an update pipeline must produce exactly one document",
+                        ))
+                    }
+                };
+                // Like a replacement document, except that `$`-prefixed top-level fields
+                // (set with `$setField`) are allowed; `_id` is kept and may not change.
+                UpdateSpec::Replacement(replacement).apply(doc, context)
+            }
+        }
+    }
+}
+
+/// Parses an update pipeline (only stages that reshape the one document are allowed).
+/// The statement's constants are values, not expressions, so they join the `let`
+/// variables as literals.
+fn parse_pipeline(
+    stages: &[Bson],
+    constants: Option<&Document>,
+    let_vars: Option<&Document>,
+) -> Result<Pipeline> {
+    let stages = stages
+        .iter()
+        .map(|stage| match stage {
+            Bson::Document(d) => Ok(d.clone()),
+            _ => Err(Error::type_mismatch(
+                "Each element of the 'pipeline' array must be an object",
+            )),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let variables = match constants {
+        None => let_vars.cloned(),
+        Some(constants) => {
+            let mut all = let_vars.cloned().unwrap_or_default();
+            for (name, value) in constants {
+                all.insert(name.clone(), doc! { "$literal": value.clone() });
+            }
+            Some(all)
+        }
+    };
+    Pipeline::parse_update(&stages, variables.as_ref())
 }
 
 /// Runs one statement against `db.name`, creating the collection for an upsert.
@@ -45,7 +184,8 @@ pub(super) fn execute(
     durability: Durability,
     deadline: Deadline,
 ) -> Result<UpdateOutcome> {
-    let matcher = Matcher::new(statement.filter)?;
+    let matcher = Matcher::with_scope(statement.filter, statement.scope)?
+        .with_collation(statement.collation.as_ref());
     let collection = match ctx.server.catalog.get(ctx.db, name) {
         Some(c) => c,
         None if statement.upsert => ctx.server.catalog.get_or_create(ctx.db, name)?,
@@ -58,8 +198,9 @@ pub(super) fn execute(
         let mut after = before.clone();
         let context = UpdateContext {
             matched_array_position: matcher
-                .match_details(&before)
+                .match_details(&before)?
                 .and_then(|m| m.array_position),
+            now: statement.scope.values.now(),
             ..UpdateContext::new()
         };
         let changed = statement.update.apply(&mut after, &context)?;
@@ -95,7 +236,7 @@ fn find_targets(
 ) -> Result<Vec<(u64, Document)>> {
     let collection = writer.collection();
     let snapshot = collection.snapshot();
-    let path = AccessPath::choose(statement.filter);
+    let path = AccessPath::choose(statement.filter, statement.collation.as_ref());
     let only_first = !statement.multi && statement.sort.is_none();
     let mut found = Vec::new();
     for_each_match(
@@ -128,6 +269,7 @@ fn build_upsert(statement: &Statement<'_>) -> Result<Document> {
     let mut seeded = upsert_seed(statement.filter)?;
     let context = UpdateContext {
         is_upsert_insert: true,
+        now: statement.scope.values.now(),
         ..UpdateContext::new()
     };
     statement.update.apply(&mut seeded, &context)?;
@@ -148,34 +290,6 @@ fn check_id_unchanged(before: &Document, after: &Document) -> Result<()> {
     }
 }
 
-/// Parses `u` (an update document or a pipeline) with its options.
-pub(super) fn parse_update(u: &Bson, array_filters: Option<&Vec<Bson>>) -> Result<UpdateSpec> {
-    let filters: Option<Vec<Document>> = array_filters
-        .map(|items| {
-            items
-                .iter()
-                .map(|f| match f {
-                    Bson::Document(d) => Ok(d.clone()),
-                    _ => Err(Error::type_mismatch(
-                        "arrayFilters must be an array of objects",
-                    )),
-                })
-                .collect::<Result<Vec<_>>>()
-        })
-        .transpose()?;
-    match u {
-        Bson::Document(d) => UpdateSpec::parse(d, filters.as_deref()),
-        Bson::Array(_) => Err(Error::new(
-            ErrorCode::COMMAND_NOT_SUPPORTED,
-            "pipeline-style updates are not supported by Basalt yet",
-        )),
-        other => Err(Error::failed_to_parse(format!(
-            "Update argument must be either an object or an array, not {}",
-            crate::request::type_name(other)
-        ))),
-    }
-}
-
 pub fn update(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let fields = Fields::new(body);
     let name = fields.collection()?;
@@ -184,12 +298,24 @@ pub fn update(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let ordered = fields.bool_or("ordered", true)?;
     let durability = durability(&fields)?;
     let deadline = Deadline::from_max_time_ms(fields.i64_opt("maxTimeMS")?);
+    let scope = let_scope(&fields)?;
+    let let_vars = fields.document_opt("let")?;
+    // mongod parses every statement with the command, so an unknown field fails the
+    // whole command before anything is written.
+    for raw in &statements {
+        if let Some(unknown) = raw.keys().find(|k| !STATEMENT_FIELDS.contains(&k.as_str())) {
+            return Err(Error::location(
+                40415,
+                format!("BSON field 'update.updates.{unknown}' is an unknown field."),
+            ));
+        }
+    }
     let (mut matched, mut modified) = (0u64, 0u64);
     let mut upserted = Vec::new();
     let mut errors = WriteErrors::default();
     for (i, raw) in statements.iter().enumerate() {
-        let result =
-            parse_statement(raw).and_then(|s| execute(ctx, name, &s, durability, deadline));
+        let result = parse_statement(raw, &scope, let_vars)
+            .and_then(|s| execute(ctx, name, &s, durability, deadline));
         match result {
             Ok(outcome) => {
                 matched += outcome.matched;
@@ -216,7 +342,11 @@ pub fn update(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     Ok(reply)
 }
 
-fn parse_statement(raw: &Document) -> Result<Statement<'_>> {
+fn parse_statement<'a>(
+    raw: &'a Document,
+    scope: &'a Scope,
+    let_vars: Option<&Document>,
+) -> Result<Statement<'a>> {
     let fields = Fields {
         command: "update.updates",
         body: raw,
@@ -233,18 +363,25 @@ fn parse_statement(raw: &Document) -> Result<Statement<'_>> {
             "BSON field 'update.updates.u' is missing but a required field",
         )
     })?;
-    let update = parse_update(u, fields.array_opt("arrayFilters")?)?;
+    let update = Update::parse(
+        u,
+        fields.array_opt("arrayFilters")?,
+        fields.document_opt("c")?,
+        let_vars,
+    )?;
     let multi = fields.bool_or("multi", false)?;
-    if multi && matches!(update, UpdateSpec::Replacement(_)) {
+    if multi && update.is_replacement() {
         return Err(Error::failed_to_parse(
             "multi update is not supported for replacement-style update",
         ));
     }
     Ok(Statement {
         filter,
+        scope,
         update,
         multi,
         upsert: fields.bool_or("upsert", false)?,
         sort: None,
+        collation: fields.collation()?,
     })
 }

@@ -1,0 +1,152 @@
+//! An in-memory [`Collections`] for the unit tests of the stages that read or write other
+//! collections: collections are vectors of documents, unique indexes are lists of fields.
+
+use crate::pipeline::{Collections, DocumentStream, MergeTarget, MergeWrite};
+use basalt_error::{Error, ErrorCode, Result};
+use bson::{doc, Document};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+type Namespace = (String, String);
+
+pub(crate) struct MemoryCollections {
+    db: String,
+    collections: RefCell<BTreeMap<Namespace, Vec<Document>>>,
+    unique_indexes: RefCell<Vec<(Namespace, Vec<String>)>>,
+}
+
+fn namespace(db: &str, coll: &str) -> Namespace {
+    (db.to_string(), coll.to_string())
+}
+
+fn with_id(doc: Document) -> Document {
+    if doc.contains_key("_id") {
+        return doc;
+    }
+    let mut out = doc! {"_id": bson::oid::ObjectId::new()};
+    out.extend(doc);
+    out
+}
+
+impl MemoryCollections {
+    pub(crate) fn new(db: &str) -> MemoryCollections {
+        MemoryCollections {
+            db: db.to_string(),
+            collections: RefCell::default(),
+            unique_indexes: RefCell::default(),
+        }
+    }
+
+    pub(crate) fn put(&self, db: &str, coll: &str, docs: Vec<Document>) {
+        self.collections
+            .borrow_mut()
+            .insert(namespace(db, coll), docs);
+    }
+
+    pub(crate) fn get(&self, db: &str, coll: &str) -> Vec<Document> {
+        self.collections
+            .borrow()
+            .get(&namespace(db, coll))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn add_unique_index(&self, db: &str, coll: &str, fields: &[&str]) {
+        self.unique_indexes.borrow_mut().push((
+            namespace(db, coll),
+            fields.iter().map(|f| f.to_string()).collect(),
+        ));
+    }
+}
+
+impl Collections for MemoryCollections {
+    fn database(&self) -> &str {
+        &self.db
+    }
+
+    fn scan(&self, db: &str, collection: &str) -> Result<DocumentStream<'_>> {
+        Ok(Box::new(self.get(db, collection).into_iter().map(Ok)))
+    }
+
+    fn replace_collection(
+        &self,
+        db: &str,
+        collection: &str,
+        documents: &mut dyn Iterator<Item = Result<Document>>,
+    ) -> Result<()> {
+        let docs = documents
+            .map(|d| d.map(with_id))
+            .collect::<Result<Vec<_>>>()?;
+        self.put(db, collection, docs);
+        Ok(())
+    }
+
+    fn merge_target(
+        &self,
+        db: &str,
+        collection: &str,
+        on: &[String],
+    ) -> Result<Box<dyn MergeTarget + '_>> {
+        let ns = namespace(db, collection);
+        let indexed = on == ["_id"]
+            || self.unique_indexes.borrow().iter().any(|(n, fields)| {
+                *n == ns && fields.len() == on.len() && on.iter().all(|f| fields.contains(f))
+            });
+        if !indexed {
+            return Err(Error::location(
+                51183,
+                "Cannot find index to verify that join fields will be unique",
+            ));
+        }
+        Ok(Box::new(MemoryTarget { server: self, ns }))
+    }
+
+    fn local_sessions(&self) -> Result<Vec<Document>> {
+        Ok(vec![doc! {"_id": {"id": "session"}}])
+    }
+
+    fn current_ops(&self) -> Result<Vec<Document>> {
+        Ok(vec![doc! {"op": "command"}])
+    }
+}
+
+struct MemoryTarget<'a> {
+    server: &'a MemoryCollections,
+    ns: Namespace,
+}
+
+impl MergeTarget for MemoryTarget<'_> {
+    fn upsert(
+        &mut self,
+        key: &Document,
+        decide: &mut dyn FnMut(Option<&Document>) -> Result<MergeWrite>,
+    ) -> Result<()> {
+        let mut collections = self.server.collections.borrow_mut();
+        let docs = collections.entry(self.ns.clone()).or_default();
+        let position = docs.iter().position(|d| {
+            key.iter().all(|(field, value)| {
+                basalt_value::get_path(d, field)
+                    .is_some_and(|v| basalt_value::values_equal(v, value))
+            })
+        });
+        match decide(position.map(|p| &docs[p]))? {
+            MergeWrite::Keep => Ok(()),
+            MergeWrite::Insert(_) if position.is_some() => {
+                let pattern: Document = key.keys().map(|k| (k.clone(), 1.into())).collect();
+                Err(
+                    Error::new(ErrorCode::DUPLICATE_KEY, "E11000 duplicate key error")
+                        .with_extra(doc! {"keyPattern": pattern, "keyValue": key.clone()}),
+                )
+            }
+            MergeWrite::Insert(doc) => {
+                docs.push(with_id(doc));
+                Ok(())
+            }
+            MergeWrite::Replace(doc) => {
+                let position = position.expect("a replacement has a match");
+                docs[position] = doc;
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! `basalt import` and `basalt bench`: the bulk loader every analytics user needs first,
+//! and the benchmark suite that puts Basalt's figures beside its peers' (DESIGN §7).
+//!
+//! Both talk to a server over the wire protocol only, through the official Rust driver,
+//! so what they measure is what any client gets. The binary (`crates/basalt`) mounts
+//! [`ImportArgs`] and [`BenchArgs`] as subcommands.
+
+mod answer;
+pub mod import;
+mod machine;
+mod measure;
+mod peers;
+mod report;
+mod server;
+mod suite;
+mod workloads;
+
+pub use import::ImportArgs;
+pub use server::ServerProcess;
+pub use suite::{bench, BenchArgs};
+
+use basalt_error::{Error, ErrorCode};
+
+/// An operating failure outside the database (a file, a process, a socket), with what was
+/// being done when it happened.
+pub(crate) fn io_error(doing: impl std::fmt::Display, e: impl std::fmt::Display) -> Error {
+    Error::new(ErrorCode::OPERATION_FAILED, format!("{doing}: {e}"))
+}

@@ -1,0 +1,178 @@
+//! A bench run's results, and the three forms they are shown in: the table printed at the
+//! end (`table`), the JSON kept for comparison (`results_json`) and the SVG plot (`svg`).
+
+mod results_json;
+mod svg;
+mod table;
+
+pub(crate) use results_json::to_json;
+pub(crate) use svg::to_svg;
+pub(crate) use table::to_table;
+
+use crate::machine::Machine;
+use crate::measure::Samples;
+use crate::peers::Peers;
+use crate::workloads::w4_kv::KvResult;
+use crate::workloads::WorkloadId;
+use std::time::Duration;
+
+/// How a query did, beside its timings.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Status {
+    /// Every variant's answer matched the expected one.
+    Correct,
+    /// An answer differed: what was expected and what came.
+    Wrong(String),
+    /// The engine refused the query (an operator it does not have yet): its message.
+    Unsupported(String),
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Outcome {
+    pub samples: Samples,
+    pub status: Status,
+}
+
+impl Outcome {
+    pub(crate) fn failed(status: Status) -> Outcome {
+        Outcome {
+            samples: Samples::default(),
+            status,
+        }
+    }
+
+    /// The best time, when the query ran and answered right.
+    pub(crate) fn best(&self) -> Option<Duration> {
+        (self.status == Status::Correct && self.samples.len() > 0).then(|| self.samples.best())
+    }
+}
+
+pub(crate) struct Report {
+    pub machine: Machine,
+    pub size: u64,
+    pub seed: u64,
+    pub runs: usize,
+    pub generate: Duration,
+    pub total: Duration,
+    pub datasets: Vec<DatasetReport>,
+    pub kv: Option<KvResult>,
+    pub peers: Peers,
+}
+
+pub(crate) struct DatasetReport {
+    pub id: WorkloadId,
+    pub title: &'static str,
+    pub docs: u64,
+    pub bytes: u64,
+    pub checksum: u64,
+    pub load: Duration,
+    /// Lines the importer could not load (should be none: a bug if any).
+    pub load_failures: usize,
+    /// Index keys and the time to build them after loading.
+    pub indexes: Vec<(String, Duration)>,
+    pub queries: Vec<QueryReport>,
+}
+
+pub(crate) struct QueryReport {
+    pub name: &'static str,
+    pub scanned_docs: Option<u64>,
+    pub basalt: Outcome,
+}
+
+impl Report {
+    /// A peer's outcome for a query, if that peer ran it.
+    pub(crate) fn peer_outcome(
+        &self,
+        engine: &str,
+        dataset: WorkloadId,
+        query: &str,
+    ) -> Option<&Outcome> {
+        self.peers
+            .runs
+            .iter()
+            .find(|r| r.engine == engine)?
+            .queries
+            .get(&(dataset.name().to_string(), query.to_string()))
+    }
+
+    /// Whether every answer, Basalt's and the peers', was right (unsupported is not wrong).
+    pub(crate) fn all_correct(&self) -> bool {
+        let basalt = self
+            .datasets
+            .iter()
+            .flat_map(|d| &d.queries)
+            .all(|q| !matches!(q.basalt.status, Status::Wrong(_)));
+        let peers = self
+            .peers
+            .runs
+            .iter()
+            .flat_map(|r| r.queries.values())
+            .all(|o| !matches!(o.status, Status::Wrong(_)));
+        basalt && peers && self.datasets.iter().all(|d| d.load_failures == 0)
+    }
+}
+
+/// Documents (or operations) per second of `count` in `elapsed`.
+pub(crate) fn rate(count: u64, elapsed: Duration) -> f64 {
+    count as f64 / elapsed.as_secs_f64().max(1e-9)
+}
+
+/// `1.23 ms`, `812 ms`, `4.56 s`.
+pub(crate) fn format_duration(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1e3;
+    if ms < 1.0 {
+        format!("{ms:.3} ms")
+    } else if ms < 100.0 {
+        format!("{ms:.1} ms")
+    } else if ms < 10_000.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{:.1} s", ms / 1e3)
+    }
+}
+
+/// A ratio with two significant digits below 10: `0.0034x`, `0.52x`, `3.1x`, `42x`.
+pub(crate) fn format_ratio(x: f64) -> String {
+    if !x.is_finite() || x <= 0.0 {
+        return "-".to_string();
+    }
+    if x >= 10.0 {
+        return format!("{x:.0}x");
+    }
+    let decimals = (1 - x.log10().floor() as i32).max(1) as usize;
+    format!("{x:.decimals$}x")
+}
+
+/// `950`, `12.3 k`, `4.56 M`.
+pub(crate) fn format_rate(x: f64) -> String {
+    if x >= 1e6 {
+        format!("{:.2} M", x / 1e6)
+    } else if x >= 1e4 {
+        format!("{:.0} k", x / 1e3)
+    } else if x >= 1e3 {
+        format!("{:.1} k", x / 1e3)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_read_well() {
+        assert_eq!(format_duration(Duration::from_micros(123)), "0.123 ms");
+        assert_eq!(format_duration(Duration::from_micros(12_345)), "12.3 ms");
+        assert_eq!(format_duration(Duration::from_millis(812)), "812 ms");
+        assert_eq!(format_duration(Duration::from_millis(45_600)), "45.6 s");
+        assert_eq!(format_ratio(0.00341), "0.0034x");
+        assert_eq!(format_ratio(0.52), "0.52x");
+        assert_eq!(format_ratio(3.04), "3.0x");
+        assert_eq!(format_ratio(42.4), "42x");
+        assert_eq!(format_rate(950.0), "950");
+        assert_eq!(format_rate(1234.0), "1.2 k");
+        assert_eq!(format_rate(616_000.0), "616 k");
+        assert_eq!(format_rate(4_560_000.0), "4.56 M");
+    }
+}

@@ -1,0 +1,98 @@
+//! The results as JSON: everything in the table plus the machine, versions, sizes,
+//! checksums of the generated data and every raw timing, so runs can be compared later.
+
+use super::{rate, Outcome, Report, Status};
+use crate::measure::{millis, Samples};
+use serde_json::{json, Value};
+
+pub(crate) fn to_json(report: &Report) -> Value {
+    let m = &report.machine;
+    json!({
+        "machine": {
+            "cpu": m.cpu,
+            "cores": m.cores,
+            "memory_gib": m.memory_gib,
+            "os": m.os,
+            "kernel": m.kernel,
+        },
+        "versions": {
+            "basalt": m.basalt_version,
+            "git_commit": m.git_commit,
+            "python": report.peers.python,
+            "peers": report.peers.runs.iter().map(|r| (r.engine.clone(), json!(r.version))).collect::<serde_json::Map<_, _>>(),
+        },
+        "run": {
+            "size": report.size,
+            "seed": report.seed,
+            "runs_per_query": report.runs,
+            "generate_s": report.generate.as_secs_f64(),
+            "total_s": report.total.as_secs_f64(),
+            "all_answers_correct": report.all_correct(),
+        },
+        "peers_skipped": report.peers.skipped.iter().map(|(e, why)| (e.clone(), json!(why))).collect::<serde_json::Map<_, _>>(),
+        "workloads": report.datasets.iter().map(|d| json!({
+            "id": d.id.name(),
+            "title": d.title,
+            "docs": d.docs,
+            "bytes": d.bytes,
+            "checksum_fnv1a": format!("{:016x}", d.checksum),
+            "load": {
+                "basalt_s": d.load.as_secs_f64(),
+                "basalt_docs_per_s": rate(d.docs, d.load),
+                "failures": d.load_failures,
+                "indexes": d.indexes.iter().map(|(keys, took)| json!({"keys": keys, "build_s": took.as_secs_f64()})).collect::<Vec<_>>(),
+                "peers": report.peers.runs.iter().filter_map(|r| {
+                    let (load, setup) = r.loads.get(d.id.name())?;
+                    Some((r.engine.clone(), json!({
+                        "load_s": load.as_secs_f64(),
+                        "docs_per_s": rate(d.docs, *load),
+                        "index_s": setup.as_secs_f64(),
+                    })))
+                }).collect::<serde_json::Map<_, _>>(),
+            },
+            "queries": d.queries.iter().map(|q| json!({
+                "name": q.name,
+                "scanned_docs": q.scanned_docs,
+                "basalt": outcome(&q.basalt, q.scanned_docs, m.cores),
+                "peers": report.peers.runs.iter().filter_map(|r| {
+                    let o = report.peer_outcome(&r.engine, d.id, q.name)?;
+                    Some((r.engine.clone(), outcome(o, q.scanned_docs, r.threads)))
+                }).collect::<serde_json::Map<_, _>>(),
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "w4": report.kv.as_ref().map(|kv| json!({
+            "threads": crate::workloads::w4_kv::THREADS,
+            "keys": kv.puts.ops,
+            "value_bytes": kv.value_bytes,
+            "put": phase(kv.puts.ops_per_second(), &kv.puts.latencies),
+            "get": phase(kv.gets.ops_per_second(), &kv.gets.latencies),
+        })),
+    })
+}
+
+fn outcome(o: &Outcome, scanned: Option<u64>, threads: usize) -> Value {
+    let (status, detail) = match &o.status {
+        Status::Correct => ("correct", None),
+        Status::Wrong(why) => ("wrong", Some(why.clone())),
+        Status::Unsupported(why) => ("unsupported", Some(why.clone())),
+    };
+    json!({
+        "status": status,
+        "detail": detail,
+        "runs_ms_sorted": o.samples.sorted().iter().map(|d| millis(*d)).collect::<Vec<_>>(),
+        "best_ms": o.best().map(millis),
+        "median_ms": o.best().map(|_| millis(o.samples.median())),
+        "docs_per_s_per_core": o.best().zip(scanned).map(|(best, docs)| rate(docs, best) / threads.max(1) as f64),
+    })
+}
+
+fn phase(ops_per_s: f64, latencies: &Samples) -> Value {
+    json!({
+        "ops_per_s": ops_per_s,
+        "p50_ms": millis(latencies.percentile(50.0)),
+        "p90_ms": millis(latencies.percentile(90.0)),
+        "p99_ms": millis(latencies.percentile(99.0)),
+        "p99_9_ms": millis(latencies.percentile(99.9)),
+        "max_ms": millis(latencies.max()),
+    })
+}

@@ -1,0 +1,356 @@
+//! `basalt bench`: generates the workloads, loads them into a private server through
+//! `basalt import`, runs and checks every query over the wire protocol, runs the peers on
+//! the same files, and reports (table on stdout, JSON and SVG under `--out`).
+//!
+//! Basalt and the peers run one after the other, never at once, so neither measures the
+//! other's load; queries are repeated and judged by their best and median runs.
+
+use crate::import::{self, ImportArgs};
+use crate::io_error;
+use crate::machine::Machine;
+use crate::measure::repeat;
+use crate::peers;
+use crate::report::{self, DatasetReport, Outcome, QueryReport, Report, Status};
+use crate::server::ServerProcess;
+use crate::workloads::{self, w4_kv, Dataset, MongoOp, Query, WorkloadId};
+use basalt_error::{Error, ErrorCode, Result};
+use bson::{doc, Document};
+use futures_util::TryStreamExt;
+use mongodb::error::ErrorKind;
+use mongodb::options::ClientOptions;
+use mongodb::{Client, Database};
+use std::future::IntoFuture;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The database a bench run loads into (dropped first).
+const DB: &str = "basalt_bench";
+
+/// Runs the W1-W5 benchmarks on a private server beside DuckDB and SQLite.
+#[derive(clap::Args, Clone, Debug)]
+pub struct BenchArgs {
+    /// Documents per workload (W2 uses 0.3 × size, W4 puts and gets 0.1 × size keys).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub size: u64,
+    /// Workloads to run, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [WorkloadId::W1, WorkloadId::W2, WorkloadId::W3, WorkloadId::W4, WorkloadId::W5])]
+    pub workloads: Vec<WorkloadId>,
+    /// Seed of the generators: the same seed and size give the same data.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Runs per query (and at least one per variant of a parameterised query).
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Seconds after which a query stops being repeated (it still runs once).
+    #[arg(long = "query-budget-secs", default_value_t = 15)]
+    pub query_budget_secs: u64,
+    /// Peers, comma-separated: duckdb, sqlite, postgres (only where a server listens on
+    /// 127.0.0.1:5432); "none" for none.
+    #[arg(long, value_delimiter = ',', default_value = "duckdb,sqlite,postgres")]
+    pub peers: Vec<String>,
+    /// Python that has the peers' packages (default: bench/.venv/bin/python if present,
+    /// else python3).
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// Where results.json and results.svg are written.
+    #[arg(long, default_value = "bench/results")]
+    pub out: PathBuf,
+    /// Measure a server that already runs there instead of starting a private one (its
+    /// database basalt_bench is dropped).
+    #[arg(long)]
+    pub uri: Option<String>,
+    /// Keep the generated data and the private server's files here (default: a temporary
+    /// directory, removed at the end).
+    #[arg(long)]
+    pub workdir: Option<PathBuf>,
+}
+
+pub fn bench(args: &BenchArgs) -> Result<()> {
+    let started = Instant::now();
+    if cfg!(debug_assertions) {
+        eprintln!(
+            "basalt bench: this is a debug build, its figures mean little (cargo build --release)"
+        );
+    }
+    let temp;
+    let workdir = match &args.workdir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| io_error(format!("cannot create {}", dir.display()), e))?;
+            dir.clone()
+        }
+        None => {
+            temp = tempfile::Builder::new()
+                .prefix("basalt-bench")
+                .tempdir()
+                .map_err(|e| io_error("cannot make a temporary directory", e))?;
+            temp.path().to_path_buf()
+        }
+    };
+    let machine = Machine::detect();
+    let budget = Duration::from_secs(args.query_budget_secs);
+
+    let server = match &args.uri {
+        Some(_) => None,
+        None => {
+            // This very executable is the server binary.
+            let exe = std::env::current_exe().map_err(|e| io_error("cannot find basalt", e))?;
+            let (dbpath, log) = (workdir.join("db"), workdir.join("server.log"));
+            Some(ServerProcess::start(&exe, &dbpath, &log)?)
+        }
+    };
+    let uri = match (&args.uri, &server) {
+        (Some(uri), _) => uri.clone(),
+        (None, Some(server)) => server.uri(),
+        (None, None) => return Err(Error::internal("no server to measure")),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| io_error("cannot start the async runtime", e))?;
+    let db = connect(&runtime, &uri)?;
+    runtime
+        .block_on(db.drop().into_future())
+        .map_err(|e| io_error(format!("cannot drop {DB}"), e))?;
+
+    let analytic: Vec<WorkloadId> = {
+        let mut ids = args.workloads.clone();
+        ids.sort();
+        ids.dedup();
+        ids.into_iter().filter(|id| *id != WorkloadId::W4).collect()
+    };
+    let generating = Instant::now();
+    let datasets = analytic
+        .iter()
+        .map(|&id| {
+            eprintln!("generating {} ...", id.name());
+            generate(id, &workdir, args.size, args.seed)
+        })
+        .collect::<Result<Vec<Dataset>>>()?;
+    let generate_time = generating.elapsed();
+
+    let mut dataset_reports = Vec::new();
+    for dataset in &datasets {
+        dataset_reports.push(run_basalt(&runtime, &db, &uri, dataset, args.runs, budget)?);
+    }
+    let kv = if args.workloads.contains(&WorkloadId::W4) {
+        let ops = w4_kv::ops_for(args.size);
+        eprintln!(
+            "basalt: w4 key-value, {ops} puts then gets from {} threads ...",
+            w4_kv::THREADS
+        );
+        Some(w4_kv::run(&db, runtime.handle(), ops, args.seed)?)
+    } else {
+        None
+    };
+    drop(server);
+
+    let engines: Vec<String> = args
+        .peers
+        .iter()
+        .filter(|p| p.as_str() != "none")
+        .cloned()
+        .collect();
+    let python = args.python.clone().unwrap_or_else(peers::default_python);
+    let peers = peers::run(
+        &python,
+        &engines,
+        &datasets,
+        &workdir,
+        machine.cores,
+        args.runs,
+        budget,
+    )?;
+
+    let report = Report {
+        machine,
+        size: args.size,
+        seed: args.seed,
+        runs: args.runs,
+        generate: generate_time,
+        total: started.elapsed(),
+        datasets: dataset_reports,
+        kv,
+        peers,
+    };
+    println!("{}", report::to_table(&report));
+    write_results(&report, &args.out)?;
+    if report.all_correct() {
+        Ok(())
+    } else {
+        Err(Error::new(
+            ErrorCode::OPERATION_FAILED,
+            "some answers were wrong or some lines did not load (see the notes above)",
+        ))
+    }
+}
+
+fn generate(id: WorkloadId, dir: &Path, size: u64, seed: u64) -> Result<Dataset> {
+    match id {
+        WorkloadId::W1 => workloads::w1_mot::generate(dir, size, seed),
+        WorkloadId::W2 => workloads::w2_sensor::generate(dir, size, seed),
+        WorkloadId::W3 => workloads::w3_compare::generate(dir, size, seed),
+        WorkloadId::W5 => workloads::w5_weather::generate(dir, size, seed),
+        WorkloadId::W4 => Err(Error::internal("W4 generates no dataset")),
+    }
+}
+
+fn connect(runtime: &tokio::runtime::Runtime, uri: &str) -> Result<Database> {
+    let cannot = |e: mongodb::error::Error| io_error(format!("cannot connect to {uri}"), e);
+    let mut options = runtime
+        .block_on(ClientOptions::parse(uri).into_future())
+        .map_err(cannot)?;
+    options.app_name = Some("basalt bench".to_string());
+    // W4's 20 client threads each hold a connection.
+    options.max_pool_size = Some(2 * w4_kv::THREADS as u32);
+    // The client starts its monitoring tasks on the runtime it is made in.
+    let client = {
+        let _inside = runtime.enter();
+        Client::with_options(options).map_err(cannot)?
+    };
+    let db = client.database(DB);
+    runtime
+        .block_on(db.run_command(doc! {"ping": 1}).into_future())
+        .map_err(cannot)?;
+    Ok(db)
+}
+
+/// Loads a dataset with the importer, builds its indexes and runs its queries.
+fn run_basalt(
+    runtime: &tokio::runtime::Runtime,
+    db: &Database,
+    uri: &str,
+    dataset: &Dataset,
+    runs: usize,
+    budget: Duration,
+) -> Result<DatasetReport> {
+    let name = dataset.collection();
+    eprintln!("basalt: loading {name} ({} documents) ...", dataset.docs);
+    let mut load = ImportArgs::new(uri, DB, name, dataset.import_file.clone());
+    load.drop = true;
+    let summary = import::run(&load)?;
+    let mut indexes = Vec::new();
+    for keys in &dataset.indexes {
+        let building = Instant::now();
+        let index_name: Vec<String> = keys.iter().map(|(k, v)| format!("{k}_{v}")).collect();
+        runtime
+            .block_on(
+                db.run_command(doc! {
+                    "createIndexes": name,
+                    "indexes": [{"key": keys.clone(), "name": index_name.join("_")}],
+                })
+                .into_future(),
+            )
+            .map_err(|e| io_error(format!("cannot index {name}"), e))?;
+        indexes.push((keys.to_string(), building.elapsed()));
+    }
+    let mut queries = Vec::new();
+    for query in &dataset.queries {
+        eprintln!("basalt: {name} {} ...", query.name);
+        queries.push(QueryReport {
+            name: query.name,
+            scanned_docs: query.scanned_docs,
+            basalt: run_query(runtime, db, name, query, runs, budget)?,
+        });
+    }
+    Ok(DatasetReport {
+        id: dataset.id,
+        title: dataset.title,
+        docs: dataset.docs,
+        bytes: dataset.bytes,
+        checksum: dataset.checksum,
+        load: summary.elapsed,
+        load_failures: summary.failures.len(),
+        indexes,
+        queries,
+    })
+}
+
+/// Times a query over its runs and checks each variant's first answer. A query the server
+/// refuses is "unsupported" (an operator not built yet), not a failed bench.
+fn run_query(
+    runtime: &tokio::runtime::Runtime,
+    db: &Database,
+    collection: &str,
+    query: &Query,
+    runs: usize,
+    budget: Duration,
+) -> Result<Outcome> {
+    let variants = query.variants.len().max(1);
+    let mut checked = vec![false; variants];
+    let mut status = Status::Correct;
+    let samples = repeat(runs.max(variants), budget, |i| {
+        let variant = &query.variants[i % variants];
+        let started = Instant::now();
+        let docs = runtime.block_on(execute(db, collection, &variant.mongo))?;
+        let took = started.elapsed();
+        if !std::mem::replace(&mut checked[i % variants], true) {
+            if let Err(why) = variant
+                .expected
+                .check(&variant.expected.read_documents(&docs))
+            {
+                if status == Status::Correct {
+                    status = Status::Wrong(why);
+                }
+            }
+        }
+        Ok::<_, mongodb::error::Error>(took)
+    });
+    match samples {
+        Ok(samples) => Ok(Outcome { samples, status }),
+        Err(e) => match e.kind.as_ref() {
+            ErrorKind::Command(refused) => Ok(Outcome::failed(Status::Unsupported(format!(
+                "{} ({}): {}",
+                refused.code_name, refused.code, refused.message
+            )))),
+            _ => Err(io_error(format!("{collection} {} failed", query.name), e)),
+        },
+    }
+}
+
+async fn execute(
+    db: &Database,
+    collection: &str,
+    op: &MongoOp,
+) -> mongodb::error::Result<Vec<Document>> {
+    let coll = db.collection::<Document>(collection);
+    match op {
+        MongoOp::Aggregate(pipeline) => coll.aggregate(pipeline.clone()).await?.try_collect().await,
+        MongoOp::Find { filter, projection } => {
+            let find = coll.find(filter.clone());
+            let find = match projection {
+                Some(p) => find.projection(p.clone()),
+                None => find,
+            };
+            find.await?.try_collect().await
+        }
+        MongoOp::Count(filter) => {
+            let reply = db
+                .run_command(doc! {"count": collection, "query": filter.clone()})
+                .await?;
+            Ok(vec![
+                doc! {"n": reply.get("n").cloned().unwrap_or(bson::Bson::Null)},
+            ])
+        }
+    }
+}
+
+fn write_results(report: &Report, out: &Path) -> Result<()> {
+    std::fs::create_dir_all(out)
+        .map_err(|e| io_error(format!("cannot create {}", out.display()), e))?;
+    let json_path = out.join("results.json");
+    let svg_path = out.join("results.svg");
+    let json = serde_json::to_string_pretty(&report::to_json(report))
+        .map_err(|e| io_error("cannot write the results", e))?;
+    std::fs::write(&json_path, json + "\n")
+        .map_err(|e| io_error(format!("cannot write {}", json_path.display()), e))?;
+    std::fs::write(&svg_path, report::to_svg(report))
+        .map_err(|e| io_error(format!("cannot write {}", svg_path.display()), e))?;
+    eprintln!(
+        "results: {} and {}",
+        json_path.display(),
+        svg_path.display()
+    );
+    Ok(())
+}

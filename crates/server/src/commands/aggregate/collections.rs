@@ -1,0 +1,285 @@
+//! The aggregation pipeline's window on the server ([`basalt_agg::Collections`]): scans of
+//! other collections for `$lookup`, `$graphLookup` and `$unionWith`, the writes of `$out`
+//! and `$merge` through the catalog, and the server state `$listLocalSessions` and
+//! `$currentOp` report.
+
+use crate::commands::insert::{check_document_size, prepare_for_insert};
+use crate::commands::Ctx;
+use crate::exec::{AccessPath, CollectionScan, Deadline};
+use basalt_agg::{Collections, DocumentStream, MergeTarget, MergeWrite};
+use basalt_catalog::{validate_collection_name, Collection, CollectionMeta, IndexSpec};
+use basalt_error::{Error, ErrorCode, Result};
+use basalt_query::Matcher;
+use basalt_storage::Durability;
+use bson::{doc, Bson, Document};
+use std::sync::Arc;
+
+/// `$out` writes its temporary collection in batches of this many documents.
+const OUT_BATCH_DOCS_MAX: usize = 1000;
+/// ... or of this many bytes, whichever comes first.
+const OUT_BATCH_BYTES_MAX: usize = 16 * 1024 * 1024;
+
+/// SHA-256 of the empty string: the `uid` of sessions without an authenticated user, as
+/// mongod reports it when authentication is off.
+const ANONYMOUS_USER_DIGEST: [u8; 32] = [
+    0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f, 0xb9, 0x24,
+    0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b, 0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52, 0xb8, 0x55,
+];
+
+pub struct ServerCollections<'a> {
+    ctx: &'a Ctx<'a>,
+    /// The aggregate command, for the session and `$currentOp`.
+    command: &'a Document,
+    namespace: &'a str,
+    deadline: Deadline,
+    durability: Durability,
+}
+
+impl<'a> ServerCollections<'a> {
+    pub fn new(
+        ctx: &'a Ctx<'a>,
+        command: &'a Document,
+        namespace: &'a str,
+        deadline: Deadline,
+        durability: Durability,
+    ) -> ServerCollections<'a> {
+        ServerCollections {
+            ctx,
+            command,
+            namespace,
+            deadline,
+            durability,
+        }
+    }
+
+    /// Writes `documents` into the new collection `temp`, with the indexes of `old`.
+    fn fill(
+        &self,
+        temp: &Collection,
+        old: Option<&Arc<Collection>>,
+        documents: &mut dyn Iterator<Item = Result<Document>>,
+    ) -> Result<()> {
+        let catalog = &self.ctx.server.catalog;
+        for index in old.iter().flat_map(|c| c.meta().indexes.clone()) {
+            if !index.is_id_index() {
+                catalog.add_index(temp, index)?;
+            }
+        }
+        let mut batch = Vec::new();
+        let mut bytes = 0usize;
+        for doc in documents {
+            let doc = prepare_for_insert(&doc?)?;
+            bytes += crate::cursors::document_size_bytes(&doc);
+            batch.push(doc);
+            if batch.len() >= OUT_BATCH_DOCS_MAX || bytes >= OUT_BATCH_BYTES_MAX {
+                self.insert_all(temp, &std::mem::take(&mut batch))?;
+                bytes = 0;
+            }
+        }
+        self.insert_all(temp, &batch)
+    }
+
+    fn insert_all(&self, collection: &Collection, docs: &[Document]) -> Result<()> {
+        if docs.is_empty() {
+            return Ok(());
+        }
+        let outcomes = collection
+            .writer()
+            .insert_many(docs, true, self.durability)?;
+        outcomes.into_iter().try_for_each(|o| o.map(|_| ()))
+    }
+}
+
+impl Collections for ServerCollections<'_> {
+    fn database(&self) -> &str {
+        self.ctx.db
+    }
+
+    fn scan(&self, db: &str, collection: &str) -> Result<DocumentStream<'_>> {
+        let Some(collection) = self.ctx.server.catalog.get(db, collection) else {
+            return Ok(Box::new(std::iter::empty()));
+        };
+        let scan = CollectionScan::new(
+            collection,
+            Matcher::new(&Document::new())?,
+            AccessPath::CollectionScan,
+            None,
+            0,
+            None,
+            self.deadline,
+        );
+        Ok(Box::new(scan.into_stream()))
+    }
+
+    fn replace_collection(
+        &self,
+        db: &str,
+        collection: &str,
+        documents: &mut dyn Iterator<Item = Result<Document>>,
+    ) -> Result<()> {
+        validate_collection_name(db, collection)?;
+        let catalog = &self.ctx.server.catalog;
+        let old = catalog.get(db, collection);
+        let options = old
+            .as_ref()
+            .map(|c| c.meta().options.clone())
+            .unwrap_or_default();
+        let temp_name = format!("tmp.agg_out.{}", bson::Uuid::new());
+        let temp = catalog.create(db, &temp_name, options)?;
+        let written = self
+            .fill(&temp, old.as_ref(), documents)
+            .and_then(|()| catalog.rename((db, &temp_name), (db, collection), true));
+        if written.is_err() {
+            // The write's own error is the one to report; a temporary collection left
+            // behind by a failing drop holds nothing anyone reads.
+            let _ = catalog.drop_collection(db, &temp_name);
+        }
+        written
+    }
+
+    fn merge_target(
+        &self,
+        db: &str,
+        collection: &str,
+        on: &[String],
+    ) -> Result<Box<dyn MergeTarget + '_>> {
+        validate_collection_name(db, collection)?;
+        let indexed = on == ["_id"]
+            || self
+                .ctx
+                .server
+                .catalog
+                .get(db, collection)
+                .is_some_and(|c| unique_index_on(&c.meta(), on).is_some());
+        if !indexed {
+            return Err(no_unique_index());
+        }
+        Ok(Box::new(MergeInto {
+            collections: self,
+            db: db.to_string(),
+            collection: collection.to_string(),
+            on: on.to_vec(),
+        }))
+    }
+
+    fn local_sessions(&self) -> Result<Vec<Document>> {
+        // Sessions are not tracked across commands: the one of this command is the
+        // session the server is sure to know.
+        let Some(id) = self
+            .command
+            .get_document("lsid")
+            .ok()
+            .and_then(|l| l.get("id"))
+        else {
+            return Ok(Vec::new());
+        };
+        let uid = bson::Binary {
+            subtype: bson::spec::BinarySubtype::Generic,
+            bytes: ANONYMOUS_USER_DIGEST.to_vec(),
+        };
+        Ok(vec![doc! {
+            "_id": { "id": id.clone(), "uid": uid },
+            "lastUse": bson::DateTime::now(),
+        }])
+    }
+
+    fn current_ops(&self) -> Result<Vec<Document>> {
+        let connection = self.ctx.connection;
+        Ok(vec![doc! {
+            "type": "op",
+            "desc": format!("conn{}", connection.id),
+            "connectionId": connection.id,
+            "client": connection.peer.to_string(),
+            "active": true,
+            "currentOpTime": bson::DateTime::now().try_to_rfc3339_string().unwrap_or_default(),
+            "opid": connection.id,
+            "op": "command",
+            "ns": self.namespace,
+            "command": self.command.clone(),
+        }])
+    }
+}
+
+/// The unique index whose fields are exactly `on`, which makes `$merge`'s match unique.
+fn unique_index_on<'m>(meta: &'m CollectionMeta, on: &[String]) -> Option<&'m IndexSpec> {
+    meta.indexes.iter().find(|index| {
+        index.unique && index.key.len() == on.len() && on.iter().all(|f| index.key.contains_key(f))
+    })
+}
+
+fn no_unique_index() -> Error {
+    Error::location(
+        51183,
+        "Cannot find index to verify that join fields will be unique",
+    )
+}
+
+struct MergeInto<'a> {
+    collections: &'a ServerCollections<'a>,
+    db: String,
+    collection: String,
+    on: Vec<String>,
+}
+
+impl MergeTarget for MergeInto<'_> {
+    fn upsert(
+        &mut self,
+        key: &Document,
+        decide: &mut dyn FnMut(Option<&Document>) -> Result<MergeWrite>,
+    ) -> Result<()> {
+        let catalog = &self.collections.ctx.server.catalog;
+        let Some(collection) = catalog.get(&self.db, &self.collection) else {
+            // Nothing matches in a collection that does not exist yet; the first insert
+            // creates it.
+            return match decide(None)? {
+                MergeWrite::Insert(doc) => {
+                    let created = catalog.get_or_create(&self.db, &self.collection)?;
+                    self.collections
+                        .insert_all(&created, &[prepare_for_insert(&doc)?])
+                }
+                MergeWrite::Keep => Ok(()),
+                MergeWrite::Replace(_) => Err(Error::internal("$merge replaced a missing match")),
+            };
+        };
+        let mut writer = collection.writer();
+        if collection.is_retired() {
+            return Err(Error::new(
+                ErrorCode::NAMESPACE_NOT_FOUND,
+                format!(
+                    "the $merge target {}.{} was dropped while being written",
+                    self.db, self.collection
+                ),
+            ));
+        }
+        let meta = collection.meta();
+        let index = unique_index_on(&meta, &self.on).ok_or_else(no_unique_index)?;
+        let values: Vec<Bson> = index
+            .key
+            .keys()
+            .map(|field| key.get(field).cloned().unwrap_or(Bson::Null))
+            .collect();
+        let found = collection
+            .lookup_index(&*collection.snapshot(), index, &values)?
+            .into_iter()
+            .next();
+        let existing = match found {
+            Some(record_id) => writer.current(record_id)?.map(|doc| (record_id, doc)),
+            None => None,
+        };
+        match decide(existing.as_ref().map(|(_, doc)| doc))? {
+            MergeWrite::Keep => Ok(()),
+            MergeWrite::Insert(doc) => {
+                // The write lock is held: insert through it rather than insert_all.
+                let ready = prepare_for_insert(&doc)?;
+                let outcomes = writer.insert_many(&[ready], true, self.collections.durability)?;
+                outcomes.into_iter().try_for_each(|o| o.map(|_| ()))
+            }
+            MergeWrite::Replace(doc) => {
+                let (record_id, old) =
+                    existing.ok_or_else(|| Error::internal("$merge replaced a missing match"))?;
+                check_document_size(&doc)?;
+                writer.replace(record_id, &old, &doc, self.collections.durability)
+            }
+        }
+    }
+}

@@ -1,0 +1,90 @@
+"""Collection options: create with clusteredIndex and changeStreamPreAndPostImages,
+collMod, createIndexes/dropIndexes, and the options Basalt refuses by name."""
+
+from __future__ import annotations
+
+import pytest
+from pymongo.errors import DuplicateKeyError, OperationFailure
+
+from helpers import raises_code
+
+
+def test_clustered_collection_reports_its_index(db):
+    spec = {"key": {"_id": 1}, "unique": True, "name": "by id"}
+    db.create_collection("c", clusteredIndex=spec)
+    listed = db.command("listCollections", filter={"name": "c"})["cursor"]["firstBatch"]
+    assert listed[0]["options"]["clusteredIndex"] == {**spec, "v": 2}
+    indexes = list(db.c.list_indexes())
+    assert indexes == [{"v": 2, "key": {"_id": 1}, "name": "by id", "unique": True, "clustered": True}]
+    db.c.insert_one({"_id": 1})
+    with pytest.raises(DuplicateKeyError):
+        db.c.insert_one({"_id": 1})
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [{"key": {"a": 1}, "unique": True}, {"key": {"_id": 1}, "unique": False}],
+)
+def test_clustered_index_must_be_unique_on_id(db, spec):
+    with pytest.raises(OperationFailure):
+        db.create_collection("c", clusteredIndex=spec)
+    assert "c" not in db.list_collection_names()
+
+
+def test_pre_and_post_images_option_and_coll_mod(db):
+    db.create_collection("c", changeStreamPreAndPostImages={"enabled": False})
+    db.command("collMod", "c", changeStreamPreAndPostImages={"enabled": True})
+    options = db.command("listCollections", filter={"name": "c"})["cursor"]["firstBatch"][0]["options"]
+    assert options["changeStreamPreAndPostImages"] == {"enabled": True}
+    with raises_code("FailedToParse"):
+        db.command("collMod", "c", changeStreamPreAndPostImages=True)
+
+
+def test_coll_mod_of_a_missing_collection(db):
+    with raises_code("NamespaceNotFound"):
+        db.command("collMod", "missing", changeStreamPreAndPostImages={"enabled": True})
+
+
+@pytest.mark.parametrize("option", [{"capped": True, "size": 4096}, {"viewOn": "c", "pipeline": []}])
+def test_unsupported_kinds_are_refused_not_faked(db, option):
+    with pytest.raises(OperationFailure) as failure:
+        db.command("create", "v", **option)
+    assert failure.value.code == 115
+    assert "v" not in db.list_collection_names()
+
+
+def test_unknown_create_option(db):
+    with pytest.raises(OperationFailure) as failure:
+        db.command("create", "c", bogus=1)
+    assert failure.value.code == 40415
+
+
+def test_unique_index_built_on_existing_data_and_enforced(coll):
+    coll.insert_many([{"_id": 1, "a": 1}, {"_id": 2, "a": 1}])
+    with pytest.raises(OperationFailure) as failure:
+        coll.create_index("a", unique=True)
+    assert failure.value.code == 11000
+    coll.delete_one({"_id": 2})
+    assert coll.create_index("a", unique=True) == "a_1"
+    with pytest.raises(DuplicateKeyError) as dup:
+        coll.insert_one({"_id": 3, "a": 1.0})
+    assert dup.value.details["keyPattern"] == {"a": 1}
+    assert dup.value.details["keyValue"] == {"a": 1.0}
+    coll.drop_index("a_1")
+    coll.insert_one({"_id": 3, "a": 1})
+
+
+def test_index_names_conflicts_and_drop_rules(coll):
+    assert coll.create_index([("a", 1), ("b", -1)]) == "a_1_b_-1"
+    assert sorted(i["name"] for i in coll.list_indexes()) == ["_id_", "a_1_b_-1"]
+    with pytest.raises(OperationFailure) as conflict:
+        coll.create_index([("a", 1), ("b", -1)], name="other")
+    assert conflict.value.code == 85
+    with pytest.raises(OperationFailure) as id_drop:
+        coll.drop_index("_id_")
+    assert id_drop.value.code == 72
+    with pytest.raises(OperationFailure) as missing:
+        coll.drop_index("nope")
+    assert missing.value.code == 27
+    coll.drop_indexes()
+    assert [i["name"] for i in coll.list_indexes()] == ["_id_"]
