@@ -91,3 +91,20 @@ conformance-baseline: build venv
 
 fuzz:
 	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# `make bench`: the W1-W5 benchmarks beside DuckDB and SQLite (docs/benchmarks.md), with a
+# release build and the peers' pinned packages in bench/.venv. BENCH_SIZE=N to resize,
+# BENCH_ARGS for more flags (e.g. --workloads w1,w3).
+BENCH_SIZE ?= 1000000
+BENCH_ARGS ?=
+BENCH_VENV := bench/.venv
+
+$(BENCH_VENV)/.installed: bench/requirements.txt
+	python3 -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install --quiet --disable-pip-version-check -r bench/requirements.txt
+	touch $@
+
+.PHONY: bench
+bench: $(BENCH_VENV)/.installed
+	cargo build --release -p basalt --bin basalt
+	$(CARGO_TARGET_DIR)/release/basalt bench --size $(BENCH_SIZE) --python $(BENCH_VENV)/bin/python $(BENCH_ARGS)

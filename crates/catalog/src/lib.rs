@@ -97,6 +97,32 @@ impl Catalog {
         }
     }
 
+    /// Runs `write` holding the write lock of the live collection `db.name`, created
+    /// first when missing if `create` (else `None` when missing). A collection dropped
+    /// or renamed while the caller waited for its lock is looked up again, so no write
+    /// lands in a collection that no longer has this name.
+    pub fn write<T>(
+        &self,
+        db: &str,
+        collection: &str,
+        create: bool,
+        mut write: impl FnMut(&mut Writer<'_>) -> Result<T>,
+    ) -> Result<Option<T>> {
+        loop {
+            let target = match self.get(db, collection) {
+                Some(existing) => existing,
+                None if create => self.get_or_create(db, collection)?,
+                None => return Ok(None),
+            };
+            let mut writer = target.writer();
+            let meta = target.meta();
+            if target.is_retired() || meta.db != db || meta.name != collection {
+                continue;
+            }
+            return write(&mut writer).map(Some);
+        }
+    }
+
     /// Creates a collection; NamespaceExists if it is already there.
     pub fn create(&self, db: &str, collection: &str, options: Document) -> Result<Arc<Collection>> {
         validate_collection_name(db, collection)?;
@@ -177,6 +203,7 @@ impl Catalog {
     pub fn add_index(&self, collection: &Collection, mut spec: IndexSpec) -> Result<()> {
         // Catalog lock before the collection's write lock, as in drop and rename.
         let mut next_id = self.ddl.lock();
+        check_live(collection)?;
         spec.id = *next_id;
         *next_id += 1;
         let mut writer = collection.writer();
@@ -189,6 +216,7 @@ impl Catalog {
     /// Replaces a collection's options (collMod).
     pub fn set_options(&self, collection: &Collection, options: Document) -> Result<()> {
         let _ddl = self.ddl.lock();
+        check_live(collection)?;
         let mut meta = (*collection.meta()).clone();
         meta.options = options;
         self.write_meta(collection, meta, None)
@@ -197,6 +225,7 @@ impl Catalog {
     /// Removes an index and its entries.
     pub fn remove_index(&self, collection: &Collection, name: &str) -> Result<()> {
         let _ddl = self.ddl.lock();
+        check_live(collection)?;
         let _writer = collection.writer();
         let mut meta = (*collection.meta()).clone();
         let Some(position) = meta.indexes.iter().position(|i| i.name == name) else {
@@ -314,6 +343,19 @@ impl Catalog {
             .map(|(_, c)| c.clone())
             .collect()
     }
+}
+
+/// Refuses metadata changes to a collection dropped since the caller looked it up (it
+/// would otherwise bring its catalog entry back).
+fn check_live(collection: &Collection) -> Result<()> {
+    if collection.is_retired() {
+        let meta = collection.meta();
+        return Err(Error::new(
+            ErrorCode::NAMESPACE_NOT_FOUND,
+            format!("collection {} was dropped", meta.namespace()),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -100,7 +100,7 @@ pub(crate) fn to_svg(report: &Report) -> String {
         report.machine.cores,
         escape(&report.machine.cpu),
         report.machine.basalt_version,
-        escape(&report.machine.git_commit)
+        escape(report.machine.git_commit.get(..12).unwrap_or(&report.machine.git_commit))
     );
     for panel in &panels {
         y = draw(&mut body, panel, y + 20.0);
@@ -126,12 +126,11 @@ fn draw(out: &mut String, panel: &Panel, top: f64) -> f64 {
     let max = values.iter().copied().fold(0.0, f64::max);
     let (low, high) = if panel.log {
         let min = values.iter().copied().fold(f64::INFINITY, f64::min);
-        (
-            10f64.powf(min.log10().floor()),
-            10f64.powf(max.log10().ceil().max(min.log10().floor() + 1.0)),
-        )
+        // Half a decade of room below the smallest bar, so it still shows.
+        let low = 10f64.powf((min / 3.0).log10().floor());
+        (low, 10f64.powf(max.log10().ceil().max(low.log10() + 1.0)))
     } else {
-        (0.0, max * 1.1)
+        (0.0, nice_step(max) * 5.0)
     };
     let scale = |v: f64| -> f64 {
         let fraction = if panel.log {
@@ -202,7 +201,8 @@ fn draw(out: &mut String, panel: &Panel, top: f64) -> f64 {
         let (a, b) = (low.log10().round() as i32, high.log10().round() as i32);
         (a..=b).map(|e| 10f64.powi(e)).collect()
     } else {
-        (0..=5).map(|i| high * f64::from(i) / 5.0).collect()
+        let step = nice_step(max);
+        (0..=5).map(|i| step * f64::from(i)).collect()
     };
     for tick in ticks {
         let x = LABEL_WIDTH
@@ -221,8 +221,21 @@ fn draw(out: &mut String, panel: &Panel, top: f64) -> f64 {
     y + 16.0
 }
 
+/// A round tick step (1, 2 or 5 times a power of ten) with which five steps reach `max`.
+fn nice_step(max: f64) -> f64 {
+    let rough = (max / 5.0).max(1e-12);
+    let power = 10f64.powf(rough.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * power)
+        .find(|step| *step >= rough)
+        .unwrap_or(10.0 * power)
+}
+
 fn number(v: f64) -> String {
-    if v >= 1e6 {
+    if v == 0.0 {
+        "0".to_string()
+    } else if v >= 1e6 {
         format!("{:.1}M", v / 1e6)
     } else if v >= 1e3 {
         format!("{:.0}k", v / 1e3)
@@ -239,4 +252,18 @@ fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_round() {
+        assert_eq!(nice_step(703_000.0), 200_000.0);
+        assert_eq!(nice_step(48.0), 10.0);
+        assert_eq!(nice_step(5.0), 1.0);
+        assert_eq!(number(0.0), "0");
+        assert_eq!(number(616_000.0), "616k");
+    }
 }

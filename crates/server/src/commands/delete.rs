@@ -41,34 +41,28 @@ pub(super) fn delete_matching(
         collation,
     } = *deletion;
     let matcher = Matcher::with_scope(filter, scope)?.with_collation(collation);
-    let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
-        return Ok(Vec::new());
-    };
-    let mut writer = collection.writer();
     let limit = if first && sort.is_none() {
         Some(1)
     } else {
         None
     };
-    let mut targets = collect_matches(
-        &collection,
-        &matcher,
-        &AccessPath::choose(filter, collation),
-        limit,
-        deadline,
-    )?;
-    if let Some(sort) = sort {
-        sort.sort_by_document(&mut targets, |(_, doc)| doc);
-        if first {
-            targets.truncate(1);
+    let path = AccessPath::choose(filter, collation);
+    let deleted = ctx.server.catalog.write(ctx.db, name, false, |writer| {
+        let mut targets = collect_matches(writer.collection(), &matcher, &path, limit, deadline)?;
+        if let Some(sort) = sort {
+            sort.sort_by_document(&mut targets, |(_, doc)| doc);
+            if first {
+                targets.truncate(1);
+            }
         }
-    }
-    let mut deleted = Vec::with_capacity(targets.len());
-    for (record_id, doc) in targets {
-        writer.delete(record_id, &doc, durability)?;
-        deleted.push(doc);
-    }
-    Ok(deleted)
+        let mut deleted = Vec::with_capacity(targets.len());
+        for (record_id, doc) in targets {
+            writer.delete(record_id, &doc, durability)?;
+            deleted.push(doc);
+        }
+        Ok(deleted)
+    })?;
+    Ok(deleted.unwrap_or_default())
 }
 
 pub fn delete(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {

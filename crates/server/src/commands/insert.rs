@@ -38,10 +38,13 @@ pub fn insert(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     }
     let mut inserted = 0i64;
     if !prepared.is_empty() {
-        let collection = ctx.server.catalog.get_or_create(ctx.db, name)?;
-        let outcomes = collection
-            .writer()
-            .insert_many(&prepared, ordered, durability)?;
+        let outcomes = ctx
+            .server
+            .catalog
+            .write(ctx.db, name, true, |writer| {
+                writer.insert_many(&prepared, ordered, durability)
+            })?
+            .unwrap_or_default();
         for (outcome, &position) in outcomes.into_iter().zip(&positions) {
             match outcome {
                 Ok(_) => inserted += 1,

@@ -186,13 +186,24 @@ pub(super) fn execute(
 ) -> Result<UpdateOutcome> {
     let matcher = Matcher::with_scope(statement.filter, statement.scope)?
         .with_collation(statement.collation.as_ref());
-    let collection = match ctx.server.catalog.get(ctx.db, name) {
-        Some(c) => c,
-        None if statement.upsert => ctx.server.catalog.get_or_create(ctx.db, name)?,
-        None => return Ok(UpdateOutcome::default()),
-    };
-    let mut writer = collection.writer();
-    let targets = find_targets(&writer, &matcher, statement, deadline)?;
+    let outcome = ctx
+        .server
+        .catalog
+        .write(ctx.db, name, statement.upsert, |writer| {
+            apply_statement(writer, &matcher, statement, durability, deadline)
+        })?;
+    Ok(outcome.unwrap_or_default())
+}
+
+/// Applies a statement to the collection whose write lock `writer` holds.
+fn apply_statement(
+    writer: &mut Writer<'_>,
+    matcher: &Matcher,
+    statement: &Statement<'_>,
+    durability: Durability,
+    deadline: Deadline,
+) -> Result<UpdateOutcome> {
+    let targets = find_targets(writer, matcher, statement, deadline)?;
     let mut outcome = UpdateOutcome::default();
     for (record_id, before) in targets {
         let mut after = before.clone();
