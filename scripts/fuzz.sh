@@ -23,7 +23,12 @@ EOF
   exit 1
 fi
 
-# Sanitizer builds stay in the fuzz project's own target/ (git-ignored), away from the
-# shared CARGO_TARGET_DIR that the stable builds use.
+# libFuzzer adds the inputs it finds to the first corpus directory: a temporary one, so
+# the committed seeds in corpus/decode are read but the work tree stays clean. Sanitizer
+# builds stay in the fuzz project's own target/ (git-ignored), away from the shared
+# CARGO_TARGET_DIR that the stable builds use.
 cd "$fuzz_dir"
-exec env -u CARGO_TARGET_DIR cargo +nightly fuzz run decode -- -max_total_time="$seconds"
+found=$(mktemp -d)
+trap 'rm -rf "$found"' EXIT
+env -u CARGO_TARGET_DIR cargo +nightly fuzz run decode "$found" corpus/decode -- \
+  -max_total_time="$seconds"

@@ -127,6 +127,7 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
         port: args.port,
         dbpath: args.dbpath.clone(),
         argv: std::env::args().collect(),
+        scripting_enabled: true,
     };
     let engine = FjallEngine::open(&args.dbpath)
         .map_err(|e| format!("cannot open storage at {}: {e}", args.dbpath.display()))?;

@@ -6,7 +6,7 @@
 //! read-modify-write (update) sees the latest version of the document. Each change of a
 //! document and all its index entries is one atomic storage batch.
 
-use crate::index::{IndexKey, IndexSpec};
+use crate::index::{DocumentKeys, IndexKey, IndexSpec};
 use crate::keys;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_storage::{Durability, Engine, ScanStart, Snapshot, Space, WriteBatch};
@@ -172,6 +172,29 @@ impl Collection {
         Ok(ids)
     }
 
+    /// Visits, in key order, the entries of `index` whose encoded key starts with
+    /// `key_prefix`, from the first entry after `after` (an encoded key, possibly with
+    /// its record id) when given. The visitor sees the entry without the index id: the
+    /// encoded key followed by the record id (u64 BE).
+    pub fn scan_index(
+        &self,
+        snapshot: &dyn Snapshot,
+        index: &IndexSpec,
+        key_prefix: &[u8],
+        after: Option<&[u8]>,
+        visit: &mut dyn FnMut(&[u8]) -> Result<ControlFlow<()>>,
+    ) -> Result<()> {
+        let prefix = keys::index_key_prefix(index.id, key_prefix);
+        let resume = after.map(|a| keys::index_key_prefix(index.id, a));
+        let start = match &resume {
+            Some(k) => ScanStart::After(k),
+            None => ScanStart::Beginning,
+        };
+        snapshot.scan_prefix(Space::Indexes, &prefix, start, &mut |key, _| {
+            visit(&key[8..])
+        })
+    }
+
     pub fn get_record(&self, snapshot: &dyn Snapshot, record_id: u64) -> Result<Option<Document>> {
         let key = keys::record_key(self.meta().id, record_id);
         match snapshot.get(Space::Records, &key)? {
@@ -188,6 +211,12 @@ impl Collection {
             Ok(ControlFlow::Continue(()))
         })?;
         Ok(stats)
+    }
+
+    /// The highest record id handed out: the number of documents ever inserted, an
+    /// upper bound on the current count that costs nothing.
+    pub fn record_id_high_water(&self) -> u64 {
+        self.next_record_id.load(Ordering::SeqCst).saturating_sub(1)
     }
 
     /// Takes the collection's write lock.
@@ -233,16 +262,49 @@ impl Writer<'_> {
         let mut batch = WriteBatch::default();
         let mut pending: HashSet<(u64, Vec<u8>)> = HashSet::new();
         let mut outcomes = Vec::with_capacity(docs.len());
+        let mut multikey = HashSet::new();
         for doc in docs {
-            let outcome = self.stage_insert(&meta, &*snapshot, doc, &mut batch, &mut pending);
+            let outcome = self.stage_insert(
+                &meta,
+                &*snapshot,
+                doc,
+                &mut batch,
+                &mut pending,
+                &mut multikey,
+            );
             let failed = outcome.is_err();
             outcomes.push(outcome);
             if failed && ordered {
                 break;
             }
         }
-        self.collection.engine.write(batch, durability)?;
+        self.commit(batch, &multikey, durability)?;
         Ok(outcomes)
+    }
+
+    /// Writes a batch, with the metadata of indexes it made multikey in the same atomic
+    /// write (the writer holds the write lock, which metadata changes also take).
+    fn commit(
+        &self,
+        mut batch: WriteBatch,
+        newly_multikey: &HashSet<u64>,
+        durability: Durability,
+    ) -> Result<()> {
+        if newly_multikey.is_empty() {
+            return self.collection.engine.write(batch, durability);
+        }
+        let mut meta = (*self.collection.meta()).clone();
+        for index in &mut meta.indexes {
+            index.multikey |= newly_multikey.contains(&index.id);
+        }
+        batch.put(
+            Space::Catalog,
+            keys::collection_meta_key(&meta.db, &meta.name),
+            meta.to_catalog_document().to_vec()?,
+        );
+        self.collection.engine.write(batch, durability)?;
+        self.collection.set_meta(meta);
+        Ok(())
     }
 
     fn stage_insert(
@@ -252,11 +314,17 @@ impl Writer<'_> {
         doc: &Document,
         batch: &mut WriteBatch,
         pending: &mut HashSet<(u64, Vec<u8>)>,
+        multikey: &mut HashSet<u64>,
     ) -> Result<u64> {
         let bytes = doc.to_vec()?;
         let mut entries = Vec::new();
+        let mut turned_multikey = Vec::new();
         for index in &meta.indexes {
-            for key in index.keys_for(doc)? {
+            let keys = index.document_keys(doc)?;
+            if keys.multikey && !index.multikey {
+                turned_multikey.push(index.id);
+            }
+            for key in keys.keys {
                 if index.unique {
                     let taken = pending.contains(&(index.id, key.encoded.clone()))
                         || !self.holders(snapshot, index, &key, None)?.is_empty();
@@ -271,6 +339,7 @@ impl Writer<'_> {
             .collection
             .next_record_id
             .fetch_add(1, Ordering::SeqCst);
+        multikey.extend(turned_multikey);
         batch.put(Space::Records, keys::record_key(meta.id, record_id), bytes);
         for (index_id, encoded) in entries {
             batch.put(
@@ -323,9 +392,16 @@ impl Writer<'_> {
         let meta = self.collection.meta();
         let snapshot = self.collection.engine.snapshot();
         let mut batch = WriteBatch::default();
+        let mut multikey = HashSet::new();
         for index in &meta.indexes {
             let old_keys = index.keys_for(old)?;
-            let new_keys = index.keys_for(new)?;
+            let DocumentKeys {
+                keys: new_keys,
+                multikey: new_multikey,
+            } = index.document_keys(new)?;
+            if new_multikey && !index.multikey {
+                multikey.insert(index.id);
+            }
             for key in &new_keys {
                 if old_keys.iter().any(|k| k.encoded == key.encoded) {
                     continue;
@@ -357,7 +433,7 @@ impl Writer<'_> {
             keys::record_key(meta.id, record_id),
             new.to_vec()?,
         );
-        self.collection.engine.write(batch, durability)
+        self.commit(batch, &multikey, durability)
     }
 
     /// Deletes the document stored at `record_id` (whose current version is `old`).
@@ -378,17 +454,28 @@ impl Writer<'_> {
 
     /// Writes the entries of a new index for every document, refusing duplicates of a
     /// unique index. Entries go out in batches; on failure the ones written are removed.
-    pub fn build_index(&mut self, index: &IndexSpec) -> Result<()> {
+    /// Returns whether the index came out multikey. `progress` hears the number of
+    /// documents scanned after each batch.
+    pub fn build_index(
+        &mut self,
+        index: &IndexSpec,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<bool> {
         let meta = self.collection.meta();
         let snapshot = self.collection.engine.snapshot();
         let mut seen: HashSet<Vec<u8>> = HashSet::new();
         let mut batch = WriteBatch::default();
         let mut failure = None;
+        let mut multikey = false;
+        let mut scanned = 0u64;
         self.collection
             .scan(&*snapshot, None, &mut |record_id, raw| {
                 let doc = Document::try_from(raw)
                     .map_err(|e| Error::internal(format!("corrupt record {record_id}: {e}")))?;
-                for key in index.keys_for(&doc)? {
+                let keys = index.document_keys(&doc)?;
+                multikey |= keys.multikey;
+                scanned += 1;
+                for key in keys.keys {
                     if index.unique && !seen.insert(key.encoded.clone()) {
                         failure = Some(duplicate_key_error(&meta, index, &key));
                         return Ok(ControlFlow::Break(()));
@@ -403,11 +490,15 @@ impl Writer<'_> {
                     self.collection
                         .engine
                         .write(std::mem::take(&mut batch), Durability::Process)?;
+                    progress(scanned);
                 }
                 Ok(ControlFlow::Continue(()))
             })?;
         match failure {
-            None => self.collection.engine.write(batch, Durability::Process),
+            None => {
+                self.collection.engine.write(batch, Durability::Process)?;
+                Ok(multikey)
+            }
             Some(e) => {
                 delete_prefix(
                     &*self.collection.engine,

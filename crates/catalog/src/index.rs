@@ -6,8 +6,10 @@
 //! `basalt_value::key_string`, so bytewise order is MongoDB's value order.
 
 use basalt_error::{Error, ErrorCode, Result};
+use basalt_query::Matcher;
 use basalt_value::key_string::encode_key;
 use bson::{doc, Bson, Document};
+use std::sync::Arc;
 
 /// One index of a collection, as stored in the catalog.
 #[derive(Clone, Debug, PartialEq)]
@@ -19,6 +21,44 @@ pub struct IndexSpec {
     pub key: Document,
     pub unique: bool,
     pub sparse: bool,
+    /// Whether some document has reached an array through an indexed path. The planner
+    /// may intersect bounds on a field only while this is false (a multikey entry
+    /// matches `{$gt: 1, $lt: 5}` through two different elements).
+    pub multikey: bool,
+    /// A TTL index: documents whose indexed date is this far in the past are deleted.
+    pub expire_after_seconds: Option<i64>,
+    /// A partial index: only documents matching this filter are indexed.
+    pub partial: Option<PartialFilter>,
+}
+
+/// A partial index's `partialFilterExpression`, parsed once.
+#[derive(Clone, Debug)]
+pub struct PartialFilter {
+    pub expression: Document,
+    matcher: Arc<Matcher>,
+}
+
+impl PartialFilter {
+    pub fn new(expression: Document) -> Result<PartialFilter> {
+        Ok(PartialFilter {
+            matcher: Arc::new(Matcher::new(&expression)?),
+            expression,
+        })
+    }
+}
+
+impl PartialEq for PartialFilter {
+    fn eq(&self, other: &PartialFilter) -> bool {
+        self.expression == other.expression
+    }
+}
+
+/// The keys one document produces for an index, and whether an indexed path reached
+/// an array (which makes the index multikey).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DocumentKeys {
+    pub keys: Vec<IndexKey>,
+    pub multikey: bool,
 }
 
 /// A key a document produces for an index: the encoded bytes and the values they encode
@@ -39,6 +79,9 @@ impl IndexSpec {
             key: doc! { "_id": 1 },
             unique: true,
             sparse: false,
+            multikey: false,
+            expire_after_seconds: None,
+            partial: None,
         }
     }
 
@@ -62,17 +105,34 @@ impl IndexSpec {
         if self.sparse {
             d.insert("sparse", true);
         }
+        if let Some(partial) = &self.partial {
+            d.insert("partialFilterExpression", partial.expression.clone());
+        }
+        if let Some(seconds) = self.expire_after_seconds {
+            d.insert(
+                "expireAfterSeconds",
+                i32::try_from(seconds).map_or(Bson::Int64(seconds), Bson::Int32),
+            );
+        }
         d
     }
 
     pub fn to_catalog_document(&self) -> Document {
-        doc! {
+        let mut d = doc! {
             "id": self.id as i64,
             "name": self.name.clone(),
             "key": self.key.clone(),
             "unique": self.unique,
             "sparse": self.sparse,
+            "multikey": self.multikey,
+        };
+        if let Some(seconds) = self.expire_after_seconds {
+            d.insert("expireAfterSeconds", seconds);
         }
+        if let Some(partial) = &self.partial {
+            d.insert("partialFilterExpression", partial.expression.clone());
+        }
+        d
     }
 
     pub fn from_catalog_document(d: &Document) -> Result<IndexSpec> {
@@ -84,6 +144,14 @@ impl IndexSpec {
             key: d.get_document("key").map_err(|_| corrupt("key"))?.clone(),
             unique: d.get_bool("unique").unwrap_or(false),
             sparse: d.get_bool("sparse").unwrap_or(false),
+            // Specs written before multikey tracking may cover arrays.
+            multikey: d.get_bool("multikey").unwrap_or(true),
+            expire_after_seconds: d.get_i64("expireAfterSeconds").ok(),
+            partial: d
+                .get_document("partialFilterExpression")
+                .ok()
+                .map(|e| PartialFilter::new(e.clone()))
+                .transpose()?,
         })
     }
 
@@ -94,6 +162,11 @@ impl IndexSpec {
             .cloned()
             .zip(key.values.iter().cloned())
             .collect()
+    }
+
+    /// Whether the key pattern's field at `position` is descending.
+    pub fn is_descending_field(&self, position: usize) -> bool {
+        self.key.values().nth(position).is_some_and(is_descending)
     }
 
     /// The encoded key for one value per indexed field, in key-pattern order.
@@ -108,10 +181,23 @@ impl IndexSpec {
     /// Every distinct key `doc` produces for this index; none for a sparse index when
     /// all indexed fields are missing.
     pub fn keys_for(&self, doc: &Document) -> Result<Vec<IndexKey>> {
+        Ok(self.document_keys(doc)?.keys)
+    }
+
+    /// The keys of `doc` and whether they made the index multikey.
+    pub fn document_keys(&self, doc: &Document) -> Result<DocumentKeys> {
+        if let Some(partial) = &self.partial {
+            if !partial.matcher.try_matches(doc)? {
+                return Ok(DocumentKeys {
+                    keys: Vec::new(),
+                    multikey: false,
+                });
+            }
+        }
         let mut per_field: Vec<Vec<Bson>> = Vec::with_capacity(self.key.len());
         let mut any_present = false;
         let mut array_fields = 0;
-        for (path, _) in &self.key {
+        for (path, direction) in &self.key {
             let mut values = Vec::new();
             let reached_array = collect_index_values(doc, path, &mut values);
             if values.is_empty() {
@@ -119,13 +205,25 @@ impl IndexSpec {
             } else {
                 any_present = true;
             }
+            if is_hashed(direction) {
+                if reached_array {
+                    return Err(Error::location(
+                        16766,
+                        "Error: hashed indexes do not currently support array values",
+                    ));
+                }
+                values = values.iter().map(hashed_value).collect();
+            }
             if reached_array {
                 array_fields += 1;
             }
             per_field.push(values);
         }
         if self.sparse && !any_present {
-            return Ok(Vec::new());
+            return Ok(DocumentKeys {
+                keys: Vec::new(),
+                multikey: false,
+            });
         }
         if array_fields > 1 {
             return Err(Error::new(
@@ -149,7 +247,10 @@ impl IndexSpec {
             let mut field = per_field.len();
             loop {
                 if field == 0 {
-                    return Ok(keys);
+                    return Ok(DocumentKeys {
+                        keys,
+                        multikey: array_fields > 0,
+                    });
                 }
                 field -= 1;
                 combination[field] += 1;
@@ -160,6 +261,30 @@ impl IndexSpec {
             }
         }
     }
+}
+
+/// Whether a key pattern field is `"hashed"`: its key is a hash of the value, which
+/// spreads values evenly (for sharding) and serves equality only.
+pub fn is_hashed(direction: &Bson) -> bool {
+    matches!(direction, Bson::String(kind) if kind == "hashed")
+}
+
+/// The key a hashed index stores for `value`: a 64-bit hash of the value's key
+/// encoding, so numerically equal values (1, 1.0, NumberLong(1)) hash alike. FNV-1a
+/// with a final avalanche (SplitMix64's), written out because the hashes are persisted
+/// and must never change between builds.
+pub fn hashed_value(value: &Bson) -> Bson {
+    let mut encoded = Vec::new();
+    basalt_value::key_string::encode_value(&mut encoded, value, false);
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in encoded {
+        h ^= u64::from(byte);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^= h >> 31;
+    Bson::Int64(h as i64)
 }
 
 fn is_descending(direction: &Bson) -> bool {
@@ -232,7 +357,31 @@ mod tests {
             key,
             unique: false,
             sparse: false,
+            multikey: false,
+            expire_after_seconds: None,
+            partial: None,
         }
+    }
+
+    #[test]
+    fn hashed_fields_store_stable_hashes_of_equal_values() {
+        let s = spec(doc! { "a": "hashed" });
+        let one = s.keys_for(&doc! { "a": 1 }).unwrap();
+        assert_eq!(one, s.keys_for(&doc! { "a": 1.0 }).unwrap());
+        assert_eq!(one[0].values, vec![hashed_value(&Bson::Int32(1))]);
+        assert_ne!(hashed_value(&Bson::Int32(1)), hashed_value(&Bson::Int32(2)));
+        // Persisted: the hash of a value must never change.
+        assert_eq!(hashed_value(&Bson::Int32(1)), hashed_value(&Bson::Int64(1)));
+        let err = s.keys_for(&doc! { "a": [1, 2] }).unwrap_err();
+        assert_eq!(err.code.0, 16766);
+    }
+
+    #[test]
+    fn partial_indexes_hold_only_matching_documents() {
+        let mut s = spec(doc! { "a": 1 });
+        s.partial = Some(PartialFilter::new(doc! { "b": { "$gt": 5 } }).unwrap());
+        assert!(s.keys_for(&doc! { "a": 1, "b": 3 }).unwrap().is_empty());
+        assert_eq!(s.keys_for(&doc! { "a": 1, "b": 6 }).unwrap().len(), 1);
     }
 
     #[test]
@@ -248,6 +397,12 @@ mod tests {
         assert_eq!(missing[0].values, vec![Bson::Null]);
         let empty = s.keys_for(&doc! { "a": { "b": [] } }).unwrap();
         assert_eq!(empty[0].values, vec![Bson::Undefined]);
+        assert!(
+            s.document_keys(&doc! { "a": { "b": [] } })
+                .unwrap()
+                .multikey
+        );
+        assert!(!s.document_keys(&doc! { "a": { "b": 1 } }).unwrap().multikey);
     }
 
     #[test]

@@ -7,14 +7,17 @@
 
 mod collection;
 mod index;
+mod index_builds;
 mod keys;
 mod namespace;
+mod ttl;
 
 use collection::delete_prefix;
 pub use collection::{
     duplicate_key_error, Collection, CollectionMeta, CollectionStats, InsertOutcome, Writer,
 };
-pub use index::{IndexKey, IndexSpec};
+pub use index::{hashed_value, is_hashed, DocumentKeys, IndexKey, IndexSpec, PartialFilter};
+pub use index_builds::IndexBuildProgress;
 pub use namespace::{validate_collection_name, validate_database_name};
 
 use basalt_error::{Error, ErrorCode, Result};
@@ -32,6 +35,7 @@ pub struct Catalog {
     collections: RwLock<BTreeMap<Namespace, Arc<Collection>>>,
     /// Serialises catalog changes and hands out ids.
     ddl: Mutex<u64>,
+    builds: index_builds::IndexBuilds,
 }
 
 impl Catalog {
@@ -68,7 +72,13 @@ impl Catalog {
             engine,
             collections: RwLock::new(collections),
             ddl: Mutex::new(next_id),
+            builds: index_builds::IndexBuilds::default(),
         })
+    }
+
+    /// The index builds running now (for `$currentOp`).
+    pub fn index_builds(&self) -> Vec<IndexBuildProgress> {
+        self.builds.list()
     }
 
     pub fn engine(&self) -> &Arc<dyn Engine> {
@@ -207,7 +217,19 @@ impl Catalog {
         spec.id = *next_id;
         *next_id += 1;
         let mut writer = collection.writer();
-        writer.build_index(&spec)?;
+        let meta = collection.meta();
+        let build = self.builds.start(
+            spec.id,
+            IndexBuildProgress {
+                namespace: meta.namespace(),
+                index_name: spec.name.clone(),
+                key: spec.key.clone(),
+                done: 0,
+                total: collection.record_id_high_water(),
+            },
+        );
+        spec.multikey = writer.build_index(&spec, &mut |done| build.advance(done))?;
+        drop(build);
         let mut meta = (*collection.meta()).clone();
         meta.indexes.push(spec);
         self.write_meta(collection, meta, Some(*next_id))
@@ -217,9 +239,34 @@ impl Catalog {
     pub fn set_options(&self, collection: &Collection, options: Document) -> Result<()> {
         let _ddl = self.ddl.lock();
         check_live(collection)?;
+        // Writers also change the metadata (an index turning multikey).
+        let _writer = collection.writer();
         let mut meta = (*collection.meta()).clone();
         meta.options = options;
         self.write_meta(collection, meta, None)
+    }
+
+    /// Sets (or, with `None`, removes) an index's `expireAfterSeconds` (collMod);
+    /// returns the previous value.
+    pub fn set_index_expiry(
+        &self,
+        collection: &Collection,
+        name: &str,
+        seconds: Option<i64>,
+    ) -> Result<Option<i64>> {
+        let _ddl = self.ddl.lock();
+        check_live(collection)?;
+        let _writer = collection.writer();
+        let mut meta = (*collection.meta()).clone();
+        let Some(index) = meta.indexes.iter_mut().find(|i| i.name == name) else {
+            return Err(Error::new(
+                ErrorCode::INDEX_NOT_FOUND,
+                format!("index not found with name [{name}]"),
+            ));
+        };
+        let old = std::mem::replace(&mut index.expire_after_seconds, seconds);
+        self.write_meta(collection, meta, None)?;
+        Ok(old)
     }
 
     /// Removes an index and its entries.
@@ -466,6 +513,9 @@ mod tests {
             key: doc! {"a": 1},
             unique: true,
             sparse: false,
+            multikey: false,
+            expire_after_seconds: None,
+            partial: None,
         };
         let err = cat.add_index(&coll, unique_a.clone()).unwrap_err();
         assert_eq!(err.code, ErrorCode::DUPLICATE_KEY);

@@ -80,6 +80,7 @@ error_codes! {
     EMPTY_FIELD_NAME = 56, "EmptyFieldName";
     INCOMPATIBLE_COLLATION_VERSION = 161, "IncompatibleCollationVersion";
     MERGE_STAGE_NO_MATCHING_DOCUMENT = 13113, "MergeStageNoMatchingDocument";
+    QUERY_EXCEEDED_MEMORY_LIMIT_NO_DISK_USE_ALLOWED = 292, "QueryExceededMemoryLimitNoDiskUseAllowed";
 }
 
 impl ErrorCode {

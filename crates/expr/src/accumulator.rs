@@ -5,10 +5,12 @@
 //! An [`Accumulator`] takes values one at a time, can absorb another accumulator's
 //! partial state (so partitions of a collection can be aggregated in parallel and then
 //! merged in partition order), and finishes into a value. The same code computes the
-//! expression forms (`{$sum: [...]}` inside `$project`).
+//! expression forms (`{$sum: [...]}` inside `$project`). `$accumulator` runs JavaScript
+//! (`javascript_accumulator.rs`).
 
 use crate::context::ParseContext;
 use crate::expression::{is_nullish, Expression};
+use crate::javascript_accumulator::{JavaScriptAccumulator, JavaScriptState};
 use crate::numeric::{combine, decimal_from_f64};
 use crate::operators::object::merge_into;
 use basalt_error::{Error, ErrorCode, Result};
@@ -17,6 +19,7 @@ use basalt_value::{compare_values, Number};
 use bson::{Bson, Document};
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// Which aggregate an accumulator computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,7 +60,7 @@ impl AccumulatorKind {
 /// One output field of `$group`: `{field: {$op: <expression>}}`.
 #[derive(Debug)]
 pub struct AccumulatorSpec {
-    pub kind: AccumulatorKind,
+    kind: SpecKind,
     /// Evaluated per input document; its value is fed to the accumulator.
     pub argument: Expression,
 }
@@ -78,6 +81,13 @@ impl AccumulatorSpec {
             ));
         }
         let (name, arg) = doc.iter().next().expect("one field");
+        if name == "$accumulator" {
+            let (javascript, argument) = JavaScriptAccumulator::parse(arg, ctx)?;
+            return Ok(AccumulatorSpec {
+                kind: SpecKind::JavaScript(javascript),
+                argument,
+            });
+        }
         let kind = AccumulatorKind::from_name(name)
             .ok_or_else(|| Error::location(15952, format!("unknown group operator '{name}'")))?;
         let argument = if name == "$count" {
@@ -99,12 +109,27 @@ impl AccumulatorSpec {
             }
             Expression::parse(arg, ctx)?
         };
-        Ok(AccumulatorSpec { kind, argument })
+        Ok(AccumulatorSpec {
+            kind: SpecKind::Builtin(kind),
+            argument,
+        })
     }
 
     pub fn new_accumulator(&self) -> Accumulator {
-        Accumulator::new(self.kind)
+        match &self.kind {
+            SpecKind::Builtin(kind) => Accumulator::new(*kind),
+            SpecKind::JavaScript(functions) => {
+                Accumulator::JavaScript(JavaScriptState::new(functions.clone()))
+            }
+        }
     }
+}
+
+/// A built-in aggregate, or `$accumulator`'s JavaScript functions.
+#[derive(Debug)]
+enum SpecKind {
+    Builtin(AccumulatorKind),
+    JavaScript(Arc<JavaScriptAccumulator>),
 }
 
 /// The running state of one aggregate.
@@ -127,6 +152,7 @@ pub enum Accumulator {
         moments: Moments,
     },
     MergeObjects(Document),
+    JavaScript(JavaScriptState),
 }
 
 /// Count, mean and sum of squared deviations (Welford), mergeable by Chan's formula.
@@ -252,6 +278,7 @@ impl Accumulator {
                 }
             }
             Accumulator::MergeObjects(doc) => merge_into(doc, value)?,
+            Accumulator::JavaScript(state) => state.accumulate(value)?,
         }
         Ok(())
     }
@@ -301,6 +328,7 @@ impl Accumulator {
                     a.insert(k, v);
                 }
             }
+            (Accumulator::JavaScript(a), Accumulator::JavaScript(b)) => a.merge(b)?,
             (me, other) => {
                 return Err(Error::internal(format!(
                     "cannot merge accumulator {other:?} into {me:?}"
@@ -310,9 +338,9 @@ impl Accumulator {
         Ok(())
     }
 
-    /// The aggregate's value.
-    pub fn finish(self) -> Bson {
-        match self {
+    /// The aggregate's value; `$accumulator`'s finalize may fail.
+    pub fn finish(self) -> Result<Bson> {
+        Ok(match self {
             Accumulator::Sum(sum) => sum.to_bson(),
             Accumulator::Avg { count: 0, .. } => Bson::Null,
             Accumulator::Avg { sum, count } => {
@@ -339,7 +367,8 @@ impl Accumulator {
                 }
             }
             Accumulator::MergeObjects(doc) => Bson::Document(doc),
-        }
+            Accumulator::JavaScript(state) => state.finish()?,
+        })
     }
 }
 
@@ -366,7 +395,7 @@ mod tests {
         for v in values {
             acc.accumulate(v.as_ref()).unwrap();
         }
-        acc.finish()
+        acc.finish().unwrap()
     }
 
     /// Splits the input in two, accumulates each half and merges: must equal `run`.
@@ -381,7 +410,7 @@ mod tests {
             b.accumulate(v.as_ref()).unwrap();
         }
         a.merge(b).unwrap();
-        a.finish()
+        a.finish().unwrap()
     }
 
     fn both(kind: AccumulatorKind, values: &[Option<Bson>]) -> Bson {
@@ -483,7 +512,7 @@ mod tests {
     fn specs() {
         let ctx = ParseContext::new();
         let spec = AccumulatorSpec::parse("n", &bson!({"$count": {}}), &ctx).unwrap();
-        assert_eq!(spec.kind, AccumulatorKind::Sum);
+        assert!(matches!(spec.kind, SpecKind::Builtin(AccumulatorKind::Sum)));
         assert_eq!(spec.argument.as_constant(), Some(&bson!(1)));
         let code = |spec: Bson| AccumulatorSpec::parse("f", &spec, &ctx).unwrap_err().code.0;
         assert_eq!(code(bson!(1)), 40234);

@@ -11,6 +11,7 @@ mod context;
 mod env;
 mod expression;
 mod field_path;
+mod javascript_accumulator;
 mod numeric;
 pub(crate) mod operators;
 

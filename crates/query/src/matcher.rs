@@ -11,9 +11,12 @@
 //! variables and `$$NOW` and, unlike the rest of a filter, can fail while a document is
 //! tested (`{$add: ["$a", "text"]}`): the first such error is the outcome of the match.
 
-use crate::operators::{not_supported, parse_logical, parse_path_condition, ValueMatch};
+use crate::operators::{
+    not_supported, parse_logical, parse_path_condition, JsonSchema, ValueMatch,
+};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_expr::{truthy, Expression, ParseContext, Scope, Variables};
+use basalt_js::WhereClause;
 use basalt_value::{Collation, FieldPath};
 use bson::{Bson, Document};
 use std::cell::Cell;
@@ -142,6 +145,10 @@ pub(crate) enum MatchExpr {
     Path(FieldPath, ValueMatch),
     /// `$expr`: the document matches when the expression is truthy.
     Expr(Arc<Expression>),
+    /// `$jsonSchema`: the document matches when it is valid under the schema.
+    Schema(Arc<JsonSchema>),
+    /// `$where`: the document matches when the JavaScript predicate is truthy.
+    Where(WhereClause),
     Always(bool),
 }
 
@@ -166,6 +173,11 @@ impl MatchExpr {
                     false
                 }
             },
+            MatchExpr::Schema(schema) => schema.validates_document(doc),
+            MatchExpr::Where(clause) => clause.matches(doc).unwrap_or_else(|e| {
+                env.fail(e);
+                false
+            }),
             MatchExpr::Always(result) => *result,
         }
     }
@@ -176,7 +188,10 @@ impl MatchExpr {
                 children.iter().any(|c| c.constrains_field(field))
             }
             MatchExpr::Path(path, _) => path.components().next() == Some(field),
-            MatchExpr::Expr(_) | MatchExpr::Always(_) => false,
+            MatchExpr::Expr(_)
+            | MatchExpr::Schema(_)
+            | MatchExpr::Where(_)
+            | MatchExpr::Always(_) => false,
         }
     }
 }
@@ -184,6 +199,8 @@ impl MatchExpr {
 /// Parses a filter document (top level, or nested in `$and` and friends).
 pub(crate) fn parse_filter(filter: &Document, level: FilterLevel<'_>) -> Result<MatchExpr> {
     let mut children = Vec::with_capacity(filter.len());
+    // JavaScript is the slowest test: it runs last, on what the rest let through.
+    let mut where_clause = None;
     for (name, value) in filter {
         if let Some(operator) = name.strip_prefix('$') {
             match operator {
@@ -204,7 +221,11 @@ pub(crate) fn parse_filter(filter: &Document, level: FilterLevel<'_>) -> Result<
                     FieldPath::parse(name),
                     parse_path_condition(name, &equality_only(value))?,
                 )),
-                "where" | "text" | "jsonSchema" => return Err(not_supported(name)),
+                "jsonSchema" => children.push(MatchExpr::Schema(Arc::new(
+                    JsonSchema::parse_operand(value)?,
+                ))),
+                "where" => where_clause = Some(MatchExpr::Where(WhereClause::parse(value)?)),
+                "text" => return Err(not_supported(name)),
                 _ => {
                     return Err(Error::bad_value(format!(
                         "unknown top level operator: {name}. If you have a field name that \
@@ -219,6 +240,7 @@ pub(crate) fn parse_filter(filter: &Document, level: FilterLevel<'_>) -> Result<
             parse_path_condition(name, value)?,
         ));
     }
+    children.extend(where_clause);
     Ok(if children.len() == 1 {
         children.remove(0)
     } else {

@@ -5,8 +5,12 @@
 //! empty array sorts below null, and a missing field sorts as null. Keys are extracted
 //! once per document ([`SortSpec::sort_key`]) so that sorting compares cheap vectors.
 //!
-//! Each field's key is chosen independently. MongoDB picks the smallest whole key tuple
-//! instead, which differs only when several sort fields run through the same array.
+//! When several sort fields run through the same array (`{"a.x": 1, "a.y": 1}` over
+//! `a: [{x: 1, y: 9}, {x: 2, y: 0}]`), MongoDB takes their values from one element: the
+//! element whose values make the smallest key tuple under the sort, here `(1, 9)` rather
+//! than the per-field extremes `(1, 0)`. Below that shared array each field's value is
+//! again its own extreme. Fields through different arrays are keyed independently
+//! (MongoDB refuses to sort such "parallel arrays"; Basalt sorts them).
 //!
 //! Under a collation, strings (also inside documents and arrays) sort by it, both when an
 //! array's extreme is picked and when keys are compared.
@@ -96,10 +100,70 @@ impl SortSpec {
 
     /// The values `doc` sorts by, one per sort field.
     pub fn sort_key(&self, doc: &Document) -> Vec<Bson> {
-        self.fields
+        let collation = self.collation.as_ref();
+        let mut key: Vec<Bson> = self
+            .fields
             .iter()
-            .map(|(path, direction)| field_key(path, *direction, doc, self.collation.as_ref()))
-            .collect()
+            .map(|(path, direction)| field_key(path, *direction, doc, collation))
+            .collect();
+        if self.fields.len() > 1 {
+            self.key_shared_arrays(doc, &mut key);
+        }
+        key
+    }
+
+    /// Re-keys the fields that share an array from the single element that sorts first.
+    fn key_shared_arrays(&self, doc: &Document, key: &mut [Bson]) {
+        let arrays: Vec<Option<(usize, &Vec<Bson>)>> = self
+            .fields
+            .iter()
+            .map(|(path, _)| first_array(path, doc))
+            .collect();
+        for (first, found) in arrays.iter().enumerate() {
+            let Some((depth, items)) = found else {
+                continue;
+            };
+            let shares = |other: &Option<(usize, &Vec<Bson>)>| {
+                other.is_some_and(|(d, a)| d == *depth && std::ptr::eq(a, *items))
+            };
+            // Each group is handled once, from its first field.
+            if arrays[..first].iter().any(shares) || items.is_empty() {
+                continue;
+            }
+            let group: Vec<usize> = (first..arrays.len())
+                .filter(|&i| shares(&arrays[i]))
+                .collect();
+            if group.len() < 2 {
+                continue;
+            }
+            let tuples = items.iter().map(|element| {
+                group
+                    .iter()
+                    .map(|&i| {
+                        let (path, direction) = &self.fields[i];
+                        element_key(path, *depth, *direction, element, self.collation.as_ref())
+                    })
+                    .collect::<Vec<Bson>>()
+            });
+            let best = tuples.min_by(|a, b| {
+                for ((x, y), &i) in a.iter().zip(b).zip(&group) {
+                    let ord = compare_values_with(x, y, self.collation.as_ref());
+                    let ord = match self.fields[i].1 {
+                        Direction::Ascending => ord,
+                        Direction::Descending => ord.reverse(),
+                    };
+                    if ord != Ordering::Equal {
+                        return ord;
+                    }
+                }
+                Ordering::Equal
+            });
+            if let Some(best) = best {
+                for (value, &i) in best.into_iter().zip(&group) {
+                    key[i] = value;
+                }
+            }
+        }
     }
 
     /// Compares two keys made by [`SortSpec::sort_key`].
@@ -175,6 +239,44 @@ fn field_key(
     best.cloned().unwrap_or(Bson::Null)
 }
 
+/// The first array `path` runs through in `doc` (numeric components index arrays instead
+/// of traversing them), with the number of path components that lead to it.
+fn first_array<'a>(path: &FieldPath, doc: &'a Document) -> Option<(usize, &'a Vec<Bson>)> {
+    let mut components = path.components();
+    let mut current = doc.get(components.next()?)?;
+    let mut depth = 1;
+    loop {
+        let next = components.next();
+        match (current, next) {
+            (Bson::Array(items), Some(name)) => match basalt_value::path::array_index(name) {
+                Some(index) => current = items.get(index)?,
+                None => return Some((depth, items)),
+            },
+            (Bson::Array(items), None) => return Some((depth, items)),
+            (Bson::Document(d), Some(name)) => current = d.get(name)?,
+            _ => return None,
+        }
+        depth += 1;
+    }
+}
+
+/// The value standing for one element of a shared array at the rest of `path` (after
+/// its first `depth` components).
+fn element_key(
+    path: &FieldPath,
+    depth: usize,
+    direction: Direction,
+    element: &Bson,
+    collation: Option<&Collation>,
+) -> Bson {
+    let rest: Vec<&str> = path.components().skip(depth).collect();
+    match element {
+        _ if rest.is_empty() => element.clone(),
+        Bson::Document(d) => field_key(&FieldPath::parse(&rest.join(".")), direction, d, collation),
+        _ => Bson::Null,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,6 +329,36 @@ mod tests {
             spec.sort_key(&doc! {"a": [{"b": 3}, {"c": 1}]}),
             vec![Bson::Null]
         );
+    }
+
+    #[test]
+    fn fields_through_one_array_take_one_element() {
+        let docs = vec![
+            doc! {"_id": 1, "a": [{"x": 1, "y": 9}, {"x": 2, "y": 0}]},
+            doc! {"_id": 2, "a": [{"x": 1, "y": 5}]},
+            doc! {"_id": 3, "a": {"x": 1, "y": 7}},
+        ];
+        // Per-field extremes would key _id 1 as (1, 0) and put it first.
+        assert_eq!(
+            sorted(doc! {"a.x": 1, "a.y": 1}, docs.clone()),
+            vec![2, 3, 1]
+        );
+        assert_eq!(
+            sorted(doc! {"a.x": -1, "a.y": 1}, docs.clone()),
+            vec![1, 2, 3]
+        );
+        let spec = SortSpec::new(&doc! {"a.x": 1, "_id": 1, "a.y": -1}).unwrap();
+        assert_eq!(
+            spec.sort_key(&docs[0]),
+            vec![Bson::Int32(1), Bson::Int32(1), Bson::Int32(9)]
+        );
+        // Different arrays stay independent; a numeric component indexes, not traverses.
+        let spec = SortSpec::new(&doc! {"a.x": 1, "b": -1}).unwrap();
+        let doc = doc! {"a": [{"x": 3}, {"x": 2}], "b": [1, 4]};
+        assert_eq!(spec.sort_key(&doc), vec![Bson::Int32(2), Bson::Int32(4)]);
+        let spec = SortSpec::new(&doc! {"a.0.x": 1, "a.y": 1}).unwrap();
+        let doc = doc! {"a": [{"x": 5, "y": 2}, {"x": 1, "y": 1}]};
+        assert_eq!(spec.sort_key(&doc)[1], Bson::Int32(1));
     }
 
     #[test]

@@ -1,19 +1,20 @@
 //! Executes the read side of commands: which documents of a collection match a filter,
 //! and the `let` variables the filter (and the rest of the command) sees.
 //!
-//! The only access paths today are the `_id` index, for filters that pin `_id` to one
-//! value, and a collection scan in natural order. The planner of the indexes issue
-//! replaces [`AccessPath::choose`]. The matcher always re-checks candidates, so an access
-//! path only has to return a superset of the matches.
+//! The access path is the planner's (`basalt_plan`): a collection scan in natural order,
+//! or an index scan over key ranges that fetches each record. The matcher always
+//! re-checks candidates, so an access path only has to return a superset of the matches.
 
 use crate::request::Fields;
 use basalt_catalog::Collection;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_expr::Scope;
+use basalt_plan::{IndexScanPlan, KeyCheck, Plan, PlanChoice};
 use basalt_query::{Matcher, Projection};
 use basalt_storage::Snapshot;
 use basalt_value::Collation;
 use bson::{Bson, Document};
+use std::collections::HashSet;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,110 +56,321 @@ pub fn let_scope(fields: &Fields<'_>) -> Result<Scope> {
     }
 }
 
-/// How candidate documents are found.
+/// How candidate documents are found: the planner's choice (`basalt_plan`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum AccessPath {
-    /// The `_id` index, for a filter with a top-level `_id` equality.
-    IdLookup(Bson),
     CollectionScan,
+    IndexScan(Box<IndexScanPlan>),
+    /// The union of index scans for a top-level `$or`.
+    Or(Vec<IndexScanPlan>),
 }
 
 impl AccessPath {
-    /// Under a collation, string-bearing `_id` values need a scan: the `_id` index
-    /// orders strings bytewise, so it would miss `"abc"` when asked for `"ABC"`.
-    pub fn choose(filter: &Document, collation: Option<&Collation>) -> AccessPath {
-        let path = AccessPath::choose_binary(filter);
-        match (&path, collation) {
-            (AccessPath::IdLookup(value), Some(_)) if holds_strings(value) => {
-                AccessPath::CollectionScan
-            }
-            _ => path,
+    /// The planner's choice for `filter` over the collection's current indexes, or the
+    /// index (or `$natural` scan) a `hint` names.
+    pub fn choose(
+        collection: &Collection,
+        filter: &Document,
+        collation: Option<&Collation>,
+        hint: Option<&Bson>,
+    ) -> Result<AccessPath> {
+        Ok(plan_choice(collection, filter, collation, hint, None)?
+            .0
+            .winner
+            .into())
+    }
+
+    /// As [`AccessPath::choose`] for a sorted query; also says whether the path
+    /// returns documents in `sort` order already (an index scan in key order).
+    pub fn choose_sorted(
+        collection: &Collection,
+        filter: &Document,
+        collation: Option<&Collation>,
+        hint: Option<&Bson>,
+        sort: Option<&Document>,
+    ) -> Result<(AccessPath, bool)> {
+        let (choice, sorted) = plan_choice(collection, filter, collation, hint, sort)?;
+        Ok((choice.winner.into(), sorted))
+    }
+}
+
+impl From<Plan> for AccessPath {
+    fn from(plan: Plan) -> AccessPath {
+        match plan {
+            Plan::CollectionScan => AccessPath::CollectionScan,
+            Plan::IndexScan(scan) => AccessPath::IndexScan(scan),
+            Plan::Or(scans) => AccessPath::Or(scans),
         }
     }
-
-    fn choose_binary(filter: &Document) -> AccessPath {
-        match filter.get("_id") {
-            Some(Bson::Document(d)) if d.keys().any(|k| k.starts_with('$')) => {
-                match (d.len(), d.get("$eq")) {
-                    (1, Some(value)) if is_point_value(value) => {
-                        AccessPath::IdLookup(value.clone())
-                    }
-                    _ => AccessPath::CollectionScan,
-                }
-            }
-            Some(value) if is_point_value(value) => AccessPath::IdLookup(value.clone()),
-            _ => AccessPath::CollectionScan,
-        }
-    }
 }
 
-fn holds_strings(value: &Bson) -> bool {
-    match value {
-        Bson::String(_) | Bson::Symbol(_) => true,
-        Bson::Document(d) => d.values().any(holds_strings),
-        Bson::Array(items) => items.iter().any(holds_strings),
-        _ => false,
-    }
+/// Every plan considered for a query, the winner first (for explain), and whether the
+/// winner provides `sort`.
+pub fn plan_choice(
+    collection: &Collection,
+    filter: &Document,
+    collation: Option<&Collation>,
+    hint: Option<&Bson>,
+    sort: Option<&Document>,
+) -> Result<(PlanChoice, bool)> {
+    let meta = collection.meta();
+    let hint = hint.filter(|h| !matches!(h, Bson::Document(d) if d.is_empty()));
+    basalt_plan::plan_sorted(&meta.indexes, filter, collation.is_some(), hint, sort)
 }
 
-/// Values whose equality match is exactly an index key equality (regexes match by
-/// pattern and arrays match elements, so they need a scan).
-fn is_point_value(value: &Bson) -> bool {
-    !matches!(
-        value,
-        Bson::RegularExpression(_) | Bson::Array(_) | Bson::Null | Bson::Undefined
-    )
+/// What a scan examined, for explain's executionStats.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ExecStats {
+    pub keys_examined: u64,
+    pub docs_examined: u64,
 }
 
-/// Visits the documents of `collection` that match, in natural order, starting after
-/// record `after` when resuming.
+/// Where a resumable scan stopped: the last record (collection scan) or index entry
+/// (index scan, in which branch of an `$or` union) it consumed, and for a multikey
+/// index or a union the records already seen, so a document reached through several
+/// keys is returned once.
+#[derive(Clone, Debug, Default)]
+pub struct Position {
+    after_record: Option<u64>,
+    after_entry: Option<Vec<u8>>,
+    branch: usize,
+    seen: HashSet<u64>,
+}
+
+/// What a visitor did with a matching document.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Step {
+    /// Consumed it; go on.
+    Continue,
+    /// Consumed it; stop.
+    StopAfter,
+    /// Did not consume it (a full batch): stop, and resume at it next time.
+    StopBefore,
+}
+
+/// Visits the documents of `collection` that match, in the access path's order
+/// (natural order, or index key order).
 pub fn for_each_match(
     collection: &Collection,
     snapshot: &dyn Snapshot,
     matcher: &Matcher,
     path: &AccessPath,
-    after: Option<u64>,
     deadline: Deadline,
     visit: &mut dyn FnMut(u64, Document) -> Result<ControlFlow<()>>,
 ) -> Result<()> {
+    execute(
+        collection,
+        snapshot,
+        matcher,
+        path,
+        &mut Position::default(),
+        &mut ExecStats::default(),
+        deadline,
+        &mut |record_id, doc| {
+            Ok(match visit(record_id, doc)? {
+                ControlFlow::Continue(()) => Step::Continue,
+                ControlFlow::Break(()) => Step::StopAfter,
+            })
+        },
+    )
+}
+
+/// Visits the matching documents from `position` on, moving it past each consumed
+/// one, and counts what was examined.
+#[allow(clippy::too_many_arguments)]
+pub fn execute(
+    collection: &Collection,
+    snapshot: &dyn Snapshot,
+    matcher: &Matcher,
+    path: &AccessPath,
+    position: &mut Position,
+    stats: &mut ExecStats,
+    deadline: Deadline,
+    visit: &mut dyn FnMut(u64, Document) -> Result<Step>,
+) -> Result<()> {
     match path {
-        AccessPath::IdLookup(value) => {
-            let meta = collection.meta();
-            let Some(id_index) = meta.indexes.iter().find(|i| i.is_id_index()) else {
-                return Err(Error::internal("collection without an _id index"));
+        AccessPath::IndexScan(scan) => {
+            let dedup = scan.index.multikey;
+            let run = IndexRun {
+                collection,
+                snapshot,
+                matcher,
+                deadline,
+                dedup,
             };
-            let mut ids =
-                collection.lookup_index(snapshot, id_index, std::slice::from_ref(value))?;
-            ids.sort_unstable();
-            for record_id in ids.into_iter().filter(|id| after.is_none_or(|a| *id > a)) {
-                if let Some(doc) = collection.get_record(snapshot, record_id)? {
-                    if matcher.try_matches(&doc)? && visit(record_id, doc)?.is_break() {
-                        break;
-                    }
+            run.scan(scan, position, stats, visit).map(|_| ())
+        }
+        AccessPath::Or(scans) => {
+            let run = IndexRun {
+                collection,
+                snapshot,
+                matcher,
+                deadline,
+                dedup: true,
+            };
+            for (branch, scan) in scans.iter().enumerate().skip(position.branch) {
+                if branch > position.branch {
+                    position.branch = branch;
+                    position.after_entry = None;
+                }
+                if run.scan(scan, position, stats, visit)? == Scanned::Stopped {
+                    break;
                 }
             }
             Ok(())
         }
         AccessPath::CollectionScan => {
-            let mut examined = 0u64;
-            collection.scan(snapshot, after, &mut |record_id, raw| {
-                examined += 1;
-                if examined.is_multiple_of(DEADLINE_CHECK_INTERVAL_DOCS) {
+            collection.scan(snapshot, position.after_record, &mut |record_id, raw| {
+                stats.docs_examined += 1;
+                if stats
+                    .docs_examined
+                    .is_multiple_of(DEADLINE_CHECK_INTERVAL_DOCS)
+                {
                     deadline.check()?;
                 }
                 let doc = Document::try_from(raw)
                     .map_err(|e| Error::internal(format!("corrupt record {record_id}: {e}")))?;
-                if matcher.try_matches(&doc)? {
-                    visit(record_id, doc)
+                let step = if matcher.try_matches(&doc)? {
+                    visit(record_id, doc)?
                 } else {
-                    Ok(ControlFlow::Continue(()))
+                    Step::Continue
+                };
+                if step != Step::StopBefore {
+                    position.after_record = Some(record_id);
                 }
+                Ok(match step {
+                    Step::Continue => ControlFlow::Continue(()),
+                    Step::StopAfter | Step::StopBefore => ControlFlow::Break(()),
+                })
             })
         }
     }
 }
 
-/// Every matching document, in natural order, up to `limit`.
+/// Whether an index scan ran to its end or a visitor stopped it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Scanned {
+    Finished,
+    Stopped,
+}
+
+/// What every index scan of one execution shares.
+struct IndexRun<'a> {
+    collection: &'a Collection,
+    snapshot: &'a dyn Snapshot,
+    matcher: &'a Matcher,
+    deadline: Deadline,
+    /// Whether a record may be reached more than once (multikey index, `$or` union).
+    dedup: bool,
+}
+
+impl IndexRun<'_> {
+    /// Scans the plan's key ranges in order, seeking past keys its bounds rule out,
+    /// fetching each record once and re-checking it with the matcher.
+    fn scan(
+        &self,
+        scan: &IndexScanPlan,
+        position: &mut Position,
+        stats: &mut ExecStats,
+        visit: &mut dyn FnMut(u64, Document) -> Result<Step>,
+    ) -> Result<Scanned> {
+        let IndexRun {
+            collection,
+            snapshot,
+            matcher,
+            deadline,
+            dedup,
+        } = *self;
+        for range in &scan.ranges {
+            // Entries extend the range start, so "after the start" is "from the start".
+            let mut after = match &position.after_entry {
+                Some(entry) if entry.as_slice() >= range.start.as_slice() => {
+                    if range.is_past_end(entry) {
+                        continue;
+                    }
+                    entry.clone()
+                }
+                _ => range.start.clone(),
+            };
+            loop {
+                let mut seek = None;
+                let mut stopped = false;
+                let mut range_done = false;
+                collection.scan_index(
+                    snapshot,
+                    &scan.index,
+                    range.common_prefix(),
+                    Some(&after),
+                    &mut |entry| {
+                        stats.keys_examined += 1;
+                        if stats
+                            .keys_examined
+                            .is_multiple_of(DEADLINE_CHECK_INTERVAL_DOCS)
+                        {
+                            deadline.check()?;
+                        }
+                        let Some(key) = entry.len().checked_sub(8).map(|n| &entry[..n]) else {
+                            return Err(Error::internal("index entry without a record id"));
+                        };
+                        if range.is_past_end(key) {
+                            range_done = true;
+                            return Ok(ControlFlow::Break(()));
+                        }
+                        if let KeyCheck::SeekAfter(target) = scan.key_filter.check(key) {
+                            seek = Some(target);
+                            return Ok(ControlFlow::Break(()));
+                        }
+                        let record_id = u64::from_be_bytes(
+                            entry[key.len()..]
+                                .try_into()
+                                .map_err(|_| Error::internal("index entry without a record id"))?,
+                        );
+                        if dedup && !position.seen.insert(record_id) {
+                            return Ok(ControlFlow::Continue(()));
+                        }
+                        let step = match collection.get_record(snapshot, record_id)? {
+                            Some(doc) => {
+                                stats.docs_examined += 1;
+                                if matcher.try_matches(&doc)? {
+                                    visit(record_id, doc)?
+                                } else {
+                                    Step::Continue
+                                }
+                            }
+                            None => Step::Continue,
+                        };
+                        if step == Step::StopBefore {
+                            if dedup {
+                                position.seen.remove(&record_id);
+                            }
+                        } else {
+                            let last = position.after_entry.get_or_insert_with(Vec::new);
+                            last.clear();
+                            last.extend_from_slice(entry);
+                        }
+                        Ok(match step {
+                            Step::Continue => ControlFlow::Continue(()),
+                            Step::StopAfter | Step::StopBefore => {
+                                stopped = true;
+                                ControlFlow::Break(())
+                            }
+                        })
+                    },
+                )?;
+                if stopped {
+                    return Ok(Scanned::Stopped);
+                }
+                match seek {
+                    Some(target) if !range_done && !range.is_past_end(&target) => after = target,
+                    _ => break,
+                }
+            }
+        }
+        Ok(Scanned::Finished)
+    }
+}
+
+/// Every matching document, in the access path's order, up to `limit`.
 pub fn collect_matches(
     collection: &Collection,
     matcher: &Matcher,
@@ -176,7 +388,6 @@ pub fn collect_matches(
         &*snapshot,
         matcher,
         path,
-        None,
         deadline,
         &mut |id, doc| {
             found.push((id, doc));
@@ -201,7 +412,9 @@ pub struct CollectionScan {
     /// Documents still to return, when the find had a limit.
     pub remaining: Option<u64>,
     pub deadline: Deadline,
-    after: Option<u64>,
+    position: Position,
+    /// Keys and documents examined so far (explain's executionStats).
+    pub stats: ExecStats,
 }
 
 impl CollectionScan {
@@ -222,7 +435,8 @@ impl CollectionScan {
             skip,
             remaining: limit,
             deadline,
-            after: None,
+            position: Position::default(),
+            stats: ExecStats::default(),
         }
     }
 
@@ -238,33 +452,32 @@ impl CollectionScan {
         let snapshot = self.collection.snapshot();
         let mut bytes = 0usize;
         let mut exhausted = true;
-        let mut last = self.after;
         let mut error = None;
         let want = max_docs;
         let (skip, remaining, projection) = (&mut self.skip, &mut self.remaining, &self.projection);
-        for_each_match(
+        execute(
             &self.collection,
             &*snapshot,
             &self.matcher,
             &self.path,
-            self.after,
+            &mut self.position,
+            &mut self.stats,
             self.deadline,
-            &mut |record_id, doc| {
+            &mut |_, doc| {
                 if batch.len() >= want {
                     exhausted = false;
-                    return Ok(ControlFlow::Break(()));
+                    return Ok(Step::StopBefore);
                 }
                 if *skip > 0 {
-                    last = Some(record_id);
                     *skip -= 1;
-                    return Ok(ControlFlow::Continue(()));
+                    return Ok(Step::Continue);
                 }
                 let out = match projection {
                     Some(p) => match p.apply(&doc) {
                         Ok(out) => out,
                         Err(e) => {
                             error = Some(e);
-                            return Ok(ControlFlow::Break(()));
+                            return Ok(Step::StopBefore);
                         }
                     },
                     None => doc,
@@ -273,24 +486,22 @@ impl CollectionScan {
                 if !batch.is_empty() && bytes + size > max_bytes {
                     // Not consumed: the next batch resumes at this record.
                     exhausted = false;
-                    return Ok(ControlFlow::Break(()));
+                    return Ok(Step::StopBefore);
                 }
-                last = Some(record_id);
                 bytes += size;
                 batch.push(out);
                 if let Some(r) = remaining.as_mut() {
                     *r -= 1;
                     if *r == 0 {
-                        return Ok(ControlFlow::Break(()));
+                        return Ok(Step::StopAfter);
                     }
                 }
-                Ok(ControlFlow::Continue(()))
+                Ok(Step::Continue)
             },
         )?;
         if let Some(e) = error {
             return Err(e);
         }
-        self.after = last;
         let done = exhausted || self.remaining == Some(0);
         Ok((batch, done))
     }

@@ -5,6 +5,7 @@
 //! never stalls other connections, and a panic inside one command becomes an
 //! InternalError reply instead of taking the server down.
 
+mod blocking_sort;
 mod commands;
 mod connection;
 mod cursors;
@@ -12,6 +13,7 @@ mod exec;
 mod log_buffer;
 mod request;
 mod stats;
+mod ttl_monitor;
 
 pub use log_buffer::LogBuffer;
 
@@ -41,6 +43,9 @@ pub struct ServerOptions {
     pub dbpath: PathBuf,
     /// The command line as given, for getCmdLineOpts.
     pub argv: Vec<String>,
+    /// Whether `$where`, `mapReduce`, `$function` and `$accumulator` may run JavaScript
+    /// (false with mongod's `--noscripting`).
+    pub scripting_enabled: bool,
 }
 
 /// Everything the connections share.
@@ -57,6 +62,8 @@ pub struct Server {
 
 impl Server {
     pub fn new(engine: Arc<dyn Engine>, options: ServerOptions, log: LogBuffer) -> Result<Server> {
+        // Process-wide, as mongod's setting is: the parsers that need it have no server.
+        basalt_js::set_scripting_enabled(options.scripting_enabled);
         Ok(Server {
             catalog: Catalog::open(engine)?,
             cursors: CursorManager::default(),
@@ -86,6 +93,8 @@ impl Server {
                 reaper.cursors.reap_idle();
             }
         });
+        let ttl = self.clone();
+        tokio::spawn(ttl_monitor::run(ttl, ttl_monitor::TTL_MONITOR_INTERVAL_MS));
         shutdown.await;
         tracing::info!("shutting down: flushing storage");
         let catalog_engine = self.catalog.engine().clone();

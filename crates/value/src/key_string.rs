@@ -119,6 +119,104 @@ pub fn encode_key(parts: &[(&Bson, bool)]) -> Vec<u8> {
     out
 }
 
+/// The length of the encoded value at the start of `bytes` (written descending if
+/// `descending`), or `None` if they do not start with a whole encoding. Since encodings
+/// are self-delimiting, this splits a compound key into its components, which lets an
+/// index scan check and skip on fields after the first without decoding values.
+pub fn encoded_len(bytes: &[u8], descending: bool) -> Option<usize> {
+    Reader { bytes }.skip_value(0, descending)
+}
+
+/// Walks encoded values; `flip` says whether the bytes at hand are inverted.
+struct Reader<'a> {
+    bytes: &'a [u8],
+}
+
+impl Reader<'_> {
+    fn at(&self, pos: usize, flip: bool) -> Option<u8> {
+        self.bytes.get(pos).map(|&b| if flip { !b } else { b })
+    }
+
+    fn u32_at(&self, pos: usize, flip: bool) -> Option<usize> {
+        let mut n = 0usize;
+        for i in 0..4 {
+            n = (n << 8) | usize::from(self.at(pos + i, flip)?);
+        }
+        Some(n)
+    }
+
+    fn skip_value(&self, pos: usize, flip: bool) -> Option<usize> {
+        let end = match self.at(pos, flip)? {
+            MIN_KEY | UNDEFINED | NULL | NUMBER_NAN | NUMBER_ZERO | BOOLEAN_FALSE
+            | BOOLEAN_TRUE | MAX_KEY => pos + 1,
+            t @ (NUMBER_NEGATIVE | NUMBER_POSITIVE) => {
+                // A negative magnitude is written inverted.
+                let flip = flip ^ (t == NUMBER_NEGATIVE);
+                let marker = pos + 9;
+                match self.at(marker, flip)? {
+                    EXACT_DOUBLE => marker + 1,
+                    DECIMAL_TAIL => {
+                        let mut p = marker + 3;
+                        loop {
+                            let b = self.at(p, flip)?;
+                            p += 1;
+                            if b >> 4 == 0 || b & 0x0F == 0 {
+                                break p;
+                            }
+                        }
+                    }
+                    _ => return None,
+                }
+            }
+            STRING | CODE => self.skip_escaped(pos + 1, flip)?,
+            OBJECT => self.skip_document(pos + 1, flip)?,
+            ARRAY => {
+                let mut p = pos + 1;
+                while self.at(p, flip)? != END {
+                    p = self.skip_value(p, flip)?;
+                }
+                p + 1
+            }
+            BINARY => pos + 6 + self.u32_at(pos + 1, flip)?,
+            OBJECT_ID => pos + 13,
+            DATE | TIMESTAMP => pos + 9,
+            REGEX => {
+                let options = self.skip_escaped(pos + 1, flip)?;
+                self.skip_escaped(options, flip)?
+            }
+            DB_POINTER => pos + 5 + self.u32_at(pos + 1, flip)?,
+            CODE_WITH_SCOPE => {
+                let scope = self.skip_escaped(pos + 1, flip)?;
+                self.skip_document(scope, flip)?
+            }
+            _ => return None,
+        };
+        (end <= self.bytes.len()).then_some(end)
+    }
+
+    fn skip_escaped(&self, mut pos: usize, flip: bool) -> Option<usize> {
+        loop {
+            if self.at(pos, flip)? == 0 {
+                match self.at(pos + 1, flip)? {
+                    0x00 => return Some(pos + 2),
+                    0xFF => pos += 2,
+                    _ => return None,
+                }
+            } else {
+                pos += 1;
+            }
+        }
+    }
+
+    fn skip_document(&self, mut pos: usize, flip: bool) -> Option<usize> {
+        while self.at(pos, flip)? != END {
+            let value = self.skip_escaped(pos + 1, flip)?;
+            pos = self.skip_value(value, flip)?;
+        }
+        Some(pos + 1)
+    }
+}
+
 fn invert(bytes: &mut [u8]) {
     for b in bytes {
         *b = !*b;
@@ -1006,6 +1104,21 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(10_000))]
+
+        #[test]
+        fn encoded_len_finds_the_end_of_each_component(
+            a in value_strategy(),
+            b in value_strategy(),
+            descending in any::<bool>(),
+        ) {
+            let first = encode_key(&[(&a, descending)]);
+            let both = encode_key(&[(&a, descending), (&b, !descending)]);
+            prop_assert_eq!(encoded_len(&both, descending), Some(first.len()));
+            prop_assert_eq!(
+                encoded_len(&both[first.len()..], !descending),
+                Some(both.len() - first.len())
+            );
+        }
 
         #[test]
         fn byte_order_matches_value_order(a in value_strategy(), b in value_strategy()) {

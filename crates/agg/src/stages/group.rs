@@ -71,16 +71,16 @@ impl Group {
             }
             Ok(())
         });
-        finished(result.map(|()| {
+        finished(result.and_then(|()| {
             groups
                 .into_iter()
                 .map(|(key, accumulators)| {
                     let mut out = Document::new();
                     out.insert("_id", key.0);
                     for ((name, _), acc) in self.fields.iter().zip(accumulators) {
-                        out.insert(name.clone(), acc.finish());
+                        out.insert(name.clone(), acc.finish()?);
                     }
-                    out
+                    Ok(out)
                 })
                 .collect()
         }))

@@ -131,16 +131,24 @@ pub(crate) fn format_duration(d: Duration) -> String {
     }
 }
 
-/// A ratio with two significant digits below 10: `0.0034x`, `0.52x`, `3.1x`, `42x`.
+/// Basalt's ratio to a peer: `3.1x` (Basalt 3.1 times faster) or `1/13` (13 times
+/// slower), two significant digits.
 pub(crate) fn format_ratio(x: f64) -> String {
     if !x.is_finite() || x <= 0.0 {
         return "-".to_string();
     }
-    if x >= 10.0 {
-        return format!("{x:.0}x");
+    let digits = |v: f64| {
+        if v >= 10.0 {
+            format_rate(v).replace(' ', "")
+        } else {
+            format!("{v:.1}")
+        }
+    };
+    if x >= 1.0 {
+        format!("{}x", digits(x))
+    } else {
+        format!("1/{}", digits(1.0 / x))
     }
-    let decimals = (1 - x.log10().floor() as i32).max(1) as usize;
-    format!("{x:.decimals$}x")
 }
 
 /// `950`, `12.3 k`, `4.56 M`.
@@ -151,8 +159,12 @@ pub(crate) fn format_rate(x: f64) -> String {
         format!("{:.0} k", x / 1e3)
     } else if x >= 1e3 {
         format!("{:.1} k", x / 1e3)
-    } else {
+    } else if x >= 10.0 {
         format!("{x:.0}")
+    } else if x >= 1.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.3}")
     }
 }
 
@@ -166,10 +178,13 @@ mod tests {
         assert_eq!(format_duration(Duration::from_micros(12_345)), "12.3 ms");
         assert_eq!(format_duration(Duration::from_millis(812)), "812 ms");
         assert_eq!(format_duration(Duration::from_millis(45_600)), "45.6 s");
-        assert_eq!(format_ratio(0.00341), "0.0034x");
-        assert_eq!(format_ratio(0.52), "0.52x");
+        assert_eq!(format_ratio(0.5), "1/2.0");
+        assert_eq!(format_ratio(1.0 / 760.0), "1/760");
+        assert_eq!(format_ratio(1e-6), "1/1.00M");
         assert_eq!(format_ratio(3.04), "3.0x");
         assert_eq!(format_ratio(42.4), "42x");
+        assert_eq!(format_rate(0.043), "0.043");
+        assert_eq!(format_rate(2.5), "2.5");
         assert_eq!(format_rate(950.0), "950");
         assert_eq!(format_rate(1234.0), "1.2 k");
         assert_eq!(format_rate(616_000.0), "616 k");

@@ -100,7 +100,13 @@ pub(crate) fn to_svg(report: &Report) -> String {
         report.machine.cores,
         escape(&report.machine.cpu),
         report.machine.basalt_version,
-        escape(report.machine.git_commit.get(..12).unwrap_or(&report.machine.git_commit))
+        escape(
+            report
+                .machine
+                .git_commit
+                .get(..12)
+                .unwrap_or(&report.machine.git_commit)
+        )
     );
     for panel in &panels {
         y = draw(&mut body, panel, y + 20.0);

@@ -48,7 +48,7 @@ pub(crate) fn to_table(report: &Report) -> String {
     }
     let _ = writeln!(
         out,
-        "(Nx) = Basalt's ratio to the peer: peer time / Basalt time, above 1 Basalt is faster;\n\
+        "(3.1x): Basalt is 3.1 times faster than the peer, (1/13): 13 times slower;\n\
          docs/s/core = documents scanned / best time / threads the engine used"
     );
     out.push('\n');

@@ -49,7 +49,7 @@ impl GroupOp {
                 acc.accumulate(arg.eval(env)?.as_deref())?;
             }
         }
-        Ok(Some(Cow::Owned(acc.finish())))
+        Ok(Some(Cow::Owned(acc.finish()?)))
     }
 }
 

@@ -8,6 +8,7 @@ pub mod boolean;
 pub(crate) mod comparison;
 pub(crate) mod conditional;
 pub(crate) mod date;
+pub(crate) mod function;
 pub(crate) mod group;
 pub(crate) mod miscellaneous;
 pub(crate) mod object;
@@ -28,6 +29,7 @@ pub(crate) enum Operator {
     Comparison(comparison::Comparison),
     Conditional(conditional::Conditional),
     Date(date::DateOp),
+    Function(function::FunctionOp),
     Group(group::GroupOp),
     Let(variable::Let),
     Miscellaneous(miscellaneous::Miscellaneous),
@@ -71,6 +73,9 @@ impl Operator {
         if let Some(op) = variable::Let::parse(name, args, ctx)? {
             return Ok(Operator::Let(op));
         }
+        if let Some(op) = function::FunctionOp::parse(name, args, ctx)? {
+            return Ok(Operator::Function(op));
+        }
         if let Some(op) = miscellaneous::Miscellaneous::parse(name, args)? {
             return Ok(Operator::Miscellaneous(op));
         }
@@ -88,6 +93,7 @@ impl Operator {
             Operator::Comparison(op) => op.eval(env),
             Operator::Conditional(op) => op.eval(env),
             Operator::Date(op) => op.eval(env),
+            Operator::Function(op) => op.eval(env),
             Operator::Group(op) => op.eval(env),
             Operator::Let(op) => op.eval(env),
             Operator::Miscellaneous(op) => op.eval(env),

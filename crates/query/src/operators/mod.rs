@@ -12,11 +12,13 @@ mod bits;
 mod comparison;
 mod elem_match;
 mod element;
+mod json_schema;
 mod logical;
 mod modulo;
 mod regex;
 
 pub(crate) use element::is_truthy;
+pub(crate) use json_schema::JsonSchema;
 pub(crate) use logical::parse_logical;
 pub(crate) use regex::RegexPredicate;
 

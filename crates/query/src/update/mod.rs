@@ -270,6 +270,28 @@ mod tests {
     }
 
     #[test]
+    fn conflicts_found_while_applying() {
+        let e = run(doc! {"a": [1, 2]}, doc! {"$set": {"a.$[]": 0, "a.1": 5}}).unwrap_err();
+        assert_eq!(e.code, ErrorCode::CONFLICTING_UPDATE_OPERATORS);
+        assert_eq!(e.message, "Update created a conflict at 'a.1'");
+        let e = run(
+            doc! {"x": {"a": [{"b": 1}]}},
+            doc! {"$set": {"x.a.$[].b": 0}, "$inc": {"x.a.0.b": 1}},
+        )
+        .unwrap_err();
+        assert_eq!(e.message, "Update created a conflict at 'x.a.0'");
+        let (d, _) = run(
+            doc! {"a": [{"b": 1}, {"b": 2}]},
+            doc! {"$set": {"a.$[].c": 0, "a.1.b": 5}},
+        )
+        .unwrap();
+        assert_eq!(d, doc! {"a": [{"b": 1, "c": 0}, {"b": 5, "c": 0}]});
+        // Indexes past the end of the array do not meet `$[]`.
+        let (d, _) = run(doc! {"a": [1]}, doc! {"$set": {"a.$[]": 0, "a.2": 5}}).unwrap();
+        assert_eq!(d, doc! {"a": [0, null, 5]});
+    }
+
+    #[test]
     fn fields_are_created_in_name_order() {
         let (d, changed) = run(
             doc! {"_id": 1},

@@ -202,6 +202,21 @@ impl Node {
             || self.children.iter().any(|(_, child)| child.creates(env))
     }
 
+    /// Whether two subtrees applied to the same element would update one path twice
+    /// (`a.$[]` and `a.0`); subtrees on different fields below it (`a.$[].x` and
+    /// `a.0.y`) do not collide. Array components are compared as written, so a collision
+    /// only visible in the data below a second array is not detected.
+    fn collides_with(&self, other: &Node) -> bool {
+        self.modifier.is_some()
+            || other.modifier.is_some()
+            || self.children.iter().any(|(c, child)| {
+                other
+                    .children
+                    .iter()
+                    .any(|(d, theirs)| c == d && child.collides_with(theirs))
+            })
+    }
+
     fn has_array_children(&self) -> bool {
         self.children
             .iter()
@@ -243,7 +258,9 @@ fn apply_array(
     env: &mut Env,
     path: &mut Vec<String>,
 ) -> Result<bool> {
-    let mut changed = false;
+    // Which elements each child updates is decided on the array as it was, as MongoDB
+    // does; two children updating one element must not collide below it.
+    let mut targets: Vec<(usize, &Node)> = Vec::new();
     for (component, child) in &node.children {
         let indexes: Vec<usize> = match component {
             Component::Field(name) => match basalt_value::path::array_index(name) {
@@ -272,10 +289,30 @@ fn apply_array(
                 .collect(),
         };
         for index in indexes {
-            path.push(index.to_string());
-            changed |= apply_to_element(child, items, index, env, path)?;
-            path.pop();
+            if targets
+                .iter()
+                .any(|(i, other)| *i == index && other.collides_with(child))
+            {
+                return Err(Error::new(
+                    ErrorCode::CONFLICTING_UPDATE_OPERATORS,
+                    format!(
+                        "Update created a conflict at '{}'",
+                        path.iter()
+                            .cloned()
+                            .chain([index.to_string()])
+                            .collect::<Vec<_>>()
+                            .join(".")
+                    ),
+                ));
+            }
+            targets.push((index, child));
         }
+    }
+    let mut changed = false;
+    for (index, child) in targets {
+        path.push(index.to_string());
+        changed |= apply_to_element(child, items, index, env, path)?;
+        path.pop();
     }
     Ok(changed)
 }

@@ -109,7 +109,7 @@ fn read_trimmed(path: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     read_trimmed("/proc/sys/kernel/hostname").unwrap_or_else(|| "localhost".to_string())
 }
 

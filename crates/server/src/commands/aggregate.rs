@@ -8,7 +8,7 @@
 //! pipeline ending in `$out` or `$merge` has written everything before the reply, whose
 //! first batch is then empty.
 
-mod collections;
+pub(super) mod collections;
 
 use super::write_batch::durability;
 use super::Ctx;
@@ -63,7 +63,8 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             let filter = pipeline.take_leading_match().unwrap_or_default();
             match ctx.server.catalog.get(ctx.db, name) {
                 Some(collection) => {
-                    let path = AccessPath::choose(&filter, collation.as_ref());
+                    let hint = body.get("hint");
+                    let path = AccessPath::choose(&collection, &filter, collation.as_ref(), hint)?;
                     let scan = CollectionScan::new(
                         collection,
                         Matcher::new(&filter)?.with_collation(collation.as_ref()),

@@ -1,12 +1,13 @@
 //! `collMod`: changes a collection's options. Only the options Basalt keeps today can
-//! change (`changeStreamPreAndPostImages`, `validationLevel`, `validationAction`); the rest
-//! are refused by name rather than ignored.
+//! change (`changeStreamPreAndPostImages`, `validationLevel`, `validationAction`, and an
+//! index's `expireAfterSeconds` through `index`); the rest are refused by name rather
+//! than ignored.
 
 use super::create::pre_and_post_images;
 use super::Ctx;
 use crate::request::{Fields, GENERIC_COMMAND_FIELDS};
 use basalt_error::{Error, ErrorCode, Result};
-use bson::Document;
+use bson::{doc, Bson, Document};
 
 pub fn coll_mod(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let name = Fields::new(body).collection()?;
@@ -17,8 +18,10 @@ pub fn coll_mod(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         ));
     };
     let mut options = collection.meta().options.clone();
+    let mut reply = Document::new();
     for (key, value) in body.iter().skip(1) {
         match key.as_str() {
+            "index" => reply = modify_index(ctx, &collection, value)?,
             "changeStreamPreAndPostImages" => {
                 options.insert(key.clone(), pre_and_post_images(value)?);
             }
@@ -35,5 +38,59 @@ pub fn coll_mod(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         }
     }
     ctx.server.catalog.set_options(&collection, options)?;
-    Ok(Document::new())
+    Ok(reply)
+}
+
+/// `index: {name | keyPattern, expireAfterSeconds}`: changes a TTL, replying with the
+/// old and new values as MongoDB does.
+fn modify_index(
+    ctx: &Ctx<'_>,
+    collection: &basalt_catalog::Collection,
+    spec: &Bson,
+) -> Result<Document> {
+    let Bson::Document(spec) = spec else {
+        return Err(Error::type_mismatch(
+            "BSON field 'collMod.index' is the wrong type, expected type 'object'",
+        ));
+    };
+    let meta = collection.meta();
+    let index = match (spec.get("name"), spec.get("keyPattern")) {
+        (Some(Bson::String(name)), None) => meta.indexes.iter().find(|i| &i.name == name),
+        (None, Some(Bson::Document(key))) => meta.indexes.iter().find(|i| &i.key == key),
+        _ => {
+            return Err(Error::new(
+                ErrorCode::INVALID_OPTIONS,
+                "must specify either index name or key pattern for collMod",
+            ))
+        }
+    };
+    let Some(index) = index else {
+        return Err(Error::new(
+            ErrorCode::INDEX_NOT_FOUND,
+            format!("cannot find index {spec} for ns {}", meta.namespace()),
+        ));
+    };
+    let Some(value) = spec.get("expireAfterSeconds") else {
+        return Err(Error::new(
+            ErrorCode::INVALID_OPTIONS,
+            "no expireAfterSeconds or hidden field",
+        ));
+    };
+    if index.is_id_index() || index.key.len() > 1 {
+        return Err(Error::new(
+            ErrorCode::INVALID_OPTIONS,
+            "TTL indexes are single-field indexes, compound indexes do not support TTL",
+        ));
+    }
+    let seconds = super::create_indexes::expire_after_seconds(value).map_err(Error::bad_value)?;
+    let old = ctx
+        .server
+        .catalog
+        .set_index_expiry(collection, &index.name, Some(seconds))?;
+    let mut reply = doc! {};
+    if let Some(old) = old {
+        reply.insert("expireAfterSeconds_old", old);
+    }
+    reply.insert("expireAfterSeconds_new", seconds);
+    Ok(reply)
 }

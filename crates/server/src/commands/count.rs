@@ -28,8 +28,7 @@ pub fn count(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         &collection,
         &*snapshot,
         &matcher,
-        &AccessPath::choose(&filter, collation.as_ref()),
-        None,
+        &AccessPath::choose(&collection, &filter, collation.as_ref(), body.get("hint"))?,
         deadline,
         &mut |_, _| {
             matched += 1;

@@ -1,22 +1,32 @@
 //! `createIndexes`: adds indexes to a collection (creating it if needed) and builds them
 //! from its documents.
 //!
-//! Built today: single-field and compound indexes in either direction, multikey, unique
-//! and sparse. Index kinds and options that need more (hashed, text, geo, wildcard, TTL,
-//! partial, collation) are refused by name rather than built as something else.
+//! Built today: single-field and compound indexes in either direction, multikey, unique,
+//! sparse, TTL (`expireAfterSeconds`, expired by the TTL monitor), partial
+//! (`partialFilterExpression`) and hashed (one hashed field, equality lookups only).
+//! Index kinds and options that need more (text, geo, wildcard, collation) are refused by
+//! name rather than built as something else.
 
 use super::Ctx;
 use crate::request::Fields;
-use basalt_catalog::IndexSpec;
+use basalt_catalog::{IndexSpec, PartialFilter};
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Bson, Document};
 
 /// Index options that are accepted and have their MongoDB meaning here.
-const SUPPORTED_OPTIONS: &[&str] = &["key", "name", "unique", "sparse", "background", "v", "ns"];
-/// Real MongoDB index options whose behaviour Basalt does not have yet.
-const UNSUPPORTED_OPTIONS: &[&str] = &[
+const SUPPORTED_OPTIONS: &[&str] = &[
+    "key",
+    "name",
+    "unique",
+    "sparse",
+    "background",
+    "v",
+    "ns",
     "expireAfterSeconds",
     "partialFilterExpression",
+];
+/// Real MongoDB index options whose behaviour Basalt does not have yet.
+const UNSUPPORTED_OPTIONS: &[&str] = &[
     "collation",
     "hidden",
     "weights",
@@ -55,6 +65,8 @@ pub fn create_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             if same_name.key == spec.key
                 && same_name.unique == spec.unique
                 && same_name.sparse == spec.sparse
+                && same_name.expire_after_seconds == spec.expire_after_seconds
+                && same_name.partial == spec.partial
             {
                 continue;
             }
@@ -111,6 +123,7 @@ fn parse_spec(spec: &Document) -> Result<IndexSpec> {
     }
     for (field, direction) in &key {
         match direction {
+            Bson::String(kind) if kind == "hashed" => {}
             Bson::String(kind) => {
                 return Err(invalid(format!("index type '{kind}' on field '{field}' is not supported by Basalt yet")));
             }
@@ -150,13 +163,116 @@ fn parse_spec(spec: &Document) -> Result<IndexSpec> {
     };
     // An index on `_id` alone is unique whatever the spec says, as MongoDB's `_id_`.
     let on_id_only = key.len() == 1 && key.contains_key("_id");
+    let expire_after_seconds = match spec.get("expireAfterSeconds") {
+        None => None,
+        Some(value) => {
+            if on_id_only {
+                return Err(Error::new(
+                    ErrorCode::INVALID_INDEX_SPECIFICATION_OPTION,
+                    "The field 'expireAfterSeconds' is not valid for an _id index specification.",
+                ));
+            }
+            if key.len() > 1 {
+                return Err(invalid(format!(
+                    "TTL indexes are single-field indexes, compound indexes do not support TTL. Index spec: {spec}"
+                )));
+            }
+            Some(expire_after_seconds(value).map_err(invalid)?)
+        }
+    };
+    let hashed_fields = key
+        .values()
+        .filter(|d| basalt_catalog::is_hashed(d))
+        .count();
+    if hashed_fields > 1 {
+        return Err(invalid(
+            "A maximum of one index field is allowed to be hashed".into(),
+        ));
+    }
+    if hashed_fields == 1 && flag("unique")? {
+        return Err(invalid(
+            "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.".into(),
+        ));
+    }
+    let partial = match spec.get("partialFilterExpression") {
+        None => None,
+        Some(Bson::Document(expression)) => {
+            if flag("sparse")? {
+                return Err(invalid(
+                    "cannot mix \"partialFilterExpression\" and \"sparse\" options".into(),
+                ));
+            }
+            check_partial_filter(expression, true).map_err(invalid)?;
+            Some(PartialFilter::new(expression.clone())?)
+        }
+        Some(_) => {
+            return Err(Error::type_mismatch(
+                "The field 'partialFilterExpression' must be an object",
+            ))
+        }
+    };
     Ok(IndexSpec {
         id: 0,
         name,
         key,
         unique: flag("unique")? || on_id_only,
         sparse: flag("sparse")?,
+        multikey: false,
+        expire_after_seconds,
+        partial,
     })
+}
+
+/// The expressions MongoDB allows in a partial filter: equalities, `$exists: true`,
+/// comparisons, `$type`, `$in`, and `$and` / `$or` of those.
+fn check_partial_filter(expression: &Document, top: bool) -> std::result::Result<(), String> {
+    const FIELD_OPERATORS: &[&str] = &[
+        "$eq", "$exists", "$gt", "$gte", "$lt", "$lte", "$type", "$in",
+    ];
+    for (name, value) in expression {
+        match (name.as_str(), value) {
+            ("$and" | "$or", Bson::Array(items)) if top => {
+                for item in items {
+                    match item {
+                        Bson::Document(d) => check_partial_filter(d, false)?,
+                        _ => return Err(format!("{name} needs an array of objects")),
+                    }
+                }
+            }
+            (op, _) if op.starts_with('$') => {
+                return Err(format!("Expression not supported in partial index: {op}"))
+            }
+            (_, Bson::Document(ops)) if ops.keys().next().is_some_and(|k| k.starts_with('$')) => {
+                for (op, operand) in ops {
+                    let exists_true = op != "$exists" || matches!(operand, Bson::Boolean(true));
+                    if !FIELD_OPERATORS.contains(&op.as_str()) || !exists_true {
+                        return Err(format!(
+                            "Expression not supported in partial index: {name}: {{ {op}: {operand} }}"
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Checks an `expireAfterSeconds` value as MongoDB does: a number, whole seconds in
+/// `[0, 2147483647]`.
+pub fn expire_after_seconds(value: &Bson) -> std::result::Result<i64, String> {
+    let Some(seconds) = basalt_value::as_f64(value) else {
+        return Err(format!(
+            "TTL index 'expireAfterSeconds' option must be numeric, but received a type of '{}'. Index spec: expireAfterSeconds: {value}",
+            crate::request::type_name(value)
+        ));
+    };
+    if !(0.0..=f64::from(i32::MAX)).contains(&seconds) {
+        return Err(format!(
+            "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number. Index spec: expireAfterSeconds: {value}"
+        ));
+    }
+    Ok(seconds as i64)
 }
 
 /// MongoDB's default index name: each field and direction joined by underscores.

@@ -46,8 +46,8 @@ pub(super) fn delete_matching(
     } else {
         None
     };
-    let path = AccessPath::choose(filter, collation);
     let deleted = ctx.server.catalog.write(ctx.db, name, false, |writer| {
+        let path = AccessPath::choose(writer.collection(), filter, collation, None)?;
         let mut targets = collect_matches(writer.collection(), &matcher, &path, limit, deadline)?;
         if let Some(sort) = sort {
             sort.sort_by_document(&mut targets, |(_, doc)| doc);

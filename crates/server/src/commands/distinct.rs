@@ -42,8 +42,7 @@ pub fn distinct(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         &collection,
         &*snapshot,
         &matcher,
-        &AccessPath::choose(&filter, collation.as_ref()),
-        None,
+        &AccessPath::choose(&collection, &filter, collation.as_ref(), None)?,
         deadline,
         &mut |_, doc| {
             for reached in path.reached(&doc) {

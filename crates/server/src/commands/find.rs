@@ -70,7 +70,12 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             true,
         ));
     };
-    let path = AccessPath::choose(&filter, collation.as_ref());
+    let sort = fields.document_opt("sort")?;
+    let hint = body.get("hint");
+    let (path, index_sorted) =
+        AccessPath::choose_sorted(&collection, &filter, collation.as_ref(), hint, sort)?;
+    // An index scan in sort order streams like a natural-order scan: no blocking sort.
+    let order = if index_sorted { Order::Natural } else { order };
     let source = match order {
         Order::Natural => CursorSource::Scan(Box::new(CollectionScan::new(
             collection, matcher, path, projection, skip, limit, deadline,
@@ -82,7 +87,18 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                     .map(|(_, doc)| doc)
                     .collect();
             match &order {
-                Order::Sorted(spec) => spec.sort_by_document(&mut docs, |d| d),
+                Order::Sorted(spec) => {
+                    let keep = limit.map(|l| (skip + l) as usize);
+                    let allow_disk_use = fields.bool_or("allowDiskUse", true)?;
+                    let dbpath = &ctx.server.options.dbpath;
+                    docs = crate::blocking_sort::sort_for_find(
+                        spec,
+                        docs,
+                        keep,
+                        allow_disk_use,
+                        dbpath,
+                    )?
+                }
                 _ => docs.reverse(),
             }
             let window = docs

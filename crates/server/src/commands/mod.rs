@@ -12,6 +12,7 @@ mod create_indexes;
 mod delete;
 mod distinct;
 mod drop_indexes;
+mod explain;
 mod find;
 mod find_and_modify;
 mod get_more;
@@ -21,6 +22,7 @@ mod kill_cursors;
 mod list_collections;
 mod list_databases;
 mod list_indexes;
+mod map_reduce;
 mod stats;
 mod update;
 mod validate;
@@ -189,7 +191,20 @@ static COMMANDS: &[Command] = &[
         Counter::OwnCount,
     ),
     command("count", count::count, "counts matching documents"),
+    command(
+        "explain",
+        explain::explain,
+        "describes how a command would find its documents",
+    ),
     command("distinct", distinct::distinct, "distinct values of a field"),
+    with_aliases(
+        command(
+            "mapReduce",
+            map_reduce::map_reduce,
+            "JavaScript map, reduce and finalize",
+        ),
+        &["mapreduce"],
+    ),
     command(
         "aggregate",
         aggregate::aggregate,
@@ -290,7 +305,8 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         Counter::GetMore => crate::stats::Stats::add(&stats.getmore, 1),
         Counter::OwnCount => {}
     }
-    (command.handler)(ctx, body)
+    let max_time_ms = body.get("maxTimeMS").and_then(basalt_value::as_i64);
+    basalt_js::with_command_deadline(max_time_ms, || (command.handler)(ctx, body))
 }
 
 fn list_commands(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {

@@ -247,7 +247,12 @@ fn find_targets(
 ) -> Result<Vec<(u64, Document)>> {
     let collection = writer.collection();
     let snapshot = collection.snapshot();
-    let path = AccessPath::choose(statement.filter, statement.collation.as_ref());
+    let path = AccessPath::choose(
+        collection,
+        statement.filter,
+        statement.collation.as_ref(),
+        None,
+    )?;
     let only_first = !statement.multi && statement.sort.is_none();
     let mut found = Vec::new();
     for_each_match(
@@ -255,7 +260,6 @@ fn find_targets(
         &*snapshot,
         matcher,
         &path,
-        None,
         deadline,
         &mut |id, doc| {
             found.push((id, doc));

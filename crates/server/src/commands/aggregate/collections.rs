@@ -185,7 +185,7 @@ impl Collections for ServerCollections<'_> {
 
     fn current_ops(&self) -> Result<Vec<Document>> {
         let connection = self.ctx.connection;
-        Ok(vec![doc! {
+        let mut ops = vec![doc! {
             "type": "op",
             "desc": format!("conn{}", connection.id),
             "connectionId": connection.id,
@@ -196,7 +196,42 @@ impl Collections for ServerCollections<'_> {
             "op": "command",
             "ns": self.namespace,
             "command": self.command.clone(),
-        }])
+        }];
+        ops.extend(
+            self.ctx
+                .server
+                .catalog
+                .index_builds()
+                .into_iter()
+                .map(index_build_op),
+        );
+        Ok(ops)
+    }
+}
+
+/// A running index build as MongoDB's `$currentOp` shows it.
+fn index_build_op(build: basalt_catalog::IndexBuildProgress) -> Document {
+    let collection = build
+        .namespace
+        .split_once('.')
+        .map_or(build.namespace.as_str(), |(_, c)| c)
+        .to_string();
+    let percent = (build.done * 100).checked_div(build.total).unwrap_or(0);
+    doc! {
+        "type": "op",
+        "desc": "IndexBuildsCoordinatorMongod-0",
+        "active": true,
+        "op": "command",
+        "ns": build.namespace.clone(),
+        "command": {
+            "createIndexes": collection,
+            "indexes": [{ "key": build.key, "name": build.index_name }],
+        },
+        "msg": format!(
+            "Index Build: scanning collection Index Build: scanning collection: {}/{} {percent}%",
+            build.done, build.total
+        ),
+        "progress": { "done": build.done as i64, "total": build.total as i64 },
     }
 }
 

@@ -1,0 +1,126 @@
+// MongoDB's shell types for server-side JavaScript. Evaluated once per sandbox; the value
+// of the script is the list of internals that the BSON conversion needs (prototypes to
+// recognise typed values by, constructors to build Dates and RegExps) and the emit
+// factory, which user code never sees.
+(function (global) {
+  "use strict";
+  function define(name, value) {
+    Object.defineProperty(global, name, { value: value, writable: false, enumerable: false, configurable: false });
+  }
+  function pad(text, width) {
+    while (text.length < width) text = "0" + text;
+    return text;
+  }
+
+  var counter = Math.floor(Math.random() * 0xffffff);
+  function ObjectId(hex) {
+    if (!(this instanceof ObjectId)) return new ObjectId(hex);
+    if (hex === undefined) {
+      counter = (counter + 1) % 0x1000000;
+      hex = pad(Math.floor(Date.now() / 1000).toString(16), 8) +
+        pad(Math.floor(Math.random() * 0x10000000000).toString(16), 10) + pad(counter.toString(16), 6);
+    }
+    hex = String(hex);
+    if (!/^[0-9a-fA-F]{24}$/.test(hex)) throw new Error("invalid ObjectId: " + hex);
+    this.str = hex.toLowerCase();
+  }
+  ObjectId.prototype.toString = ObjectId.prototype.tojson = function () { return 'ObjectId("' + this.str + '")'; };
+  ObjectId.prototype.toHexString = ObjectId.prototype.valueOf = function () { return this.str; };
+  ObjectId.prototype.equals = function (other) { return other instanceof ObjectId && other.str === this.str; };
+  ObjectId.prototype.getTimestamp = function () { return new Date(parseInt(this.str.slice(0, 8), 16) * 1000); };
+
+  // As in the legacy shell: floatApprox, plus top and bottom (the two 32-bit halves) when
+  // the value is beyond a double's exact integers.
+  function NumberLong(value) {
+    if (!(this instanceof NumberLong)) return new NumberLong(value);
+    var exact = BigInt.asIntN(64, BigInt(typeof value === "number" ? Math.trunc(value) : (value === undefined ? 0 : value)));
+    this.floatApprox = Number(exact);
+    if (exact > 9007199254740991n || exact < -9007199254740991n) {
+      this.top = Number(BigInt.asIntN(32, exact >> 32n));
+      this.bottom = Number(BigInt.asUintN(32, exact));
+    }
+  }
+  function exactLong(long) {
+    return long.top === undefined ? BigInt(long.floatApprox) : (BigInt(long.top) << 32n) | BigInt(long.bottom);
+  }
+  NumberLong.prototype.valueOf = NumberLong.prototype.toNumber = function () { return this.floatApprox; };
+  NumberLong.prototype.toString = NumberLong.prototype.tojson = function () {
+    var text = exactLong(this).toString();
+    return this.top === undefined ? "NumberLong(" + text + ")" : 'NumberLong("' + text + '")';
+  };
+  NumberLong.prototype.equals = function (other) { return other instanceof NumberLong && exactLong(other) === exactLong(this); };
+
+  function NumberInt(value) {
+    if (!(this instanceof NumberInt)) return new NumberInt(value);
+    this.value = Number(value === undefined ? 0 : value) | 0;
+  }
+  NumberInt.prototype.valueOf = NumberInt.prototype.toNumber = function () { return this.value; };
+  NumberInt.prototype.toString = NumberInt.prototype.tojson = function () { return "NumberInt(" + this.value + ")"; };
+
+  function NumberDecimal(value) {
+    if (!(this instanceof NumberDecimal)) return new NumberDecimal(value);
+    this.value = String(value === undefined ? 0 : value);
+  }
+  NumberDecimal.prototype.valueOf = NumberDecimal.prototype.toNumber = function () { return Number(this.value); };
+  NumberDecimal.prototype.toString = NumberDecimal.prototype.tojson = function () { return 'NumberDecimal("' + this.value + '")'; };
+
+  function BinData(subtype, base64) {
+    if (!(this instanceof BinData)) return new BinData(subtype, base64);
+    this.type = Number(subtype);
+    this.data = String(base64);
+  }
+  BinData.prototype.subtype = function () { return this.type; };
+  BinData.prototype.base64 = function () { return this.data; };
+  BinData.prototype.toString = BinData.prototype.tojson = function () { return 'BinData(' + this.type + ',"' + this.data + '")'; };
+
+  function Timestamp(t, i) {
+    if (!(this instanceof Timestamp)) return new Timestamp(t, i);
+    this.t = Number(t === undefined ? 0 : t);
+    this.i = Number(i === undefined ? 0 : i);
+  }
+  Timestamp.prototype.getTime = function () { return this.t; };
+  Timestamp.prototype.getInc = function () { return this.i; };
+  Timestamp.prototype.toString = Timestamp.prototype.tojson = function () { return "Timestamp(" + this.t + ", " + this.i + ")"; };
+
+  function MinKey() { return minKey; }
+  function MaxKey() { return maxKey; }
+  var minKey = Object.create(MinKey.prototype);
+  var maxKey = Object.create(MaxKey.prototype);
+  MinKey.prototype.toString = MinKey.prototype.tojson = function () { return "MinKey"; };
+  MaxKey.prototype.toString = MaxKey.prototype.tojson = function () { return "MaxKey"; };
+
+  function ISODate(text) { return text === undefined ? new Date() : new Date(text); }
+
+  define("ObjectId", ObjectId);
+  define("NumberLong", NumberLong);
+  define("NumberInt", NumberInt);
+  define("NumberDecimal", NumberDecimal);
+  define("BinData", BinData);
+  define("Timestamp", Timestamp);
+  define("MinKey", MinKey);
+  define("MaxKey", MaxKey);
+  define("ISODate", ISODate);
+  define("tojson", function (value) { return value !== null && typeof value === "object" && typeof value.tojson === "function" ? value.tojson() : JSON.stringify(value); });
+
+  // The helpers MongoDB's server-side JavaScript adds to Array, used by reduce functions.
+  Array.sum = function (values) { var total = 0; for (var k = 0; k < values.length; k++) total += values[k]; return total; };
+  Array.avg = function (values) { return values.length ? Array.sum(values) / values.length : null; };
+  Array.contains = function (values, x) { return values.indexOf(x) >= 0; };
+  Array.unique = function (values) { return values.filter(function (v, k) { return values.indexOf(v) === k; }); };
+
+  // Read by position (bson_conversion.rs), which is cheaper than by name on every call.
+  return [ObjectId.prototype, NumberLong.prototype, NumberInt.prototype, NumberDecimal.prototype,
+    BinData.prototype, Timestamp.prototype, Date.prototype, RegExp.prototype, minKey, maxKey, Date, RegExp,
+    // One emit function per compiled script, and the function that hands over (and
+    // forgets) what it was given since the last call: key, value, key, value, ...
+    function makeEmit() {
+      var emitted = [];
+      return [
+        function emit(key, value) {
+          if (arguments.length !== 2) throw new Error("emit takes 2 args");
+          emitted.push(key, value);
+        },
+        function () { var out = emitted; emitted = []; return out; }
+      ];
+    }];
+})(globalThis)

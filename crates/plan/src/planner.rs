@@ -1,0 +1,517 @@
+//! Chooses how to find a filter's documents: a collection scan or one index scan.
+//!
+//! Choice is by a cost heuristic rather than MongoDB's trial runs: the index whose bounds
+//! pin the most leading fields to points wins (fewest keys examined for the matches),
+//! then the one bounding the most fields (more rejected per key, before any fetch),
+//! then a unique index pinned on every field (at most one document), then the shorter
+//! key pattern. Planning is a few comparisons per index, so no plan cache is needed: the
+//! choice is recomputed per query from the current index specs, which also means index
+//! changes are seen at once.
+
+use crate::index_bounds::{IndexBounds, KeyFilter, KeyRange};
+use crate::predicate::{Condition, Predicates};
+use basalt_catalog::IndexSpec;
+use basalt_error::{Error, Result};
+use bson::{doc, Bson, Document};
+use std::cmp::Reverse;
+
+/// How to find candidate documents.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Plan {
+    CollectionScan,
+    IndexScan(Box<IndexScanPlan>),
+    /// A top-level `$or` whose every branch has an index: the union of their scans,
+    /// each document fetched once.
+    Or(Vec<IndexScanPlan>),
+}
+
+/// A scan of one index over key ranges, fetching each document once.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexScanPlan {
+    pub index: IndexSpec,
+    pub bounds: IndexBounds,
+    pub ranges: Vec<KeyRange>,
+    pub key_filter: KeyFilter,
+}
+
+impl IndexScanPlan {
+    fn new(index: &IndexSpec, bounds: IndexBounds) -> IndexScanPlan {
+        let (ranges, key_filter) = if bounds.is_empty() {
+            (Vec::new(), bounds.key_ranges().1)
+        } else {
+            bounds.key_ranges()
+        };
+        IndexScanPlan {
+            index: index.clone(),
+            bounds,
+            ranges,
+            key_filter,
+        }
+    }
+
+    /// Whether scanning this plan's ranges in order yields documents in `sort` order:
+    /// the sort fields are consecutive fields of the key pattern with the same
+    /// directions, every field before them is pinned to one value, and the index is not
+    /// multikey (an array would appear at each of its elements).
+    pub fn provides_sort(&self, sort: &Document) -> bool {
+        let fields = &self.bounds.fields;
+        let Some(first) = sort.keys().next() else {
+            return false;
+        };
+        let Some(start) = fields.iter().position(|(path, _, _)| path == first) else {
+            return false;
+        };
+        let pinned = fields[..start]
+            .iter()
+            .all(|(_, _, list)| list.len() == 1 && list[0].is_point());
+        !self.index.multikey
+            && pinned
+            && sort.len() <= fields.len() - start
+            && sort.iter().zip(&fields[start..]).all(
+                |((name, direction), (path, descending, _))| {
+                    name == path
+                        && basalt_value::as_f64(direction).is_some_and(|d| (d < 0.0) == *descending)
+                },
+            )
+    }
+
+    /// The IXSCAN stage of explain.
+    pub fn to_explain(&self) -> Document {
+        doc! {
+            "stage": "IXSCAN",
+            "keyPattern": self.index.key.clone(),
+            "indexName": self.index.name.clone(),
+            "isMultiKey": self.index.multikey,
+            "isUnique": self.index.unique,
+            "isSparse": self.index.sparse,
+            "isPartial": self.index.partial.is_some(),
+            "indexVersion": 2,
+            "direction": "forward",
+            "indexBounds": self.bounds.to_explain(),
+        }
+    }
+}
+
+impl Plan {
+    /// The plan as explain's `winningPlan` shows it: COLLSCAN, or FETCH over IXSCAN (or
+    /// over an OR of IXSCANs), with `filter` where documents are re-checked.
+    pub fn to_explain(&self, filter: &Document) -> Document {
+        match self {
+            Plan::CollectionScan => {
+                let mut stage = doc! { "stage": "COLLSCAN" };
+                if !filter.is_empty() {
+                    stage.insert("filter", filter.clone());
+                }
+                stage.insert("direction", "forward");
+                stage
+            }
+            Plan::IndexScan(_) | Plan::Or(_) => {
+                let mut stage = doc! { "stage": "FETCH" };
+                if !filter.is_empty() {
+                    stage.insert("filter", filter.clone());
+                }
+                stage.insert("inputStage", self.scan_stage());
+                stage
+            }
+        }
+    }
+
+    /// The stage under FETCH: the IXSCAN, or the OR of the branches' IXSCANs.
+    pub fn scan_stage(&self) -> Document {
+        match self {
+            Plan::CollectionScan => doc! {},
+            Plan::IndexScan(scan) => scan.to_explain(),
+            Plan::Or(scans) => doc! {
+                "stage": "OR",
+                "inputStages": scans.iter().map(|s| Bson::Document(s.to_explain())).collect::<Vec<_>>(),
+            },
+        }
+    }
+}
+
+/// How good an index's bounds are; greater is better, compared field by field in
+/// this order (see the module comment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Score {
+    points: usize,
+    bounded: usize,
+    unique_point: bool,
+    fewer_fields: Reverse<usize>,
+}
+
+/// The chosen plan and the others that were considered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanChoice {
+    pub winner: Plan,
+    pub rejected: Vec<Plan>,
+}
+
+/// Plans `filter` over `indexes`. `collation` says the query compares strings by a
+/// (non-simple) collation, which the binary index keys do not follow.
+pub fn plan(indexes: &[IndexSpec], filter: &Document, collation: bool) -> PlanChoice {
+    let predicates = Predicates::parse(filter);
+    let mut candidates: Vec<(Score, IndexScanPlan)> = indexes
+        .iter()
+        .filter_map(|index| {
+            let bounds =
+                IndexBounds::for_index(index, |path| predicates.conditions(path), collation);
+            let usable = bounds.leading_field_bounded()
+                && !(index.sparse && bounds.leading_field_admits_null())
+                && index
+                    .partial
+                    .as_ref()
+                    .is_none_or(|p| implies(&predicates, &p.expression));
+            usable.then(|| {
+                let (points, bounded) = bounds.selectivity();
+                let score = Score {
+                    points,
+                    bounded,
+                    unique_point: index.unique && points == index.key.len(),
+                    fewer_fields: Reverse(index.key.len()),
+                };
+                (score, IndexScanPlan::new(index, bounds))
+            })
+        })
+        .collect();
+    // Stable: among equals the earliest index (in creation order) wins.
+    candidates.sort_by_key(|(score, _)| Reverse(*score));
+    let mut plans = candidates
+        .into_iter()
+        .map(|(_, scan)| Plan::IndexScan(Box::new(scan)));
+    match plans.next() {
+        Some(winner) => PlanChoice {
+            winner,
+            rejected: plans.collect(),
+        },
+        None => PlanChoice {
+            winner: or_plan(indexes, filter, collation).unwrap_or(Plan::CollectionScan),
+            rejected: Vec::new(),
+        },
+    }
+}
+
+/// Index union for a top-level `$or`: each branch (with the filter's other top-level
+/// conditions) planned on its own; only when every branch gets an index, since one
+/// branch without would need a collection scan anyway.
+fn or_plan(indexes: &[IndexSpec], filter: &Document, collation: bool) -> Option<Plan> {
+    let Some(Bson::Array(branches)) = filter.get("$or") else {
+        return None;
+    };
+    let rest: Document = filter
+        .iter()
+        .filter(|(name, _)| name.as_str() != "$or")
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    let mut scans = Vec::with_capacity(branches.len());
+    for branch in branches {
+        let Bson::Document(branch) = branch else {
+            return None;
+        };
+        let combined = doc! { "$and": [rest.clone(), branch.clone()] };
+        match plan(indexes, &combined, collation).winner {
+            Plan::IndexScan(scan) => scans.push(*scan),
+            Plan::CollectionScan | Plan::Or(_) => return None,
+        }
+    }
+    (!scans.is_empty()).then_some(Plan::Or(scans))
+}
+
+/// The plan for a `hint`: an index named by name or key pattern, or `{$natural: ±1}`
+/// for a collection scan. An unknown index is MongoDB's BadValue.
+pub fn plan_hinted(
+    indexes: &[IndexSpec],
+    filter: &Document,
+    collation: bool,
+    hint: &Bson,
+) -> Result<PlanChoice> {
+    let winner = match resolve_hint(indexes, hint)? {
+        None => Plan::CollectionScan,
+        Some(index) => {
+            let predicates = Predicates::parse(filter);
+            let bounds =
+                IndexBounds::for_index(index, |path| predicates.conditions(path), collation);
+            Plan::IndexScan(Box::new(IndexScanPlan::new(index, bounds)))
+        }
+    };
+    Ok(PlanChoice {
+        winner,
+        rejected: Vec::new(),
+    })
+}
+
+/// Plans a query that may have a sort (and a hint): the usual choice, and whether the
+/// winning index scan already returns documents in sort order, so no blocking sort is
+/// needed. When no index serves the filter, a non-sparse index whose key order is the
+/// sort is scanned whole rather than scanning the collection and sorting it. Under a
+/// collation strings do not sort in key order, so then no index provides a sort.
+pub fn plan_sorted(
+    indexes: &[IndexSpec],
+    filter: &Document,
+    collation: bool,
+    hint: Option<&Bson>,
+    sort: Option<&Document>,
+) -> Result<(PlanChoice, bool)> {
+    let mut choice = match hint {
+        Some(hint) => plan_hinted(indexes, filter, collation, hint)?,
+        None => plan(indexes, filter, collation),
+    };
+    let Some(sort) = sort.filter(|s| !s.is_empty() && !collation) else {
+        return Ok((choice, false));
+    };
+    let points = |plan: &Plan| match plan {
+        Plan::IndexScan(scan) => Some(scan.bounds.selectivity().0),
+        Plan::CollectionScan | Plan::Or(_) => None,
+    };
+    let provides = |plan: &Plan| matches!(plan, Plan::IndexScan(scan) if scan.provides_sort(sort));
+    if provides(&choice.winner) {
+        return Ok((choice, true));
+    }
+    // An index pinning as many leading fields to points examines about as many keys,
+    // and saves the blocking sort.
+    let winner_points = points(&choice.winner);
+    if let Some(position) = choice
+        .rejected
+        .iter()
+        .position(|p| provides(p) && points(p) >= winner_points)
+    {
+        let ordered = choice.rejected.remove(position);
+        let previous = std::mem::replace(&mut choice.winner, ordered);
+        choice.rejected.insert(0, previous);
+        return Ok((choice, true));
+    }
+    if hint.is_none() && choice.winner == Plan::CollectionScan {
+        let ordered = indexes
+            .iter()
+            .filter(|index| !index.sparse && index.partial.is_none())
+            .map(|index| IndexScanPlan::new(index, IndexBounds::whole_index(index)))
+            .find(|scan| scan.provides_sort(sort));
+        if let Some(scan) = ordered {
+            let collection_scan =
+                std::mem::replace(&mut choice.winner, Plan::IndexScan(Box::new(scan)));
+            choice.rejected.push(collection_scan);
+            return Ok((choice, true));
+        }
+    }
+    Ok((choice, false))
+}
+
+/// Whether every document matching the query matches a partial index's filter, so the
+/// index holds all of the query's matches. Judged conservatively: each top-level
+/// condition of the filter must appear in the query as it is, except that `$exists: true`
+/// also follows from an equality to a value other than null.
+fn implies(query: &Predicates, partial_filter: &Document) -> bool {
+    if partial_filter
+        .keys()
+        .any(|k| k.starts_with('$') && k != "$and")
+    {
+        return false;
+    }
+    Predicates::parse(partial_filter)
+        .fields
+        .iter()
+        .all(|(path, needed)| {
+            let present = query.conditions(path);
+            needed.iter().all(|condition| match condition {
+                Condition::Other => false,
+                Condition::Exists(true) => present.iter().any(|c| {
+                    matches!(c, Condition::Exists(true))
+                        || matches!(c, Condition::Eq(v) if !matches!(v, Bson::Null | Bson::Undefined))
+                }),
+                other => present.contains(other),
+            })
+        })
+}
+
+/// The index a hint names, or `None` for `{$natural: ...}`.
+pub fn resolve_hint<'a>(indexes: &'a [IndexSpec], hint: &Bson) -> Result<Option<&'a IndexSpec>> {
+    let found = match hint {
+        Bson::String(name) => indexes.iter().find(|i| &i.name == name),
+        Bson::Document(d) if d.len() == 1 && d.contains_key("$natural") => return Ok(None),
+        Bson::Document(key) => indexes.iter().find(|i| same_key_pattern(&i.key, key)),
+        _ => return Err(Error::failed_to_parse("hint must be a string or an object")),
+    };
+    found
+        .map(Some)
+        .ok_or_else(|| Error::bad_value("hint provided does not correspond to an existing index"))
+}
+
+/// Key patterns compare by field names and numeric directions (`{a: 1}` = `{a: 1.0}`).
+fn same_key_pattern(a: &Document, b: &Document) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|((fa, da), (fb, db))| {
+            fa == fb
+                && match (basalt_value::as_f64(da), basalt_value::as_f64(db)) {
+                    (Some(x), Some(y)) => x == y,
+                    _ => da == db,
+                }
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, key: Document, unique: bool) -> IndexSpec {
+        IndexSpec {
+            id: 1,
+            name: name.into(),
+            key,
+            unique,
+            sparse: false,
+            multikey: false,
+            expire_after_seconds: None,
+            partial: None,
+        }
+    }
+
+    fn indexes() -> Vec<IndexSpec> {
+        vec![
+            spec("_id_", doc! { "_id": 1 }, true),
+            spec("a_1", doc! { "a": 1 }, false),
+            spec("a_1_b_1", doc! { "a": 1, "b": 1 }, false),
+            spec("b_1", doc! { "b": 1 }, false),
+        ]
+    }
+
+    fn winner_name(choice: &PlanChoice) -> Option<&str> {
+        match &choice.winner {
+            Plan::IndexScan(scan) => Some(scan.index.name.as_str()),
+            Plan::CollectionScan | Plan::Or(_) => None,
+        }
+    }
+
+    #[test]
+    fn picks_the_most_pinned_index() {
+        let all = indexes();
+        assert_eq!(
+            winner_name(&plan(&all, &doc! { "a": 1, "b": 2 }, false)),
+            Some("a_1_b_1")
+        );
+        assert_eq!(
+            winner_name(&plan(&all, &doc! { "a": 1 }, false)),
+            Some("a_1")
+        );
+        assert_eq!(
+            winner_name(&plan(&all, &doc! { "b": { "$gt": 1 } }, false)),
+            Some("b_1")
+        );
+        assert_eq!(
+            winner_name(&plan(&all, &doc! { "_id": 3, "a": 1 }, false)),
+            Some("_id_")
+        );
+        assert_eq!(winner_name(&plan(&all, &doc! { "c": 1 }, false)), None);
+        let choice = plan(&all, &doc! { "a": 1, "b": 2 }, false);
+        assert_eq!(choice.rejected.len(), 2);
+    }
+
+    #[test]
+    fn or_branches_with_indexes_become_a_union() {
+        let all = indexes();
+        let union = plan(
+            &all,
+            &doc! { "$or": [{ "a": 1 }, { "b": { "$gt": 3 } }] },
+            false,
+        );
+        let Plan::Or(scans) = &union.winner else {
+            panic!("expected an OR plan, got {:?}", union.winner);
+        };
+        let names: Vec<&str> = scans.iter().map(|s| s.index.name.as_str()).collect();
+        assert_eq!(names, ["a_1", "b_1"]);
+        let partly = plan(&all, &doc! { "$or": [{ "a": 1 }, { "c": 3 }] }, false);
+        assert_eq!(partly.winner, Plan::CollectionScan);
+    }
+
+    #[test]
+    fn collation_keeps_string_conditions_off_indexes() {
+        let all = indexes();
+        assert_eq!(winner_name(&plan(&all, &doc! { "a": "x" }, true)), None);
+        assert_eq!(
+            winner_name(&plan(&all, &doc! { "a": 5 }, true)),
+            Some("a_1")
+        );
+    }
+
+    #[test]
+    fn sparse_indexes_cannot_answer_null() {
+        let mut sparse = spec("a_1", doc! { "a": 1 }, false);
+        sparse.sparse = true;
+        let all = vec![sparse];
+        assert_eq!(winner_name(&plan(&all, &doc! { "a": null }, false)), None);
+        assert_eq!(
+            winner_name(&plan(&all, &doc! { "a": 1 }, false)),
+            Some("a_1")
+        );
+    }
+
+    #[test]
+    fn indexes_provide_sorts_in_their_key_order() {
+        let all = indexes();
+        let sorted = |filter: Document, sort: Document| {
+            let (choice, provided) = plan_sorted(&all, &filter, false, None, Some(&sort)).unwrap();
+            (winner_name(&choice).map(str::to_string), provided)
+        };
+        assert_eq!(
+            sorted(doc! { "a": 1 }, doc! { "b": 1 }),
+            (Some("a_1_b_1".into()), true)
+        );
+        assert_eq!(
+            sorted(doc! { "a": 1, "b": 2 }, doc! { "b": 1 }),
+            (Some("a_1_b_1".into()), true)
+        );
+        assert_eq!(
+            sorted(doc! { "a": { "$gt": 1 } }, doc! { "a": 1 }),
+            (Some("a_1".into()), true)
+        );
+        assert_eq!(sorted(doc! {}, doc! { "b": 1 }), (Some("b_1".into()), true));
+        assert_eq!(sorted(doc! {}, doc! { "b": -1 }), (None, false));
+        assert_eq!(
+            sorted(doc! { "a": { "$in": [1, 2] } }, doc! { "a": 1, "b": 1 }),
+            (Some("a_1_b_1".into()), true)
+        );
+        assert_eq!(
+            sorted(doc! { "a": 1 }, doc! { "c": 1 }),
+            (Some("a_1".into()), false)
+        );
+    }
+
+    #[test]
+    fn partial_indexes_serve_queries_that_imply_their_filter() {
+        let mut partial = spec("a_1", doc! { "a": 1 }, false);
+        partial.partial = Some(
+            basalt_catalog::PartialFilter::new(
+                doc! { "b": { "$gt": 5 }, "c": { "$exists": true } },
+            )
+            .unwrap(),
+        );
+        let all = vec![partial];
+        let implied = doc! { "a": 1, "b": { "$gt": 5 }, "c": 3 };
+        assert_eq!(winner_name(&plan(&all, &implied, false)), Some("a_1"));
+        assert_eq!(
+            winner_name(&plan(
+                &all,
+                &doc! { "a": 1, "b": { "$gt": 6 }, "c": 3 },
+                false
+            )),
+            None
+        );
+        assert_eq!(
+            winner_name(&plan(&all, &doc! { "a": 1, "b": { "$gt": 5 } }, false)),
+            None
+        );
+    }
+
+    #[test]
+    fn hints_by_name_key_or_natural() {
+        let all = indexes();
+        let f = doc! {};
+        let by_key = plan_hinted(&all, &f, false, &Bson::Document(doc! { "b": 1.0 })).unwrap();
+        assert_eq!(winner_name(&by_key), Some("b_1"));
+        let by_name = plan_hinted(&all, &f, false, &Bson::String("a_1".into())).unwrap();
+        assert_eq!(winner_name(&by_name), Some("a_1"));
+        let natural =
+            plan_hinted(&all, &f, false, &Bson::Document(doc! { "$natural": 1 })).unwrap();
+        assert_eq!(natural.winner, Plan::CollectionScan);
+        let err = plan_hinted(&all, &f, false, &Bson::String("nope".into())).unwrap_err();
+        assert_eq!(err.code, basalt_error::ErrorCode::BAD_VALUE);
+    }
+}

@@ -1,0 +1,378 @@
+//! `explain`: how `find`, `aggregate`, `count`, `distinct`, `update` and `delete` would
+//! find their documents, in MongoDB's shape (`queryPlanner.winningPlan` as a stage tree,
+//! `rejectedPlans`, and with more verbosity `executionStats` from actually running the
+//! read side — never the writes of an update or delete).
+
+use super::Ctx;
+use crate::exec::{execute, plan_choice, AccessPath, Deadline, ExecStats, Position, Step};
+use crate::request::Fields;
+use crate::COMPATIBLE_MONGODB_VERSION;
+use basalt_error::{Error, ErrorCode, Result};
+use basalt_plan::Plan;
+use basalt_query::Matcher;
+use bson::{doc, Bson, Document};
+use std::time::Instant;
+
+/// MongoDB runs each candidate plan for a trial of this many results when it compares
+/// them; allPlansExecution reports that trial for the rejected plans.
+const TRIAL_RESULTS_MAX: u64 = 101;
+/// A blocking SORT stage's memory limit as MongoDB reports it.
+const SORT_MEMORY_LIMIT_BYTES: i64 = 100 * 1024 * 1024;
+
+#[derive(Clone, Copy, PartialEq, PartialOrd)]
+enum Verbosity {
+    QueryPlanner,
+    ExecutionStats,
+    AllPlansExecution,
+}
+
+/// The read side of the explained command.
+struct Query<'a> {
+    collection: &'a str,
+    filter: Document,
+    hint: Option<&'a Bson>,
+    sort: Option<&'a Document>,
+    projection: Option<&'a Document>,
+    skip: u64,
+    limit: Option<u64>,
+    /// The stage above the plan for counts and writes (COUNT, UPDATE, DELETE).
+    root: Option<&'static str>,
+    /// Aggregation stages after the leading `$match`, which run outside the plan.
+    rest_of_pipeline: Option<Vec<Bson>>,
+}
+
+pub fn explain(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let inner = match body.get("explain") {
+        Some(Bson::Document(inner)) => inner,
+        _ => {
+            return Err(Error::type_mismatch(
+                "BSON field 'explain.explain' is the wrong type, expected type 'object'",
+            ))
+        }
+    };
+    let verbosity = match body.get("verbosity") {
+        None => Verbosity::AllPlansExecution,
+        Some(Bson::String(v)) if v == "queryPlanner" => Verbosity::QueryPlanner,
+        Some(Bson::String(v)) if v == "executionStats" => Verbosity::ExecutionStats,
+        Some(Bson::String(v)) if v == "allPlansExecution" => Verbosity::AllPlansExecution,
+        Some(_) => {
+            return Err(Error::bad_value(
+                "verbosity string must be one of {'queryPlanner', 'executionStats', 'allPlansExecution'}",
+            ))
+        }
+    };
+    let mut query = parse_query(inner)?;
+    let fields = Fields::new(inner);
+    let collation = fields.collation()?;
+    let namespace = format!("{}.{}", ctx.db, query.collection);
+    let mut planner = doc! {
+        "namespace": namespace,
+        "indexFilterSet": false,
+        "parsedQuery": query.filter.clone(),
+        "maxIndexedOrSolutionsReached": false,
+        "maxIndexedAndSolutionsReached": false,
+        "maxScansToExplodeReached": false,
+    };
+    let mut execution = None;
+    match ctx.server.catalog.get(ctx.db, query.collection) {
+        None => {
+            planner.insert("winningPlan", doc! { "stage": "EOF" });
+            planner.insert("rejectedPlans", Vec::<Bson>::new());
+            if verbosity >= Verbosity::ExecutionStats {
+                execution = Some(doc! {
+                    "executionSuccess": true,
+                    "nReturned": 0,
+                    "executionTimeMillis": 0,
+                    "totalKeysExamined": 0,
+                    "totalDocsExamined": 0,
+                    "executionStages": { "stage": "EOF", "nReturned": 0 },
+                });
+            }
+        }
+        Some(collection) => {
+            let (choice, index_sorted) = plan_choice(
+                &collection,
+                &query.filter,
+                collation.as_ref(),
+                query.hint,
+                query.sort,
+            )?;
+            if index_sorted {
+                // The index scan returns documents in order: no SORT stage.
+                query.sort = None;
+            }
+            let matcher = Matcher::new(&query.filter)?.with_collation(collation.as_ref());
+            planner.insert("winningPlan", query.stages(&choice.winner, None));
+            planner.insert(
+                "rejectedPlans",
+                choice
+                    .rejected
+                    .iter()
+                    .map(|p| Bson::Document(query.stages(p, None)))
+                    .collect::<Vec<_>>(),
+            );
+            if verbosity >= Verbosity::ExecutionStats {
+                let wanted = match query.sort {
+                    Some(_) => None,
+                    None => query.limit.map(|l| l + query.skip),
+                };
+                let run = run_plan(&collection, &matcher, &choice.winner, wanted, &query)?;
+                let mut stats = doc! {
+                    "executionSuccess": true,
+                    "nReturned": run.returned as i64,
+                    "executionTimeMillis": run.millis,
+                    "totalKeysExamined": run.stats.keys_examined as i64,
+                    "totalDocsExamined": run.stats.docs_examined as i64,
+                    "executionStages": query.stages(&choice.winner, Some(&run)),
+                };
+                if verbosity == Verbosity::AllPlansExecution {
+                    let mut all = Vec::new();
+                    for plan in std::iter::once(&choice.winner).chain(&choice.rejected) {
+                        let trial =
+                            run_plan(&collection, &matcher, plan, Some(TRIAL_RESULTS_MAX), &query)?;
+                        all.push(Bson::Document(doc! {
+                            "nReturned": trial.returned as i64,
+                            "executionTimeMillisEstimate": trial.millis,
+                            "totalKeysExamined": trial.stats.keys_examined as i64,
+                            "totalDocsExamined": trial.stats.docs_examined as i64,
+                            "executionStages": query.stages(plan, Some(&trial)),
+                        }));
+                    }
+                    stats.insert("allPlansExecution", all);
+                }
+                execution = Some(stats);
+            }
+        }
+    }
+    let mut cursor_stage = doc! { "queryPlanner": planner };
+    if let Some(execution) = execution {
+        cursor_stage.insert("executionStats", execution);
+    }
+    let mut reply = doc! { "explainVersion": "1" };
+    match &query.rest_of_pipeline {
+        Some(rest) if !rest.is_empty() => {
+            let mut stages = vec![Bson::Document(doc! { "$cursor": cursor_stage })];
+            stages.extend(rest.iter().cloned());
+            reply.insert("stages", stages);
+        }
+        _ => reply.extend(cursor_stage),
+    }
+    let mut command = inner.clone();
+    command.insert("$db", ctx.db);
+    reply.insert("command", command);
+    reply.insert(
+        "serverInfo",
+        doc! {
+            "host": crate::commands::admin::host_name(),
+            "port": i32::from(ctx.server.options.port),
+            "version": COMPATIBLE_MONGODB_VERSION,
+            "gitVersion": "basalt",
+        },
+    );
+    reply.insert("ok", 1.0);
+    Ok(reply)
+}
+
+fn parse_query(inner: &Document) -> Result<Query<'_>> {
+    let fields = Fields::new(inner);
+    let Some(command) = inner.keys().next() else {
+        return Err(Error::bad_value("explain needs a command to explain"));
+    };
+    let mut query = Query {
+        collection: "",
+        filter: Document::new(),
+        hint: inner.get("hint"),
+        sort: None,
+        projection: None,
+        skip: 0,
+        limit: None,
+        root: None,
+        rest_of_pipeline: None,
+    };
+    match command.as_str() {
+        "find" => {
+            query.filter = fields.document_opt("filter")?.cloned().unwrap_or_default();
+            query.sort = fields.document_opt("sort")?.filter(|s| !s.is_empty());
+            query.projection = fields.document_opt("projection")?.filter(|p| !p.is_empty());
+            query.skip = fields.non_negative_opt("skip")?.unwrap_or(0) as u64;
+            query.limit = fields
+                .non_negative_opt("limit")?
+                .filter(|n| *n > 0)
+                .map(|n| n as u64);
+        }
+        "count" | "distinct" => {
+            query.filter = fields.document_opt("query")?.cloned().unwrap_or_default();
+            if command == "count" {
+                query.root = Some("COUNT");
+                query.skip = fields.non_negative_opt("skip")?.unwrap_or(0) as u64;
+                query.limit = fields
+                    .i64_opt("limit")?
+                    .map(i64::abs)
+                    .filter(|l| *l > 0)
+                    .map(|l| l as u64);
+            }
+        }
+        "update" | "delete" => {
+            let (list, root) = if command == "update" {
+                ("updates", "UPDATE")
+            } else {
+                ("deletes", "DELETE")
+            };
+            let statements = fields.documents(list)?;
+            let [statement] = statements.as_slice() else {
+                return Err(Error::new(
+                    ErrorCode::INVALID_LENGTH,
+                    format!("explained {command} must have exactly one statement in '{list}'"),
+                ));
+            };
+            query.filter = Fields::new(statement)
+                .document_opt("q")?
+                .cloned()
+                .unwrap_or_default();
+            query.hint = statement.get("hint");
+            query.root = Some(root);
+        }
+        "aggregate" => {
+            let mut stages = fields.array_opt("pipeline")?.cloned().unwrap_or_default();
+            let leading_match = match stages.first() {
+                Some(Bson::Document(stage)) if stage.len() == 1 => match stage.get("$match") {
+                    Some(Bson::Document(filter)) => Some(filter.clone()),
+                    _ => None,
+                },
+                _ => None,
+            };
+            if let Some(filter) = leading_match {
+                query.filter = filter;
+                stages.remove(0);
+            }
+            query.rest_of_pipeline = Some(stages);
+        }
+        other => {
+            return Err(Error::new(
+                ErrorCode::COMMAND_NOT_SUPPORTED,
+                format!("Explain for the {other} command is not supported"),
+            ))
+        }
+    }
+    query.collection = fields.collection()?;
+    Ok(query)
+}
+
+/// What running a plan did.
+struct Run {
+    returned: u64,
+    matched: u64,
+    stats: ExecStats,
+    millis: i64,
+}
+
+/// Runs the read side of `plan`, stopping after `wanted` matches when given.
+fn run_plan(
+    collection: &basalt_catalog::Collection,
+    matcher: &Matcher,
+    plan: &Plan,
+    wanted: Option<u64>,
+    query: &Query<'_>,
+) -> Result<Run> {
+    let started = Instant::now();
+    let snapshot = collection.snapshot();
+    let path = AccessPath::from(plan.clone());
+    let mut stats = ExecStats::default();
+    let mut matched = 0u64;
+    execute(
+        collection,
+        &*snapshot,
+        matcher,
+        &path,
+        &mut Position::default(),
+        &mut stats,
+        Deadline::from_max_time_ms(None),
+        &mut |_, _| {
+            matched += 1;
+            Ok(if wanted.is_some_and(|w| matched >= w) {
+                Step::StopAfter
+            } else {
+                Step::Continue
+            })
+        },
+    )?;
+    let after_skip = matched.saturating_sub(query.skip);
+    Ok(Run {
+        returned: query.limit.map_or(after_skip, |l| after_skip.min(l)),
+        matched,
+        stats,
+        millis: started.elapsed().as_millis() as i64,
+    })
+}
+
+impl Query<'_> {
+    /// The stage tree of a plan, annotated with execution figures when `run` is given.
+    fn stages(&self, plan: &Plan, run: Option<&Run>) -> Document {
+        let annotate = |mut stage: Document, returned: u64| {
+            if let Some(run) = run {
+                stage.insert("nReturned", returned as i64);
+                stage.insert("executionTimeMillisEstimate", run.millis);
+            }
+            stage
+        };
+        let mut stage = match plan {
+            Plan::CollectionScan => {
+                let mut scan = plan.to_explain(&self.filter);
+                if let Some(run) = run {
+                    scan.insert("docsExamined", run.stats.docs_examined as i64);
+                }
+                annotate(scan, run.map_or(0, |r| r.matched))
+            }
+            Plan::IndexScan(_) | Plan::Or(_) => {
+                let mut scan = plan.scan_stage();
+                if let (Some(run), Plan::IndexScan(_)) = (run, plan) {
+                    scan.insert("keysExamined", run.stats.keys_examined as i64);
+                }
+                let scan = annotate(scan, run.map_or(0, |r| r.stats.docs_examined));
+                let mut fetch = doc! { "stage": "FETCH" };
+                if !self.filter.is_empty() {
+                    fetch.insert("filter", self.filter.clone());
+                }
+                if let Some(run) = run {
+                    fetch.insert("docsExamined", run.stats.docs_examined as i64);
+                }
+                fetch.insert("inputStage", scan);
+                annotate(fetch, run.map_or(0, |r| r.matched))
+            }
+        };
+        let returned = run.map_or(0, |r| r.returned);
+        let wrap = |name: &str, extra: Document, input: Document| {
+            let mut outer = doc! { "stage": name };
+            outer.extend(extra);
+            outer.insert("inputStage", input);
+            annotate(outer, returned)
+        };
+        if let Some(sort) = self.sort {
+            let mut extra = doc! {
+                "sortPattern": sort.clone(),
+                "memLimit": SORT_MEMORY_LIMIT_BYTES,
+                "type": "simple",
+            };
+            if let Some(limit) = self.limit {
+                extra.insert("limitAmount", (limit + self.skip) as i64);
+            }
+            stage = wrap("SORT", extra, stage);
+        } else if let Some(limit) = self.limit {
+            stage = wrap("LIMIT", doc! { "limitAmount": limit as i64 }, stage);
+        }
+        if self.skip > 0 {
+            stage = wrap("SKIP", doc! { "skipAmount": self.skip as i64 }, stage);
+        }
+        if let Some(projection) = self.projection {
+            stage = wrap(
+                "PROJECTION_DEFAULT",
+                doc! { "transformBy": projection.clone() },
+                stage,
+            );
+        }
+        if let Some(root) = self.root {
+            stage = wrap(root, Document::new(), stage);
+        }
+        stage
+    }
+}

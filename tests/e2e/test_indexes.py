@@ -1,0 +1,403 @@
+"""Indexes and the query planner through pymongo: the planner's index scans must return
+exactly what a collection scan returns (ranges, compound and descending keys, $in,
+null, multikey arrays, sparse indexes, collations, cursors resumed across batches),
+`hint` picks or refuses an index, and `explain` shows the plan in MongoDB's shape.
+
+Explain output for a set of queries is pinned in tests/golden/explain/ (volatile fields
+stripped); `UPDATE_GOLDEN=1` rewrites those files.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import pathlib
+import random
+import threading
+
+import pytest
+from bson import json_util
+
+from helpers import raises_code
+
+GOLDEN_DIR = pathlib.Path(__file__).resolve().parents[1] / "golden" / "explain"
+
+
+def _docs():
+    rng = random.Random(7)
+    docs = []
+    for i in range(300):
+        d = {"_id": i, "a": rng.randrange(10), "b": rng.randrange(20), "s": rng.choice("xyzXYZ")}
+        if i % 7 == 0:
+            d["a"] = None
+        if i % 11 == 0:
+            del d["b"]
+        if i % 13 == 0:
+            d["tags"] = [rng.randrange(5) for _ in range(3)]
+        else:
+            d["tags"] = rng.randrange(5)
+        docs.append(d)
+    return docs
+
+
+QUERIES = [
+    {"a": 3},
+    {"a": {"$gt": 2, "$lte": 6}},
+    {"a": {"$in": [1, 5, 9]}, "b": {"$gte": 10}},
+    {"a": 4, "b": {"$lt": 5}},
+    {"b": 7, "a": {"$gte": 2}},
+    {"a": None},
+    {"b": {"$exists": False}},
+    {"a": {"$gte": 5}, "b": {"$in": [1, 2, 3]}},
+    {"tags": {"$gt": 1, "$lt": 3}},
+    {"tags": 2},
+    {"tags": {"$in": [0, 4]}},
+    {"$and": [{"a": {"$lt": 8}}, {"a": {"$gt": 1}}]},
+    {"a": {"$gt": 100}},
+    {"a": {"$gt": 5, "$lt": 2}},
+    {"s": "x"},
+    {"$or": [{"a": 3}, {"b": {"$gt": 15}}]},
+    {"$or": [{"a": {"$in": [1, 2]}}, {"a": 2, "b": 3}], "s": "y"},
+    {"$or": [{"a": 3}, {"s": "x"}, {"zz": 1}]},
+]
+
+
+@pytest.fixture
+def indexed(db):
+    db["plain"].insert_many(_docs())
+    coll = db["c"]
+    coll.insert_many(_docs())
+    coll.create_index([("a", 1)])
+    coll.create_index([("a", 1), ("b", -1)])
+    coll.create_index([("b", 1), ("a", 1)])
+    coll.create_index([("tags", 1)])
+    coll.create_index([("s", 1)])
+    return coll
+
+
+def _ids(cursor):
+    return sorted(d["_id"] for d in cursor)
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=[json.dumps(q, default=str) for q in QUERIES])
+def test_index_scans_return_what_a_collection_scan_returns(indexed, db, query):
+    assert _ids(indexed.find(query)) == _ids(db["plain"].find(query))
+    assert indexed.count_documents(query) == db["plain"].count_documents(query)
+
+
+def test_every_index_answers_like_a_scan_when_hinted(indexed, db):
+    for index in ["a_1", "a_1_b_-1", "b_1_a_1", "tags_1"]:
+        for query in QUERIES:
+            got = _ids(indexed.find(query).hint(index))
+            assert got == _ids(db["plain"].find(query)), (index, query)
+
+
+def test_multikey_documents_come_back_once_across_batches(coll):
+    coll.create_index("tags")
+    coll.insert_many([{"_id": i, "tags": [1, 2, 3, i % 4]} for i in range(250)])
+    got = [d["_id"] for d in coll.find({"tags": {"$gte": 1}}).batch_size(7)]
+    assert sorted(got) == list(range(250))
+
+
+def test_index_scan_cursor_resumes_after_documents_move(coll):
+    coll.create_index("n")
+    coll.insert_many([{"_id": i, "n": i} for i in range(50)])
+    cursor = coll.find({"n": {"$gte": 0}}).batch_size(10)
+    first = [next(cursor)["_id"] for _ in range(10)]
+    coll.delete_many({"n": {"$lt": 20}})
+    rest = [d["_id"] for d in cursor]
+    assert first == list(range(10))
+    assert rest == list(range(20, 50))
+
+
+def test_dates_range_on_compound_index(coll):
+    start = datetime.datetime(2024, 1, 1)
+    docs = [
+        {"st": st, "ts": start + datetime.timedelta(hours=12 * t), "v": t}
+        for st in range(20)
+        for t in range(60)
+    ]
+    coll.insert_many(docs)
+    coll.create_index([("ts", 1), ("st", 1)])
+    lo, hi = start + datetime.timedelta(days=5), start + datetime.timedelta(days=20)
+    query = {"st": 7, "ts": {"$gte": lo, "$lt": hi}}
+    got = list(coll.find(query))
+    assert sorted(d["v"] for d in got) == list(range(10, 40))
+    stats = coll.find(query).explain()["executionStats"]
+    # Skips over the other stations instead of reading every key in the range.
+    assert stats["totalDocsExamined"] == 30
+    assert stats["totalKeysExamined"] < 100
+    assert coll.count_documents({"ts": lo}) == 20
+
+
+def test_sparse_index_is_not_used_for_null(coll):
+    coll.create_index("x", sparse=True)
+    coll.insert_many([{"_id": 1, "x": 1}, {"_id": 2}, {"_id": 3, "x": None}])
+    assert _ids(coll.find({"x": None})) == [2, 3]
+    plan = coll.find({"x": None}).explain()["queryPlanner"]["winningPlan"]
+    assert plan["stage"] == "COLLSCAN"
+    assert _ids(coll.find({"x": 1})) == [1]
+
+
+def test_collation_queries_do_not_use_binary_string_bounds(coll):
+    coll.create_index("s")
+    coll.insert_many([{"_id": 1, "s": "abc"}, {"_id": 2, "s": "ABC"}])
+    got = _ids(coll.find({"s": "abc"}, collation={"locale": "en", "strength": 2}))
+    assert got == [1, 2]
+
+
+def test_unique_index_is_preferred_for_points(coll):
+    coll.create_index("a")
+    coll.create_index([("a", 1), ("b", 1)], unique=True)
+    coll.insert_many([{"a": i % 3, "b": i} for i in range(30)])
+    plan = coll.find({"a": 1, "b": 4}).explain()["queryPlanner"]
+    assert plan["winningPlan"]["inputStage"]["indexName"] == "a_1_b_1"
+    assert [p["inputStage"]["indexName"] for p in plan["rejectedPlans"]] == ["a_1"]
+
+
+def test_hint_by_name_key_and_natural(coll):
+    coll.create_index("a")
+    coll.insert_many([{"a": i} for i in range(10)])
+    by_key = coll.find({"a": 3}).hint([("a", 1)]).explain()["queryPlanner"]["winningPlan"]
+    assert by_key["inputStage"]["indexName"] == "a_1"
+    natural = coll.find({"a": 3}).hint([("$natural", 1)]).explain()
+    assert natural["queryPlanner"]["winningPlan"]["stage"] == "COLLSCAN"
+    assert len(list(coll.find({"a": 3}).hint("a_1"))) == 1
+
+
+def test_bad_hint_is_bad_value(coll):
+    coll.insert_one({"a": 1})
+    message = "hint provided does not correspond to an existing index"
+    with raises_code("BadValue") as info:
+        list(coll.find({"a": 1}).hint("nope"))
+    assert message in str(info.value)
+    with raises_code("BadValue") as info:
+        coll.count_documents({"a": 1}, hint=[("zz", 1)])
+    assert message in str(info.value)
+
+
+def test_explain_verbosities_and_commands(indexed, db):
+    planner = db.command("explain", {"find": "c", "filter": {"a": 3}}, verbosity="queryPlanner")
+    assert "executionStats" not in planner
+    ixscan = planner["queryPlanner"]["winningPlan"]["inputStage"]
+    assert ixscan["stage"] == "IXSCAN"
+    assert ixscan["indexBounds"] == {"a": ["[3, 3]"]}
+    full = db.command("explain", {"find": "c", "filter": {"a": 3}})
+    expected = db["plain"].count_documents({"a": 3})
+    assert full["executionStats"]["nReturned"] == expected
+    assert full["executionStats"]["totalDocsExamined"] == expected
+    assert len(full["executionStats"]["allPlansExecution"]) >= 2
+    for command, root in [
+        ({"count": "c", "query": {"a": 3}}, "COUNT"),
+        ({"update": "c", "updates": [{"q": {"a": 3}, "u": {"$set": {"z": 1}}}]}, "UPDATE"),
+        ({"delete": "c", "deletes": [{"q": {"a": 3}, "limit": 0}]}, "DELETE"),
+    ]:
+        reply = db.command("explain", command, verbosity="executionStats")
+        assert reply["queryPlanner"]["winningPlan"]["stage"] == root
+    assert indexed.count_documents({"a": 3}) == expected, "explain does not write"
+    agg = db.command(
+        "explain",
+        {"aggregate": "c", "pipeline": [{"$match": {"a": 3}}, {"$count": "n"}], "cursor": {}},
+    )
+    assert agg["stages"][0]["$cursor"]["queryPlanner"]["winningPlan"]["stage"] == "FETCH"
+    with raises_code("BadValue"):
+        db.command("explain", {"find": "c"}, verbosity="loud")
+
+
+VOLATILE = {"executionTimeMillis", "executionTimeMillisEstimate", "serverInfo", "command"}
+
+
+def _strip(value):
+    if isinstance(value, dict):
+        return {k: _strip(v) for k, v in value.items() if k not in VOLATILE and k != "$clusterTime"}
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    return value
+
+
+GOLDEN = {
+    "collscan": {"find": "c", "filter": {"s": {"$regex": "^x"}}},
+    "point": {"find": "c", "filter": {"a": 3}},
+    "compound_range": {"find": "c", "filter": {"a": {"$in": [1, 5]}, "b": {"$gte": 10}}},
+    "sort_skip_limit_projection": {
+        "find": "c",
+        "filter": {"b": {"$lt": 4}},
+        "sort": {"a": 1},
+        "skip": 2,
+        "limit": 3,
+        "projection": {"a": 1},
+    },
+    "multikey": {"find": "c", "filter": {"tags": {"$gt": 1, "$lt": 3}}},
+    "count": {"count": "c", "query": {"a": {"$gte": 8}}},
+    "delete": {"delete": "c", "deletes": [{"q": {"b": 3}, "limit": 1}]},
+}
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_explain_golden(indexed, db, name):
+    reply = db.command("explain", GOLDEN[name], verbosity="allPlansExecution")
+    got = _strip(reply)
+    got["queryPlanner"]["namespace"] = "db.c"
+    text = json_util.dumps(got, indent=2, sort_keys=False) + "\n"
+    path = GOLDEN_DIR / f"{name}.json"
+    if os.environ.get("UPDATE_GOLDEN") == "1" or not path.exists():
+        path.write_text(text)
+    assert text == path.read_text()
+
+
+# --- TTL ------------------------------------------------------------------------------
+
+
+def test_ttl_index_is_listed_and_validated(coll):
+    coll.create_index("at", expireAfterSeconds=3600)
+    listed = {i["name"]: i for i in coll.list_indexes()}
+    assert listed["at_1"]["expireAfterSeconds"] == 3600
+    with raises_code("CannotCreateIndex"):
+        coll.create_index([("a", 1), ("b", 1)], expireAfterSeconds=10)
+    with raises_code("CannotCreateIndex"):
+        coll.create_index("x", expireAfterSeconds=-1)
+    with raises_code("CannotCreateIndex"):
+        coll.create_index("y", expireAfterSeconds="soon")
+    with raises_code("IndexOptionsConflict"):
+        coll.create_index("at", expireAfterSeconds=60)
+
+
+def test_coll_mod_changes_expire_after_seconds(db, coll):
+    coll.create_index("at", expireAfterSeconds=3600)
+    reply = db.command("collMod", "c", index={"keyPattern": {"at": 1}, "expireAfterSeconds": 60})
+    assert reply["expireAfterSeconds_old"] == 3600
+    assert reply["expireAfterSeconds_new"] == 60
+    reply = db.command("collMod", "c", index={"name": "at_1", "expireAfterSeconds": 5})
+    assert reply["expireAfterSeconds_old"] == 60
+    listed = {i["name"]: i for i in coll.list_indexes()}
+    assert listed["at_1"]["expireAfterSeconds"] == 5
+    with raises_code("IndexNotFound"):
+        db.command("collMod", "c", index={"name": "nope", "expireAfterSeconds": 5})
+
+
+# --- sorts provided by indexes ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "sort"),
+    [
+        ({"a": 3}, [("b", -1)]),
+        ({"a": {"$gte": 2}}, [("a", 1)]),
+        ({}, [("b", 1), ("a", 1)]),
+        ({"a": {"$in": [1, 4]}}, [("a", 1), ("b", -1)]),
+    ],
+)
+def test_index_order_replaces_the_blocking_sort(indexed, db, query, sort):
+    def keys(cursor):
+        return [tuple(d.get(f) for f, _ in sort) for d in cursor]
+
+    got = keys(indexed.find(query).sort(sort).batch_size(5))
+    assert got == keys(db["plain"].find(query).sort(sort))
+    assert len(got) == db["plain"].count_documents(query)
+    limited = keys(indexed.find(query).sort(sort).skip(3).limit(7))
+    assert limited == got[3:10]
+    plan = indexed.find(query).sort(sort).explain()["queryPlanner"]["winningPlan"]
+    assert "SORT" not in json.dumps(plan)
+
+
+def test_multikey_index_does_not_provide_a_sort(indexed):
+    plan = indexed.find({"tags": {"$gte": 0}}).sort("tags", 1).explain()["queryPlanner"]
+    assert plan["winningPlan"]["stage"] == "SORT"
+
+
+# --- partial indexes ---------------------------------------------------------------------
+
+
+def test_partial_index_holds_matching_documents_and_serves_implying_queries(coll):
+    coll.create_index("a", partialFilterExpression={"b": {"$gt": 5}}, unique=True)
+    listed = {i["name"]: i for i in coll.list_indexes()}
+    assert listed["a_1"]["partialFilterExpression"] == {"b": {"$gt": 5}}
+    # Unique only among the indexed documents.
+    coll.insert_many([{"_id": i, "a": 1, "b": i} for i in range(6)])
+    coll.insert_one({"_id": 6, "a": 1, "b": 6})
+    with raises_code("DuplicateKey"):
+        coll.insert_one({"_id": 7, "a": 1, "b": 7})
+    implied = coll.find({"a": 1, "b": {"$gt": 5}}).explain()["queryPlanner"]["winningPlan"]
+    assert implied["inputStage"]["isPartial"] is True
+    assert [d["_id"] for d in coll.find({"a": 1, "b": {"$gt": 5}})] == [6]
+    not_implied = coll.find({"a": 1}).explain()["queryPlanner"]["winningPlan"]
+    assert not_implied["stage"] == "COLLSCAN"
+    assert len(list(coll.find({"a": 1}))) == 7
+
+
+def test_partial_index_options_are_checked(coll):
+    with raises_code("CannotCreateIndex"):
+        coll.create_index("a", partialFilterExpression={"b": {"$exists": False}})
+    with raises_code("CannotCreateIndex"):
+        coll.create_index("a", partialFilterExpression={"b": {"$ne": 1}})
+    with raises_code("CannotCreateIndex"):
+        coll.create_index("a", partialFilterExpression={"b": 1}, sparse=True)
+
+
+# --- hashed indexes ----------------------------------------------------------------------
+
+
+def test_hashed_index_serves_equality_only(coll):
+    coll.create_index([("k", "hashed")])
+    coll.insert_many([{"_id": i, "k": i % 10} for i in range(100)])
+    coll.insert_one({"_id": 100, "k": 3.0})
+    assert sorted(d["_id"] for d in coll.find({"k": 3})) == [
+        3,
+        13,
+        23,
+        33,
+        43,
+        53,
+        63,
+        73,
+        83,
+        93,
+        100,
+    ]
+    assert coll.count_documents({"k": {"$in": [1, 2]}}) == 20
+    plan = coll.find({"k": 3}).explain()["queryPlanner"]["winningPlan"]
+    assert plan["inputStage"]["keyPattern"] == {"k": "hashed"}
+    ranged = coll.find({"k": {"$gt": 7}}).explain()["queryPlanner"]["winningPlan"]
+    assert ranged["stage"] == "COLLSCAN"
+    assert coll.count_documents({"k": {"$gt": 7}}) == 20
+
+
+def test_hashed_index_limits(coll):
+    with raises_code("CannotCreateIndex"):
+        coll.create_index([("k", "hashed")], unique=True)
+    with raises_code("CannotCreateIndex"):
+        coll.create_index([("a", "hashed"), ("b", "hashed")])
+    coll.create_index([("k", "hashed")])
+    with pytest.raises(Exception, match="hashed indexes do not currently support array values"):
+        coll.insert_one({"k": [1, 2]})
+
+
+def test_or_branches_are_a_union_of_index_scans(indexed, db):
+    query = {"$or": [{"a": {"$gte": 5}}, {"b": {"$lt": 6}}]}
+    got = [d["_id"] for d in indexed.find(query).batch_size(4)]
+    assert sorted(got) == _ids(db["plain"].find(query))
+    assert len(got) == len(set(got))
+    plan = indexed.find(query).explain()["queryPlanner"]["winningPlan"]
+    assert plan["inputStage"]["stage"] == "OR"
+    names = [s["indexName"] for s in plan["inputStage"]["inputStages"]]
+    assert names == ["a_1", "b_1_a_1"]
+
+
+def test_index_build_progress_shows_in_current_op(client, coll):
+    coll.insert_many([{"a": i, "pad": "x" * 50} for i in range(50_000)])
+    builder = threading.Thread(target=lambda: coll.create_index("a"))
+    builder.start()
+    seen = []
+    while builder.is_alive():
+        ops = client.admin.aggregate([{"$currentOp": {}}])
+        seen += [op for op in ops if op.get("desc", "").startswith("IndexBuildsCoordinator")]
+    builder.join()
+    assert seen, "the build was never seen running"
+    op = seen[-1]
+    assert op["ns"] == coll.full_name
+    assert op["command"]["indexes"] == [{"key": {"a": 1}, "name": "a_1"}]
+    assert 0 <= op["progress"]["done"] <= op["progress"]["total"] == 50_000
+    assert op["msg"].startswith("Index Build: scanning collection")
+    after = client.admin.aggregate([{"$currentOp": {}}])
+    assert not [op for op in after if op.get("desc", "").startswith("IndexBuildsCoordinator")]
