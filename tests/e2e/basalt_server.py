@@ -46,8 +46,16 @@ class BasaltServer:
     (stderr and stdout of all runs), which `log_text` returns.
     """
 
-    def __init__(self, binary: Path, dbpath: Path, log_path: Path, port: int | None = None):
+    def __init__(
+        self,
+        binary: Path,
+        dbpath: Path,
+        log_path: Path,
+        port: int | None = None,
+        extra_args: list[str] | None = None,
+    ):
         self.binary = Path(binary)
+        self.extra_args = list(extra_args or [])
         self.dbpath = Path(dbpath)
         self.log_path = Path(log_path)
         self.port = port or free_port()
@@ -69,6 +77,7 @@ class BasaltServer:
             "--dbpath",
             str(self.dbpath),
             "--quiet",
+            *self.extra_args,
         ]
 
     def start(self, timeout_s: float = STARTUP_TIMEOUT_S) -> BasaltServer:

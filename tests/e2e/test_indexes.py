@@ -9,6 +9,10 @@ stripped); `UPDATE_GOLDEN=1` rewrites those files.
 
 from __future__ import annotations
 
+from basalt_server import BasaltServer
+
+import time
+
 import datetime
 import json
 import os
@@ -401,3 +405,32 @@ def test_index_build_progress_shows_in_current_op(client, coll):
     assert op["msg"].startswith("Index Build: scanning collection")
     after = client.admin.aggregate([{"$currentOp": {}}])
     assert not [op for op in after if op.get("desc", "").startswith("IndexBuildsCoordinator")]
+
+
+def test_ttl_monitor_deletes_expired_documents_within_one_pass(basalt_binary, tmp_path):
+    """With `--setParameter ttlMonitorSleepSecs=1`, a pass runs every second: documents
+    whose date is past expireAfterSeconds go, the others (and undated ones) stay."""
+    srv = BasaltServer(
+        basalt_binary,
+        tmp_path / "data",
+        tmp_path / "basalt.log",
+        extra_args=["--setParameter", "ttlMonitorSleepSecs=1"],
+    ).start()
+    try:
+        coll = srv.client().ttl.c
+        coll.create_index("at", expireAfterSeconds=60)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        coll.insert_many(
+            [
+                {"_id": "old", "at": now - datetime.timedelta(hours=1)},
+                {"_id": "old-array", "at": [now + datetime.timedelta(days=1), now - datetime.timedelta(hours=2)]},
+                {"_id": "fresh", "at": now},
+                {"_id": "undated", "at": "not a date"},
+            ]
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and coll.count_documents({}) > 2:
+            time.sleep(0.2)
+        assert sorted(d["_id"] for d in coll.find()) == ["fresh", "undated"]
+    finally:
+        srv.stop()

@@ -54,6 +54,31 @@ struct Args {
     /// Log only warnings and errors.
     #[arg(long)]
     quiet: bool,
+    /// Refuse server-side JavaScript ($where, mapReduce, $function, $accumulator).
+    #[arg(long)]
+    noscripting: bool,
+    /// A server parameter, NAME=VALUE (repeatable). Known: ttlMonitorSleepSecs.
+    #[arg(long = "setParameter", value_name = "NAME=VALUE")]
+    set_parameter: Vec<String>,
+}
+
+/// The interval of the TTL monitor from `--setParameter ttlMonitorSleepSecs=N`.
+fn ttl_monitor_interval_ms(parameters: &[String]) -> Result<u64, String> {
+    let mut interval_ms = basalt_server::TTL_MONITOR_INTERVAL_MS;
+    for parameter in parameters {
+        match parameter.split_once('=') {
+            Some(("ttlMonitorSleepSecs", secs)) => {
+                let secs: u64 = secs
+                    .parse()
+                    .ok()
+                    .filter(|s| *s > 0)
+                    .ok_or_else(|| format!("bad ttlMonitorSleepSecs: {secs}"))?;
+                interval_ms = secs * 1000;
+            }
+            _ => return Err(format!("unknown or malformed --setParameter {parameter}")),
+        }
+    }
+    Ok(interval_ms)
 }
 
 fn main() -> std::process::ExitCode {
@@ -127,7 +152,8 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
         port: args.port,
         dbpath: args.dbpath.clone(),
         argv: std::env::args().collect(),
-        scripting_enabled: true,
+        scripting_enabled: !args.noscripting,
+        ttl_monitor_interval_ms: ttl_monitor_interval_ms(&args.set_parameter)?,
     };
     let engine = FjallEngine::open(&args.dbpath)
         .map_err(|e| format!("cannot open storage at {}: {e}", args.dbpath.display()))?;

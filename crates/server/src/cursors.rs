@@ -37,7 +37,7 @@ impl CursorSource {
                 let mut bytes = 0;
                 while batch.len() < max_docs {
                     let Some(next) = docs.front() else { break };
-                    let size = document_size_bytes(next);
+                    let size = basalt_value::document_size_bytes(next);
                     if !batch.is_empty() && bytes + size > BATCH_SIZE_BYTES_MAX {
                         break;
                     }
@@ -49,10 +49,6 @@ impl CursorSource {
             CursorSource::Scan(scan) => scan.next_batch(max_docs, BATCH_SIZE_BYTES_MAX),
         }
     }
-}
-
-pub fn document_size_bytes(doc: &Document) -> usize {
-    doc.to_vec().map(|v| v.len()).unwrap_or(0)
 }
 
 pub struct Cursor {

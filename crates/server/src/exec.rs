@@ -482,7 +482,7 @@ impl CollectionScan {
                     },
                     None => doc,
                 };
-                let size = crate::cursors::document_size_bytes(&out);
+                let size = basalt_value::document_size_bytes(&out);
                 if !batch.is_empty() && bytes + size > max_bytes {
                     // Not consumed: the next batch resumes at this record.
                     exhausted = false;

@@ -16,6 +16,7 @@ mod stats;
 mod ttl_monitor;
 
 pub use log_buffer::LogBuffer;
+pub use ttl_monitor::TTL_MONITOR_INTERVAL_MS;
 
 use basalt_catalog::Catalog;
 use basalt_error::Result;
@@ -46,6 +47,8 @@ pub struct ServerOptions {
     /// Whether `$where`, `mapReduce`, `$function` and `$accumulator` may run JavaScript
     /// (false with mongod's `--noscripting`).
     pub scripting_enabled: bool,
+    /// Time between TTL monitor passes (mongod's `ttlMonitorSleepSecs` parameter).
+    pub ttl_monitor_interval_ms: u64,
 }
 
 /// Everything the connections share.
@@ -94,7 +97,7 @@ impl Server {
             }
         });
         let ttl = self.clone();
-        tokio::spawn(ttl_monitor::run(ttl, ttl_monitor::TTL_MONITOR_INTERVAL_MS));
+        tokio::spawn(ttl_monitor::run(ttl, self.options.ttl_monitor_interval_ms));
         shutdown.await;
         tracing::info!("shutting down: flushing storage");
         let catalog_engine = self.catalog.engine().clone();

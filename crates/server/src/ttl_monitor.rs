@@ -1,4 +1,4 @@
-//! The TTL monitor: a background task that, every `TTL_MONITOR_INTERVAL_MS`, deletes
+//! The TTL monitor: a background task that, every `ttl_monitor_interval_ms`, deletes
 //! the documents TTL indexes say have expired (`Catalog::expire_documents`), as
 //! MongoDB's TTLMonitor does every 60 s (its `ttlMonitorSleepSecs`). The work runs on
 //! the blocking pool so the network reactor never waits on it.

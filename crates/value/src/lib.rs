@@ -11,9 +11,11 @@ pub mod distinct;
 pub mod key_string;
 pub mod number;
 pub mod path;
+pub mod size;
 
 pub use collation::Collation;
 pub use compare::{canonical_type_rank, compare_values, compare_values_with, values_equal};
 pub use distinct::DistinctValues;
 pub use number::{as_f64, as_i64, is_number, Number};
 pub use path::{get_path, FieldPath, Reached};
+pub use size::document_size_bytes;

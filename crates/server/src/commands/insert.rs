@@ -67,6 +67,12 @@ pub fn insert(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
 
 /// Checks a document for storage and puts `_id` first, generating one if missing.
 pub fn prepare_for_insert(doc: &Document) -> Result<Document> {
+    // Drivers put `_id` first already: then a plain copy keeps the order.
+    if let Some((_, id)) = doc.iter().next().filter(|(key, _)| *key == "_id") {
+        validate_id(id)?;
+        check_document_size(doc)?;
+        return Ok(doc.clone());
+    }
     let mut ready = Document::new();
     match doc.get("_id") {
         Some(id) => {
@@ -87,7 +93,7 @@ pub fn prepare_for_insert(doc: &Document) -> Result<Document> {
 }
 
 pub fn check_document_size(doc: &Document) -> Result<()> {
-    let size = doc.to_vec()?.len();
+    let size = basalt_value::document_size_bytes(doc);
     if size > MAX_BSON_OBJECT_SIZE_BYTES {
         return Err(Error::new(
             ErrorCode::BSON_OBJECT_TOO_LARGE,

@@ -69,7 +69,7 @@ impl<'a> ServerCollections<'a> {
         let mut bytes = 0usize;
         for doc in documents {
             let doc = prepare_for_insert(&doc?)?;
-            bytes += crate::cursors::document_size_bytes(&doc);
+            bytes += basalt_value::document_size_bytes(&doc);
             batch.push(doc);
             if batch.len() >= OUT_BATCH_DOCS_MAX || bytes >= OUT_BATCH_BYTES_MAX {
                 self.insert_all(temp, &std::mem::take(&mut batch))?;
