@@ -46,10 +46,19 @@ def joined_ids(doc: dict, field: str) -> list:
 
 def test_lookup_equality_matches_arrays_and_missing(shop):
     out = list(
-        shop.orders.aggregate([
-            {"$lookup": {"from": "stock", "localField": "item", "foreignField": "sku", "as": "s"}},
-            {"$sort": {"_id": 1}},
-        ])
+        shop.orders.aggregate(
+            [
+                {
+                    "$lookup": {
+                        "from": "stock",
+                        "localField": "item",
+                        "foreignField": "sku",
+                        "as": "s",
+                    }
+                },
+                {"$sort": {"_id": 1}},
+            ]
+        )
     )
     assert [joined_ids(d, "s") for d in out] == [[10, 14], [11, 12], [13], []]
     assert out[0]["item"] == "apple" and out[0]["qty"] == 2
@@ -57,33 +66,48 @@ def test_lookup_equality_matches_arrays_and_missing(shop):
 
 def test_lookup_pipeline_with_let(shop):
     out = list(
-        shop.orders.aggregate([
-            {"$match": {"_id": {"$in": [1, 2]}}},
-            {"$lookup": {
-                "from": "stock",
-                "let": {"want": "$qty"},
-                "pipeline": [
-                    {"$match": {"$expr": {"$gte": ["$instock", {"$multiply": ["$$want", 50]}]}}},
-                    {"$project": {"_id": 1}},
-                ],
-                "as": "enough",
-            }},
-            {"$sort": {"_id": 1}},
-        ])
+        shop.orders.aggregate(
+            [
+                {"$match": {"_id": {"$in": [1, 2]}}},
+                {
+                    "$lookup": {
+                        "from": "stock",
+                        "let": {"want": "$qty"},
+                        "pipeline": [
+                            {
+                                "$match": {
+                                    "$expr": {"$gte": ["$instock", {"$multiply": ["$$want", 50]}]}
+                                }
+                            },
+                            {"$project": {"_id": 1}},
+                        ],
+                        "as": "enough",
+                    }
+                },
+                {"$sort": {"_id": 1}},
+            ]
+        )
     )
     assert [d["enough"] for d in out] == [[{"_id": 10}], [{"_id": 10}, {"_id": 11}]]
 
 
 def test_lookup_combined_form_and_uncorrelated_pipeline(shop):
     out = list(
-        shop.orders.aggregate([
-            {"$match": {"_id": 1}},
-            {"$lookup": {
-                "from": "stock", "localField": "item", "foreignField": "sku",
-                "pipeline": [{"$match": {"instock": {"$gt": 10}}}], "as": "big",
-            }},
-            {"$lookup": {"from": "stock", "pipeline": [{"$count": "n"}], "as": "total"}},
-        ])
+        shop.orders.aggregate(
+            [
+                {"$match": {"_id": 1}},
+                {
+                    "$lookup": {
+                        "from": "stock",
+                        "localField": "item",
+                        "foreignField": "sku",
+                        "pipeline": [{"$match": {"instock": {"$gt": 10}}}],
+                        "as": "big",
+                    }
+                },
+                {"$lookup": {"from": "stock", "pipeline": [{"$count": "n"}], "as": "total"}},
+            ]
+        )
     )
     assert joined_ids(out[0], "big") == [10]
     assert out[0]["total"] == [{"n": 5}]
@@ -91,9 +115,18 @@ def test_lookup_combined_form_and_uncorrelated_pipeline(shop):
 
 def test_lookup_from_missing_collection_gives_empty_arrays(shop):
     out = list(
-        shop.orders.aggregate([
-            {"$lookup": {"from": "nothing", "localField": "item", "foreignField": "sku", "as": "s"}},
-        ])
+        shop.orders.aggregate(
+            [
+                {
+                    "$lookup": {
+                        "from": "nothing",
+                        "localField": "item",
+                        "foreignField": "sku",
+                        "as": "s",
+                    }
+                },
+            ]
+        )
     )
     assert all(d["s"] == [] for d in out) and len(out) == 4
 
@@ -118,23 +151,34 @@ def test_lookup_errors(shop, spec, code):
 
 
 def test_graph_lookup_follows_the_chain(db):
-    db.people.insert_many([
-        {"_id": 1, "name": "Dev"},
-        {"_id": 2, "name": "Eliot", "boss": "Dev"},
-        {"_id": 3, "name": "Ron", "boss": "Eliot"},
-        {"_id": 4, "name": "Asya", "boss": "Ron"},
-    ])
+    db.people.insert_many(
+        [
+            {"_id": 1, "name": "Dev"},
+            {"_id": 2, "name": "Eliot", "boss": "Dev"},
+            {"_id": 3, "name": "Ron", "boss": "Eliot"},
+            {"_id": 4, "name": "Asya", "boss": "Ron"},
+        ]
+    )
     spec = {
-        "from": "people", "startWith": "$boss", "connectFromField": "boss",
-        "connectToField": "name", "as": "chain", "depthField": "depth",
+        "from": "people",
+        "startWith": "$boss",
+        "connectFromField": "boss",
+        "connectToField": "name",
+        "as": "chain",
+        "depthField": "depth",
     }
     [asya] = db.people.aggregate([{"$match": {"name": "Asya"}}, {"$graphLookup": spec}])
     assert sorted((p["name"], p["depth"]) for p in asya["chain"]) == [
-        ("Dev", 2), ("Eliot", 1), ("Ron", 0),
+        ("Dev", 2),
+        ("Eliot", 1),
+        ("Ron", 0),
     ]
-    [asya] = db.people.aggregate([
-        {"$match": {"name": "Asya"}}, {"$graphLookup": {**spec, "maxDepth": 0}},
-    ])
+    [asya] = db.people.aggregate(
+        [
+            {"$match": {"name": "Asya"}},
+            {"$graphLookup": {**spec, "maxDepth": 0}},
+        ]
+    )
     assert [p["name"] for p in asya["chain"]] == ["Ron"]
     err = error_of(lambda: list(db.people.aggregate([{"$graphLookup": {**spec, "maxDepth": -1}}])))
     assert err.code == 40101
@@ -145,28 +189,47 @@ def test_graph_lookup_follows_the_chain(db):
 
 def test_union_with(shop):
     out = list(
-        shop.orders.aggregate([
-            {"$project": {"_id": 1}},
-            {"$unionWith": {"coll": "stock", "pipeline": [{"$match": {"instock": {"$lt": 10}}}, {"$project": {"_id": 1}}]}},
-        ])
+        shop.orders.aggregate(
+            [
+                {"$project": {"_id": 1}},
+                {
+                    "$unionWith": {
+                        "coll": "stock",
+                        "pipeline": [
+                            {"$match": {"instock": {"$lt": 10}}},
+                            {"$project": {"_id": 1}},
+                        ],
+                    }
+                },
+            ]
+        )
     )
     assert [d["_id"] for d in out] == [1, 2, 3, 4, 12, 13, 14]
     out = list(shop.orders.aggregate([{"$unionWith": "stock"}, {"$count": "n"}]))
     assert out == [{"n": 9}]
-    out = list(shop.orders.aggregate([
-        {"$limit": 1}, {"$project": {"_id": 1}},
-        {"$unionWith": {"pipeline": [{"$documents": [{"_id": "extra"}]}]}},
-    ]))
+    out = list(
+        shop.orders.aggregate(
+            [
+                {"$limit": 1},
+                {"$project": {"_id": 1}},
+                {"$unionWith": {"pipeline": [{"$documents": [{"_id": "extra"}]}]}},
+            ]
+        )
+    )
     assert out == [{"_id": 1}, {"_id": "extra"}]
 
 
 def test_facet(shop):
-    [out] = shop.stock.aggregate([
-        {"$facet": {
-            "empty": [{"$match": {"instock": 0}}, {"$project": {"_id": 1}}],
-            "count": [{"$count": "n"}],
-        }},
-    ])
+    [out] = shop.stock.aggregate(
+        [
+            {
+                "$facet": {
+                    "empty": [{"$match": {"instock": 0}}, {"$project": {"_id": 1}}],
+                    "count": [{"$count": "n"}],
+                }
+            },
+        ]
+    )
     assert out == {"empty": [{"_id": 12}], "count": [{"n": 5}]}
     err = error_of(lambda: list(shop.stock.aggregate([{"$facet": {"a": [{"$out": "x"}]}}])))
     assert err.code == 40600
@@ -178,7 +241,8 @@ def test_facet(shop):
 def test_out_replaces_the_target_and_replies_with_an_empty_batch(shop):
     shop.target.insert_one({"_id": "old"})
     reply = shop.command(
-        "aggregate", "stock",
+        "aggregate",
+        "stock",
         pipeline=[{"$match": {"instock": {"$gt": 50}}}, {"$out": "target"}],
         cursor={"batchSize": 0},
     )
@@ -190,7 +254,11 @@ def test_out_replaces_the_target_and_replies_with_an_empty_batch(shop):
 def test_out_to_another_database(shop, client):
     other = client[shop.name + "_out"]
     try:
-        list(shop.orders.aggregate([{"$match": {"_id": 1}}, {"$out": {"db": other.name, "coll": "copy"}}]))
+        list(
+            shop.orders.aggregate(
+                [{"$match": {"_id": 1}}, {"$out": {"db": other.name, "coll": "copy"}}]
+            )
+        )
         assert list(other.copy.find()) == [ORDERS[0]]
     finally:
         client.drop_database(other.name)
@@ -203,7 +271,9 @@ def test_out_keeps_the_targets_indexes_and_fails_cleanly(shop):
     assert "k_1" in shop.target.index_information()
     assert shop.target.count_documents({}) == 5
     # Duplicate values for the unique index: the $out fails, the target is unchanged.
-    err = error_of(lambda: list(shop.stock.aggregate([{"$project": {"k": "x"}}, {"$out": "target"}])))
+    err = error_of(
+        lambda: list(shop.stock.aggregate([{"$project": {"k": "x"}}, {"$out": "target"}]))
+    )
     assert err.code == 11000
     assert sorted(d["k"] for d in shop.target.find()) == [10, 11, 12, 13, 14]
     assert not [n for n in shop.list_collection_names() if n.startswith("tmp.agg_out")]
@@ -232,7 +302,12 @@ def test_merge_default_merges_and_inserts(shop):
     shop.target.insert_many([{"_id": 10, "note": "kept"}, {"_id": 99}])
     reply = shop.command("aggregate", "stock", pipeline=[{"$merge": "target"}], cursor={})
     assert reply["cursor"]["firstBatch"] == [] and reply["cursor"]["id"] == 0
-    assert shop.target.find_one({"_id": 10}) == {"_id": 10, "note": "kept", "sku": "apple", "instock": 120}
+    assert shop.target.find_one({"_id": 10}) == {
+        "_id": 10,
+        "note": "kept",
+        "sku": "apple",
+        "instock": 120,
+    }
     assert shop.target.count_documents({}) == 6
 
 
@@ -252,33 +327,59 @@ def test_merge_default_merges_and_inserts(shop):
 def test_merge_modes(db, when_matched, when_not_matched, expected):
     db.target.insert_one({"_id": 1, "v": "old", "o": 1})
     db.source.insert_many([{"_id": 1, "v": "new"}, {"_id": 2, "v": "new"}])
-    list(db.source.aggregate([
-        {"$merge": {"into": "target", "whenMatched": when_matched, "whenNotMatched": when_not_matched}},
-    ]))
+    list(
+        db.source.aggregate(
+            [
+                {
+                    "$merge": {
+                        "into": "target",
+                        "whenMatched": when_matched,
+                        "whenNotMatched": when_not_matched,
+                    }
+                },
+            ]
+        )
+    )
     assert list(db.target.find().sort("_id", 1)) == expected
 
 
 def test_merge_pipeline_with_let(db):
     db.target.insert_one({"_id": 1, "total": 10})
     db.source.insert_one({"_id": 1, "add": 5})
-    list(db.source.aggregate([
-        {"$merge": {
-            "into": "target", "let": {"inc": "$add"},
-            "whenMatched": [{"$set": {"total": {"$add": ["$total", "$$inc"]}}}],
-        }},
-    ]))
+    list(
+        db.source.aggregate(
+            [
+                {
+                    "$merge": {
+                        "into": "target",
+                        "let": {"inc": "$add"},
+                        "whenMatched": [{"$set": {"total": {"$add": ["$total", "$$inc"]}}}],
+                    }
+                },
+            ]
+        )
+    )
     assert db.target.find_one() == {"_id": 1, "total": 15}
 
 
 def test_merge_fail_modes(db):
     db.target.insert_one({"_id": 1})
     db.source.insert_many([{"_id": 1, "x": 1}, {"_id": 2, "x": 2}])
-    err = error_of(lambda: list(db.source.aggregate([{"$merge": {"into": "target", "whenMatched": "fail"}}])))
+    err = error_of(
+        lambda: list(db.source.aggregate([{"$merge": {"into": "target", "whenMatched": "fail"}}]))
+    )
     assert err.code == 11000
     assert err.details["keyPattern"] == {"_id": 1} and err.details["keyValue"] == {"_id": 1}
-    err = error_of(lambda: list(db.source.aggregate([
-        {"$match": {"_id": 2}}, {"$merge": {"into": "target", "whenNotMatched": "fail"}},
-    ])))
+    err = error_of(
+        lambda: list(
+            db.source.aggregate(
+                [
+                    {"$match": {"_id": 2}},
+                    {"$merge": {"into": "target", "whenNotMatched": "fail"}},
+                ]
+            )
+        )
+    )
     assert err.code == 13113
 
 
@@ -293,7 +394,13 @@ def test_merge_on_other_fields_needs_a_unique_index(db):
     docs = list(db.target.find().sort("sku", 1))
     assert docs[0] == {"_id": 1, "sku": "a", "n": 2}
     assert docs[1]["sku"] == "b" and isinstance(docs[1]["_id"], ObjectId)
-    err = error_of(lambda: list(db.source.aggregate([{"$project": {"sku": 1}}, {"$set": {"sku": [1]}}, {"$merge": spec}])))
+    err = error_of(
+        lambda: list(
+            db.source.aggregate(
+                [{"$project": {"sku": 1}}, {"$set": {"sku": [1]}}, {"$merge": spec}]
+            )
+        )
+    )
     assert err.code == 51185
 
 
@@ -335,20 +442,30 @@ def test_merge_must_be_last(db):
 
 
 def test_documents_then_a_pipeline(db):
-    out = list(db.aggregate([
-        {"$documents": [{"x": 1}, {"x": 2}, {"x": 3}]},
-        {"$match": {"x": {"$gte": 2}}},
-        {"$group": {"_id": None, "sum": {"$sum": "$x"}}},
-    ]))
+    out = list(
+        db.aggregate(
+            [
+                {"$documents": [{"x": 1}, {"x": 2}, {"x": 3}]},
+                {"$match": {"x": {"$gte": 2}}},
+                {"$group": {"_id": None, "sum": {"$sum": "$x"}}},
+            ]
+        )
+    )
     assert out == [{"_id": None, "sum": 5}]
 
 
 def test_documents_merge_duplicate_key_is_reported(db):
     db.test.insert_many([{"_id": 1, "x": 1}, {"_id": 2, "x": 1}])
-    err = error_of(lambda: list(db.aggregate([
-        {"$documents": [{"_id": 2, "x": 1}]},
-        {"$merge": {"into": "test", "whenMatched": "fail"}},
-    ])))
+    err = error_of(
+        lambda: list(
+            db.aggregate(
+                [
+                    {"$documents": [{"_id": 2, "x": 1}]},
+                    {"$merge": {"into": "test", "whenMatched": "fail"}},
+                ]
+            )
+        )
+    )
     assert err.code == 11000
     assert err.details["keyPattern"] == {"_id": 1} and err.details["keyValue"] == {"_id": 2}
 
@@ -360,7 +477,11 @@ def test_documents_out(db):
 
 def test_list_local_sessions_and_current_op(client):
     admin = client.admin
-    out = list(admin.aggregate([{"$listLocalSessions": {}}, {"$limit": 1}, {"$project": {"_id": 0, "d": "x"}}]))
+    out = list(
+        admin.aggregate(
+            [{"$listLocalSessions": {}}, {"$limit": 1}, {"$project": {"_id": 0, "d": "x"}}]
+        )
+    )
     assert out == [{"d": "x"}]
     ops = list(admin.aggregate([{"$currentOp": {}}]))
     assert ops and all(op["active"] for op in ops)
@@ -387,7 +508,12 @@ def test_namespace_errors(db, pipeline, collectionless, code):
 
 
 def test_documents_must_be_first(db):
-    err = error_of(lambda: db.command(
-        "aggregate", 1, pipeline=[{"$documents": []}, {"$documents": []}], cursor={},
-    ))
+    err = error_of(
+        lambda: db.command(
+            "aggregate",
+            1,
+            pipeline=[{"$documents": []}, {"$documents": []}],
+            cursor={},
+        )
+    )
     assert err.code == 40602

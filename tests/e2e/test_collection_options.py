@@ -15,7 +15,9 @@ def test_clustered_collection_reports_its_index(db):
     listed = db.command("listCollections", filter={"name": "c"})["cursor"]["firstBatch"]
     assert listed[0]["options"]["clusteredIndex"] == {**spec, "v": 2}
     indexes = list(db.c.list_indexes())
-    assert indexes == [{"v": 2, "key": {"_id": 1}, "name": "by id", "unique": True, "clustered": True}]
+    assert indexes == [
+        {"v": 2, "key": {"_id": 1}, "name": "by id", "unique": True, "clustered": True}
+    ]
     db.c.insert_one({"_id": 1})
     with pytest.raises(DuplicateKeyError):
         db.c.insert_one({"_id": 1})
@@ -34,7 +36,9 @@ def test_clustered_index_must_be_unique_on_id(db, spec):
 def test_pre_and_post_images_option_and_coll_mod(db):
     db.create_collection("c", changeStreamPreAndPostImages={"enabled": False})
     db.command("collMod", "c", changeStreamPreAndPostImages={"enabled": True})
-    options = db.command("listCollections", filter={"name": "c"})["cursor"]["firstBatch"][0]["options"]
+    options = db.command("listCollections", filter={"name": "c"})["cursor"]["firstBatch"][0][
+        "options"
+    ]
     assert options["changeStreamPreAndPostImages"] == {"enabled": True}
     with raises_code("FailedToParse"):
         db.command("collMod", "c", changeStreamPreAndPostImages=True)
@@ -45,7 +49,9 @@ def test_coll_mod_of_a_missing_collection(db):
         db.command("collMod", "missing", changeStreamPreAndPostImages={"enabled": True})
 
 
-@pytest.mark.parametrize("option", [{"capped": True, "size": 4096}, {"viewOn": "c", "pipeline": []}])
+@pytest.mark.parametrize(
+    "option", [{"capped": True, "size": 4096}, {"viewOn": "c", "pipeline": []}]
+)
 def test_unsupported_kinds_are_refused_not_faked(db, option):
     with pytest.raises(OperationFailure) as failure:
         db.command("create", "v", **option)

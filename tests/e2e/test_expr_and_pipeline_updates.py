@@ -193,7 +193,9 @@ def test_projection_expression_errors(people):
         31252,
         "Location31252",
     )
-    expect_error(lambda: list(people.find({}, {"x": {"$bogus": 1}})), 168, "InvalidPipelineOperator")
+    expect_error(
+        lambda: list(people.find({}, {"x": {"$bogus": 1}})), 168, "InvalidPipelineOperator"
+    )
     expect_error(lambda: list(people.find({}, {"x": {"$add": ["$name", 1]}})), 16554)
 
 
@@ -227,7 +229,13 @@ def test_pipeline_sets_dollar_prefixed_and_dotted_keys(coll):
     coll.insert_one({"_id": 1, "foo": {}})
     coll.update_one(
         {"_id": 1},
-        [{"$replaceWith": {"$setField": {"field": {"$literal": "$a"}, "value": 1, "input": "$$ROOT"}}}],
+        [
+            {
+                "$replaceWith": {
+                    "$setField": {"field": {"$literal": "$a"}, "value": 1, "input": "$$ROOT"}
+                }
+            }
+        ],
     )
     coll.update_one(
         {"_id": 1},
@@ -237,7 +245,8 @@ def test_pipeline_sets_dollar_prefixed_and_dotted_keys(coll):
     got = coll.find_one({}, {"_id": 0, "a": {"$getField": {"$literal": "$a"}}})
     assert got == {"a": 1}
     coll.update_one(
-        {"_id": 1}, [{"$replaceWith": {"$unsetField": {"field": {"$literal": "$a"}, "input": "$$ROOT"}}}]
+        {"_id": 1},
+        [{"$replaceWith": {"$unsetField": {"field": {"$literal": "$a"}, "input": "$$ROOT"}}}],
     )
     assert coll.find_one() == {"_id": 1, "foo": {"a.b": 2}}
 
@@ -259,7 +268,9 @@ def test_pipeline_with_let_and_constants(people, db):
     db.command(
         "update",
         "c",
-        updates=[{"q": {"_id": 2}, "u": [{"$set": {"c": "$$k", "l": "$$x"}}], "c": {"k": {"$add": [1]}}}],
+        updates=[
+            {"q": {"_id": 2}, "u": [{"$set": {"c": "$$k", "l": "$$x"}}], "c": {"k": {"$add": [1]}}}
+        ],
         let={"x": "L"},
     )
     assert people.find_one({"_id": 2}, {"_id": 0, "c": 1, "l": 1}) == {"c": {"$add": [1]}, "l": "L"}
@@ -276,23 +287,27 @@ def test_pipeline_update_errors(people, db):
         "$group is not allowed to be used within an update",
     )
     expect_error(lambda: people.update_one({"_id": 1}, [{"$frob": {}}]), 40324)
-    expect_error(lambda: people.update_one({"_id": 1}, [{"$set": {"_id": 5}}]), 66, "ImmutableField")
     expect_error(
-        lambda: people.update_one(
-            {"_id": 1}, [{"$set": {"a": 1}}], array_filters=[{"x": 1}]
-        ),
+        lambda: people.update_one({"_id": 1}, [{"$set": {"_id": 5}}]), 66, "ImmutableField"
+    )
+    expect_error(
+        lambda: people.update_one({"_id": 1}, [{"$set": {"a": 1}}], array_filters=[{"x": 1}]),
         9,
         message="arrayFilters may not be specified for pipeline-style updates",
     )
     constants = update_statement_error(db, {"q": {}, "u": {"$set": {"a": 1}}, "c": {"k": 1}})
     assert constants["code"] == 51198
     assert update_statement_error(db, {"q": {}, "u": [1]})["code"] == 14
-    expect_error(lambda: people.update_one({"_id": 1}, [{"$set": {"a": {"$add": ["$name", 1]}}}]), 16554)
+    expect_error(
+        lambda: people.update_one({"_id": 1}, [{"$set": {"a": {"$add": ["$name", 1]}}}]), 16554
+    )
     assert people.find_one({"_id": 1}) == PEOPLE[0]
 
 
 def test_find_one_and_update_with_a_pipeline_returns_either_version(people):
-    before = people.find_one_and_update({"_id": 2}, [{"$set": {"spent": {"$multiply": ["$spent", 2]}}}])
+    before = people.find_one_and_update(
+        {"_id": 2}, [{"$set": {"spent": {"$multiply": ["$spent", 2]}}}]
+    )
     assert before["spent"] == 80
     after = people.find_one_and_update(
         {"_id": 2},

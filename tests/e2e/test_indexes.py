@@ -9,20 +9,18 @@ stripped); `UPDATE_GOLDEN=1` rewrites those files.
 
 from __future__ import annotations
 
-from basalt_server import BasaltServer
-
-import time
-
 import datetime
 import json
 import os
 import pathlib
 import random
 import threading
+import time
 
 import pytest
 from bson import json_util
 
+from basalt_server import BasaltServer
 from helpers import raises_code
 
 GOLDEN_DIR = pathlib.Path(__file__).resolve().parents[1] / "golden" / "explain"
@@ -423,7 +421,10 @@ def test_ttl_monitor_deletes_expired_documents_within_one_pass(basalt_binary, tm
         coll.insert_many(
             [
                 {"_id": "old", "at": now - datetime.timedelta(hours=1)},
-                {"_id": "old-array", "at": [now + datetime.timedelta(days=1), now - datetime.timedelta(hours=2)]},
+                {
+                    "_id": "old-array",
+                    "at": [now + datetime.timedelta(days=1), now - datetime.timedelta(hours=2)],
+                },
                 {"_id": "fresh", "at": now},
                 {"_id": "undated", "at": "not a date"},
             ]

@@ -10,11 +10,16 @@ from bson import Code, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Times
 from bson.binary import Binary
 from pymongo.errors import ExecutionTimeout, OperationFailure
 
+from basalt_server import BasaltServer
+
 
 def test_where_string_and_function_see_this_and_obj(coll):
     coll.insert_many([{"_id": i, "a": i, "b": 3} for i in range(6)])
     assert [d["_id"] for d in coll.find({"$where": "this.a > this.b"})] == [4, 5]
-    assert [d["_id"] for d in coll.find({"$where": Code("function () { return obj.a < 2; }")})] == [0, 1]
+    assert [d["_id"] for d in coll.find({"$where": Code("function () { return obj.a < 2; }")})] == [
+        0,
+        1,
+    ]
     assert coll.count_documents({"$where": "var d = this.a - this.b; return d == 0"}) == 1
 
 
@@ -97,7 +102,13 @@ def test_shell_types_round_trip_through_function(coll):
             {
                 "$project": {
                     "_id": 0,
-                    "copy": {"$function": {"body": "function (d) { return d; }", "args": ["$$ROOT"], "lang": "js"}},
+                    "copy": {
+                        "$function": {
+                            "body": "function (d) { return d; }",
+                            "args": ["$$ROOT"],
+                            "lang": "js",
+                        }
+                    },
                     "kinds": {
                         "$function": {
                             "body": """function (d) {
@@ -138,7 +149,9 @@ def test_shell_constructors_make_typed_values(coll):
         return {l: NumberLong("9007199254740993"), i: NumberInt(3), d: NumberDecimal("0.1"),
                 o: ObjectId("5f0c9a8e9b1e8b3a4c2d1e0f"), t: ISODate("2021-05-06T00:00:00Z")};
     }"""
-    out = coll.aggregate([{"$project": {"v": {"$function": {"body": body, "args": [], "lang": "js"}}}}]).next()["v"]
+    out = coll.aggregate(
+        [{"$project": {"v": {"$function": {"body": body, "args": [], "lang": "js"}}}}]
+    ).next()["v"]
     assert out["l"] == Int64(9007199254740993) and isinstance(out["l"], Int64)
     assert out["i"] == 3 and isinstance(out["i"], int) and not isinstance(out["i"], Int64)
     assert out["d"] == Decimal128("0.1")
@@ -149,11 +162,43 @@ def test_shell_constructors_make_typed_values(coll):
 def test_function_errors(coll):
     coll.insert_one({"_id": 1})
     with pytest.raises(OperationFailure) as e:
-        list(coll.aggregate([{"$project": {"v": {"$function": {"body": "function () { throw new Error('nope'); }", "args": [], "lang": "js"}}}}]))
+        list(
+            coll.aggregate(
+                [
+                    {
+                        "$project": {
+                            "v": {
+                                "$function": {
+                                    "body": "function () { throw new Error('nope'); }",
+                                    "args": [],
+                                    "lang": "js",
+                                }
+                            }
+                        }
+                    }
+                ]
+            )
+        )
     assert e.value.code == 139
     assert "nope" in str(e.value)
     with pytest.raises(OperationFailure) as e:
-        list(coll.aggregate([{"$project": {"v": {"$function": {"body": "function () {}", "args": [], "lang": "python"}}}}]))
+        list(
+            coll.aggregate(
+                [
+                    {
+                        "$project": {
+                            "v": {
+                                "$function": {
+                                    "body": "function () {}",
+                                    "args": [],
+                                    "lang": "python",
+                                }
+                            }
+                        }
+                    }
+                ]
+            )
+        )
     assert e.value.code == 31419
 
 
@@ -181,7 +226,12 @@ def test_map_reduce_inline_with_rereduce_and_counts(db, coll):
     results = reply["results"]
     assert [r["_id"] for r in results] == [0.0, 1.0, 2.0]
     first = results[0]["value"]
-    assert first == {"count": 1000.0, "sum": float(sum(range(0, 3000, 3))), "min": 0.0, "max": 2997.0}
+    assert first == {
+        "count": 1000.0,
+        "sum": float(sum(range(0, 3000, 3))),
+        "min": 0.0,
+        "max": 2997.0,
+    }
     assert reply["counts"]["input"] == 3000
     assert reply["counts"]["emit"] == 3000
     assert reply["counts"]["output"] == 3
@@ -231,7 +281,9 @@ def test_map_reduce_output_modes(client, db, coll):
 
     other = db.name + "_other"
     try:
-        reply = db.command("mapReduce", "c", map=count_map, reduce=count_reduce, out={"replace": "x", "db": other})
+        reply = db.command(
+            "mapReduce", "c", map=count_map, reduce=count_reduce, out={"replace": "x", "db": other}
+        )
         assert reply["result"] == {"db": other, "collection": "x"}
         assert client[other].x.count_documents({}) == 3
     finally:
@@ -254,14 +306,27 @@ def test_map_reduce_calls_stored_functions(db, coll):
 def test_map_reduce_errors(db, coll):
     _seed(coll, 3)
     with pytest.raises(OperationFailure) as e:
-        db.command("mapReduce", "c", map=Code("function () { emit(this.k, undefinedThing); }"), reduce=REDUCE, out={"inline": 1})
+        db.command(
+            "mapReduce",
+            "c",
+            map=Code("function () { emit(this.k, undefinedThing); }"),
+            reduce=REDUCE,
+            out={"inline": 1},
+        )
     assert e.value.code == 139
     assert "undefinedThing" in str(e.value)
     with pytest.raises(OperationFailure) as e:
         db.command("mapReduce", "c", map=MAP, reduce=REDUCE)
     assert e.value.code == 40414
     with pytest.raises(OperationFailure) as e:
-        db.command("mapReduce", "c", map=Code("function () { while (true) {} }"), reduce=REDUCE, out={"inline": 1}, maxTimeMS=200)
+        db.command(
+            "mapReduce",
+            "c",
+            map=Code("function () { while (true) {} }"),
+            reduce=REDUCE,
+            out={"inline": 1},
+            maxTimeMS=200,
+        )
     assert e.value.code == 50
 
 
@@ -289,5 +354,35 @@ def test_accumulator_in_group(coll):
 def test_scripts_run_in_sloppy_mode_and_leave_nothing_for_the_next_client(client, coll):
     coll.insert_many([{"a": 1}, {"a": 2}])
     # Old map functions assign undeclared variables; mongod allows it.
-    assert coll.count_documents({"$where": "seen = this.a; Array.prototype.evil = 1; return seen > 1"}) == 1
-    assert coll.count_documents({"$where": "typeof seen == 'undefined' && [].evil === undefined"}) == 2
+    assert (
+        coll.count_documents({"$where": "seen = this.a; Array.prototype.evil = 1; return seen > 1"})
+        == 1
+    )
+    assert (
+        coll.count_documents({"$where": "typeof seen == 'undefined' && [].evil === undefined"}) == 2
+    )
+
+
+def test_noscripting_refuses_every_form_of_javascript(basalt_binary, tmp_path):
+    srv = BasaltServer(
+        basalt_binary, tmp_path / "data", tmp_path / "basalt.log", extra_args=["--noscripting"]
+    ).start()
+    try:
+        db = srv.client()["t"]
+        db.c.insert_one({"a": 1})
+        with pytest.raises(OperationFailure) as e:
+            list(db.c.find({"$where": "true"}))
+        assert e.value.code == 2
+        assert "no globalScriptEngine" in str(e.value)
+        with pytest.raises(OperationFailure) as e:
+            db.command("mapReduce", "c", map=MAP, reduce=REDUCE, out={"inline": 1})
+        assert e.value.code == 31264
+        function = {"$function": {"body": "function () { return 1; }", "args": [], "lang": "js"}}
+        with pytest.raises(OperationFailure) as e:
+            list(db.c.aggregate([{"$project": {"v": function}}]))
+        assert e.value.code == 31264
+        # Everything without JavaScript still works.
+        assert db.c.count_documents({"a": 1}) == 1
+        assert not srv.panics()
+    finally:
+        srv.kill()

@@ -30,9 +30,23 @@ WHEN = datetime.datetime(2024, 5, 1)
 # embedded documents, null, missing fields and bit patterns.
 DOCS = [
     {"_id": 1, "n": 1, "s": "Apple", "arr": [1, 5], "tags": ["a", "b"], "sub": {"x": 1}, "bits": 5},
-    {"_id": 2, "n": 1.0, "s": "apple\nbanana", "arr": [2], "tags": ["b", "c"], "sub": {"x": 2, "y": 1}, "bits": 10},
-    {"_id": 3, "n": Int64(1), "s": "banana", "arr": [], "tags": ["a", "b", "c"],
-     "items": [{"k": 1, "v": "x"}, {"k": 2, "v": "y"}]},
+    {
+        "_id": 2,
+        "n": 1.0,
+        "s": "apple\nbanana",
+        "arr": [2],
+        "tags": ["b", "c"],
+        "sub": {"x": 2, "y": 1},
+        "bits": 10,
+    },
+    {
+        "_id": 3,
+        "n": Int64(1),
+        "s": "banana",
+        "arr": [],
+        "tags": ["a", "b", "c"],
+        "items": [{"k": 1, "v": "x"}, {"k": 2, "v": "y"}],
+    },
     {"_id": 4, "n": Decimal128("1"), "s": "a.b", "arr": [[1, 2]], "items": [{"k": 1, "v": "y"}]},
     {"_id": 5, "n": "1", "s": 10, "arr": 3, "bits": -1},
     {"_id": 6, "n": None, "s": None},
@@ -113,7 +127,10 @@ FILTERS = {
     "array": {
         "all": ({"tags": {"$all": ["a", "b"]}}, [1, 3]),
         "all empty": ({"tags": {"$all": []}}, []),
-        "all elemMatch": ({"items": {"$all": [{"$elemMatch": {"k": 1}}, {"$elemMatch": {"v": "y"}}]}}, [3, 4]),
+        "all elemMatch": (
+            {"items": {"$all": [{"$elemMatch": {"k": 1}}, {"$elemMatch": {"v": "y"}}]}},
+            [3, 4],
+        ),
         "size 0": ({"arr": {"$size": 0}}, [3]),
         "size 1": ({"arr": {"$size": 1}}, [2, 4]),
         "elemMatch values": ({"arr": {"$elemMatch": {"$gt": 4, "$lt": 8}}}, [1, 8]),
@@ -131,14 +148,25 @@ FILTERS = {
     },
     "expr": {
         "compares across types": ({"$expr": {"$gt": ["$n", 2]}}, [5, 8]),
-        "field to field": ({"$expr": {"$and": [{"$isNumber": "$bits"}, {"$gt": ["$bits", 4]}]}}, [1, 2]),
+        "field to field": (
+            {"$expr": {"$and": [{"$isNumber": "$bits"}, {"$gt": ["$bits", 4]}]}},
+            [1, 2],
+        ),
         "with a path filter": ({"tags": "a", "$expr": {"$eq": [{"$size": "$tags"}, 3]}}, [3]),
     },
     "jsonSchema": {
         "required": ({"$jsonSchema": {"required": ["bits"]}}, [1, 2, 5]),
-        "type of optional property": ({"$jsonSchema": {"properties": {"n": {"bsonType": "string"}}}}, [5, 7]),
+        "type of optional property": (
+            {"$jsonSchema": {"properties": {"n": {"bsonType": "string"}}}},
+            [5, 7],
+        ),
         "number with minimum": (
-            {"$jsonSchema": {"required": ["n"], "properties": {"n": {"bsonType": "number", "minimum": 1}}}},
+            {
+                "$jsonSchema": {
+                    "required": ["n"],
+                    "properties": {"n": {"bsonType": "number", "minimum": 1}},
+                }
+            },
             [1, 2, 3, 4, 8],
         ),
         "minItems": ({"$jsonSchema": {"properties": {"tags": {"minItems": 3}}}}, but(1, 2)),
@@ -147,13 +175,34 @@ FILTERS = {
             [2, 3, 4, 7, 9, 10],
         ),
         "nested object": (
-            {"$jsonSchema": {"required": ["sub"], "properties": {"sub": {"additionalProperties": False,
-                                                                         "properties": {"x": {}}}}}},
+            {
+                "$jsonSchema": {
+                    "required": ["sub"],
+                    "properties": {"sub": {"additionalProperties": False, "properties": {"x": {}}}},
+                }
+            },
             [1],
         ),
-        "items": ({"$jsonSchema": {"required": ["items"], "properties": {"items": {"items": {"required": ["v"], "properties": {"v": {"enum": ["y"]}}}}}}}, [4]),
+        "items": (
+            {
+                "$jsonSchema": {
+                    "required": ["items"],
+                    "properties": {
+                        "items": {
+                            "items": {"required": ["v"], "properties": {"v": {"enum": ["y"]}}}
+                        }
+                    },
+                }
+            },
+            [4],
+        ),
         "anyOf and not": (
-            {"$jsonSchema": {"anyOf": [{"required": ["dt"]}, {"required": ["bits"]}], "not": {"required": ["sub"]}}},
+            {
+                "$jsonSchema": {
+                    "anyOf": [{"required": ["dt"]}, {"required": ["bits"]}],
+                    "not": {"required": ["sub"]},
+                }
+            },
             [5, 10],
         ),
         "with other operators": ({"n": 1, "$jsonSchema": {"required": ["items"]}}, [3, 4]),
@@ -196,7 +245,11 @@ FILTER_ERRORS = {
     "type alias": ({"n": {"$type": "foo"}}, 2, "Unknown type name alias: foo"),
     "type code": ({"n": {"$type": 100}}, 2, "Invalid numerical type code: 100"),
     "regex syntax": ({"s": {"$regex": "("}}, 51091, None),
-    "regex flag": ({"s": {"$regex": "a", "$options": "g"}}, 51108, "invalid flag in regex options: g"),
+    "regex flag": (
+        {"s": {"$regex": "a", "$options": "g"}},
+        51108,
+        "invalid flag in regex options: g",
+    ),
     "options without regex": ({"s": {"$options": "i"}}, 2, "$options needs a $regex"),
     "mod zero": ({"n": {"$mod": [0, 1]}}, 2, "divisor cannot be 0"),
     "mod short": ({"n": {"$mod": [2]}}, 2, "malformed mod, not enough elements"),
@@ -205,19 +258,42 @@ FILTER_ERRORS = {
     "elemMatch scalar": ({"arr": {"$elemMatch": 1}}, 2, "$elemMatch needs an Object"),
     "bit position": ({"bits": {"$bitsAllSet": [-1]}}, 2, None),
     "expr operator": ({"$expr": {"$bogus": 1}}, 168, None),
-    "expr runtime": ({"$expr": {"$add": ["$s", 1]}}, 16554, "$add only supports numeric or date types, not string"),
-    "schema unsupported keyword": ({"$jsonSchema": {"format": "date"}}, 9,
-                                   "$jsonSchema keyword 'format' is not currently supported"),
-    "schema unknown keyword": ({"$jsonSchema": {"bogus": 1}}, 9, "Unknown $jsonSchema keyword: bogus"),
+    "expr runtime": (
+        {"$expr": {"$add": ["$s", 1]}},
+        16554,
+        "$add only supports numeric or date types, not string",
+    ),
+    "schema unsupported keyword": (
+        {"$jsonSchema": {"format": "date"}},
+        9,
+        "$jsonSchema keyword 'format' is not currently supported",
+    ),
+    "schema unknown keyword": (
+        {"$jsonSchema": {"bogus": 1}},
+        9,
+        "Unknown $jsonSchema keyword: bogus",
+    ),
     "schema not object": ({"$jsonSchema": 1}, 14, "$jsonSchema must be an object"),
-    "schema integer type": ({"$jsonSchema": {"type": "integer"}}, 9,
-                            "$jsonSchema type 'integer' is not currently supported."),
-    "schema both types": ({"$jsonSchema": {"type": "object", "bsonType": "object"}}, 9,
-                          "Cannot specify both $jsonSchema keywords 'type' and 'bsonType'"),
-    "schema bad required": ({"$jsonSchema": {"required": []}}, 9,
-                            "$jsonSchema keyword 'required' cannot be an empty array"),
-    "schema bad count": ({"$jsonSchema": {"properties": {"s": {"minLength": -1}}}}, 9,
-                         "Expected a positive number in: minLength: -1"),
+    "schema integer type": (
+        {"$jsonSchema": {"type": "integer"}},
+        9,
+        "$jsonSchema type 'integer' is not currently supported.",
+    ),
+    "schema both types": (
+        {"$jsonSchema": {"type": "object", "bsonType": "object"}},
+        9,
+        "Cannot specify both $jsonSchema keywords 'type' and 'bsonType'",
+    ),
+    "schema bad required": (
+        {"$jsonSchema": {"required": []}},
+        9,
+        "$jsonSchema keyword 'required' cannot be an empty array",
+    ),
+    "schema bad count": (
+        {"$jsonSchema": {"properties": {"s": {"minLength": -1}}}},
+        9,
+        "Expected a positive number in: minLength: -1",
+    ),
 }
 
 
@@ -230,8 +306,13 @@ def test_filter_error(data, filter_, code, message):
         assert info.value.details["errmsg"] == message
 
 
-PROJECTED = {"_id": 1, "a": 1, "b": {"c": 2, "d": 3}, "arr": [1, 2, 3, 4, 5],
-             "items": [{"k": 1, "v": "x"}, {"k": 2, "v": "y"}, {"k": 3, "v": "z"}]}
+PROJECTED = {
+    "_id": 1,
+    "a": 1,
+    "b": {"c": 2, "d": 3},
+    "arr": [1, 2, 3, 4, 5],
+    "items": [{"k": 1, "v": "x"}, {"k": 2, "v": "y"}, {"k": 3, "v": "z"}],
+}
 
 # (projection, filter, expected document)
 PROJECTIONS = {
@@ -243,13 +324,28 @@ PROJECTIONS = {
     "nested document form": ({"b": {"c": 1}}, {}, {"_id": 1, "b": {"c": 2}}),
     "nested exclusion": ({"b.d": 0, "arr": 0, "items": 0}, {}, {"_id": 1, "a": 1, "b": {"c": 2}}),
     "through arrays": ({"items.k": 1, "_id": 0}, {}, {"items": [{"k": 1}, {"k": 2}, {"k": 3}]}),
-    "slice alone keeps all fields": ({"arr": {"$slice": 2}, "items": 0}, {},
-                                     {"_id": 1, "a": 1, "b": {"c": 2, "d": 3}, "arr": [1, 2]}),
+    "slice alone keeps all fields": (
+        {"arr": {"$slice": 2}, "items": 0},
+        {},
+        {"_id": 1, "a": 1, "b": {"c": 2, "d": 3}, "arr": [1, 2]},
+    ),
     "slice negative": ({"arr": {"$slice": -2}, "a": 1}, {}, {"_id": 1, "a": 1, "arr": [4, 5]}),
-    "slice skip and limit": ({"arr": {"$slice": [1, 2]}, "a": 1, "_id": 0}, {}, {"a": 1, "arr": [2, 3]}),
-    "elemMatch": ({"items": {"$elemMatch": {"k": {"$gt": 1}}}, "_id": 0}, {}, {"items": [{"k": 2, "v": "y"}]}),
+    "slice skip and limit": (
+        {"arr": {"$slice": [1, 2]}, "a": 1, "_id": 0},
+        {},
+        {"a": 1, "arr": [2, 3]},
+    ),
+    "elemMatch": (
+        {"items": {"$elemMatch": {"k": {"$gt": 1}}}, "_id": 0},
+        {},
+        {"items": [{"k": 2, "v": "y"}]},
+    ),
     "elemMatch no match": ({"items": {"$elemMatch": {"k": 9}}, "a": 1}, {}, {"_id": 1, "a": 1}),
-    "positional documents": ({"items.$": 1}, {"items.k": 3}, {"_id": 1, "items": [{"k": 3, "v": "z"}]}),
+    "positional documents": (
+        {"items.$": 1},
+        {"items.k": 3},
+        {"_id": 1, "items": [{"k": 3, "v": "z"}]},
+    ),
     "positional values": ({"arr.$": 1, "_id": 0}, {"arr": {"$gte": 3}}, {"arr": [3]}),
     "expression": ({"total": {"$add": ["$a", "$b.c"]}, "_id": 0}, {}, {"total": 3}),
     "literal": ({"a": 1, "lit": {"$literal": 5}}, {}, {"_id": 1, "a": 1, "lit": 5}),
@@ -257,24 +353,42 @@ PROJECTIONS = {
 }
 
 
-@pytest.mark.parametrize("projection, filter_, expected", PROJECTIONS.values(), ids=PROJECTIONS.keys())
+@pytest.mark.parametrize(
+    "projection, filter_, expected", PROJECTIONS.values(), ids=PROJECTIONS.keys()
+)
 def test_projection(coll, projection, filter_, expected):
     coll.insert_one(PROJECTED)
     assert coll.find_one(filter_, projection) == expected
 
 
 PROJECTION_ERRORS = {
-    "exclusion in inclusion": ({"a": 1, "b": 0}, {}, 31254, "Cannot do exclusion on field b in inclusion projection"),
-    "inclusion in exclusion": ({"a": 0, "b": 1}, {}, 31253, "Cannot do inclusion on field b in exclusion projection"),
+    "exclusion in inclusion": (
+        {"a": 1, "b": 0},
+        {},
+        31254,
+        "Cannot do exclusion on field b in inclusion projection",
+    ),
+    "inclusion in exclusion": (
+        {"a": 0, "b": 1},
+        {},
+        31253,
+        "Cannot do inclusion on field b in exclusion projection",
+    ),
     "path collision": ({"b": 1, "b.c": 1}, {}, 31249, "Path collision at b.c remaining portion c"),
     "two positionals": ({"arr.$": 1, "items.$": 1}, {"arr": 1, "items.k": 1}, 31276, None),
-    "slice of wrong type": ({"arr": {"$slice": "x"}}, {}, 31273, "$slice only supports numbers and [skip, limit] arrays"),
+    "slice of wrong type": (
+        {"arr": {"$slice": "x"}},
+        {},
+        31273,
+        "$slice only supports numbers and [skip, limit] arrays",
+    ),
     "unknown expression": ({"a": {"$bogus": 1}}, {}, 168, "Unrecognized expression '$bogus'"),
 }
 
 
-@pytest.mark.parametrize("projection, filter_, code, message", PROJECTION_ERRORS.values(),
-                         ids=PROJECTION_ERRORS.keys())
+@pytest.mark.parametrize(
+    "projection, filter_, code, message", PROJECTION_ERRORS.values(), ids=PROJECTION_ERRORS.keys()
+)
 def test_projection_error(coll, projection, filter_, code, message):
     coll.insert_one(PROJECTED)
     with pytest.raises(OperationFailure) as info:
@@ -301,8 +415,12 @@ SORTS = {
     "types ascending, arrays by min": ([("v", 1), ("_id", 1)], 0, 0, [9, 3, 4, 5, 8, 1, 2, 6, 7]),
     "types descending, arrays by max": ([("v", -1), ("_id", 1)], 0, 0, [7, 6, 2, 5, 1, 8, 3, 4, 9]),
     "multi-key": ([("w", -1), ("_id", -1)], 0, 0, [8, 6, 4, 2, 9, 7, 5, 3, 1]),
-    "fields through one array use one element": ([("p.x", 1), ("p.y", 1), ("_id", 1)], 0, 0,
-                                                  [3, 4, 5, 6, 7, 8, 9, 2, 1]),
+    "fields through one array use one element": (
+        [("p.x", 1), ("p.y", 1), ("_id", 1)],
+        0,
+        0,
+        [3, 4, 5, 6, 7, 8, 9, 2, 1],
+    ),
     "skip and limit": ([("v", 1), ("_id", 1)], 2, 3, [4, 5, 8]),
     "limit only": ([("v", -1), ("_id", 1)], 0, 2, [7, 6]),
     "natural": ([("$natural", 1)], 0, 0, [1, 2, 3, 4, 5, 6, 7, 8, 9]),
@@ -348,7 +466,9 @@ def test_sort_memory_limit_and_disk_use(db):
     spilled = [d["_id"] for d in db.c.find({}, {"big": 0}, sort=[("_id", -1)])]
     assert spilled == list(range(109, -1, -1))
     # A top-k sort keeps only `limit` documents and needs no disk.
-    reply = db.command("find", "c", sort={"_id": 1}, projection={"big": 0}, limit=3, allowDiskUse=False)
+    reply = db.command(
+        "find", "c", sort={"_id": 1}, projection={"big": 0}, limit=3, allowDiskUse=False
+    )
     assert [d["_id"] for d in reply["cursor"]["firstBatch"]] == [0, 1, 2]
 
 
@@ -356,7 +476,13 @@ def test_sort_memory_limit_and_disk_use(db):
 UPDATES = {
     "set": ({"a": 1}, {}, {"$set": {"a": 5}}, None, {"a": 5}),
     "set nested creates": ({}, {}, {"$set": {"b.c": 1}}, None, {"b": {"c": 1}}),
-    "set array index": ({"arr": [1, 2]}, {}, {"$set": {"arr.3": 9}}, None, {"arr": [1, 2, None, 9]}),
+    "set array index": (
+        {"arr": [1, 2]},
+        {},
+        {"$set": {"arr.3": 9}},
+        None,
+        {"arr": [1, 2, None, 9]},
+    ),
     "unset": ({"a": 1, "b": 2}, {}, {"$unset": {"a": ""}}, None, {"b": 2}),
     "inc": ({"a": 1}, {}, {"$inc": {"a": 2}}, None, {"a": 3}),
     "inc promotes": ({"a": 1}, {}, {"$inc": {"a": 1.5}}, None, {"a": 2.5}),
@@ -371,40 +497,109 @@ UPDATES = {
     "setOnInsert ignored": ({"a": 1}, {}, {"$setOnInsert": {"x": 1}}, None, {"a": 1}),
     "push": ({"arr": [1, 2, 3]}, {}, {"$push": {"arr": 4}}, None, {"arr": [1, 2, 3, 4]}),
     "push creates": ({}, {}, {"$push": {"arr": 4}}, None, {"arr": [4]}),
-    "push each sort slice": ({"arr": [1, 2, 3]}, {}, {"$push": {"arr": {"$each": [5, 0], "$sort": 1, "$slice": 3}}},
-                             None, {"arr": [0, 1, 2]}),
-    "push position": ({"arr": [1, 2, 3]}, {}, {"$push": {"arr": {"$each": [9], "$position": 1}}}, None,
-                      {"arr": [1, 9, 2, 3]}),
-    "push negative slice": ({"arr": [1, 2, 3]}, {}, {"$push": {"arr": {"$each": [4], "$slice": -2}}}, None,
-                            {"arr": [3, 4]}),
-    "push sort documents": ({"arr": []}, {}, {"$push": {"arr": {"$each": [{"k": 1}, {"k": 2}], "$sort": {"k": -1}}}},
-                            None, {"arr": [{"k": 2}, {"k": 1}]}),
-    "addToSet present": ({"arr": [1, 2, 3]}, {}, {"$addToSet": {"arr": 2.0}}, None, {"arr": [1, 2, 3]}),
-    "addToSet each": ({"arr": [1, 2, 3]}, {}, {"$addToSet": {"arr": {"$each": [3, 4, 4]}}}, None,
-                      {"arr": [1, 2, 3, 4]}),
+    "push each sort slice": (
+        {"arr": [1, 2, 3]},
+        {},
+        {"$push": {"arr": {"$each": [5, 0], "$sort": 1, "$slice": 3}}},
+        None,
+        {"arr": [0, 1, 2]},
+    ),
+    "push position": (
+        {"arr": [1, 2, 3]},
+        {},
+        {"$push": {"arr": {"$each": [9], "$position": 1}}},
+        None,
+        {"arr": [1, 9, 2, 3]},
+    ),
+    "push negative slice": (
+        {"arr": [1, 2, 3]},
+        {},
+        {"$push": {"arr": {"$each": [4], "$slice": -2}}},
+        None,
+        {"arr": [3, 4]},
+    ),
+    "push sort documents": (
+        {"arr": []},
+        {},
+        {"$push": {"arr": {"$each": [{"k": 1}, {"k": 2}], "$sort": {"k": -1}}}},
+        None,
+        {"arr": [{"k": 2}, {"k": 1}]},
+    ),
+    "addToSet present": (
+        {"arr": [1, 2, 3]},
+        {},
+        {"$addToSet": {"arr": 2.0}},
+        None,
+        {"arr": [1, 2, 3]},
+    ),
+    "addToSet each": (
+        {"arr": [1, 2, 3]},
+        {},
+        {"$addToSet": {"arr": {"$each": [3, 4, 4]}}},
+        None,
+        {"arr": [1, 2, 3, 4]},
+    ),
     "pop last": ({"arr": [1, 2, 3]}, {}, {"$pop": {"arr": 1}}, None, {"arr": [1, 2]}),
     "pop first": ({"arr": [1, 2, 3]}, {}, {"$pop": {"arr": -1}}, None, {"arr": [2, 3]}),
     "pull condition": ({"arr": [1, 2, 3]}, {}, {"$pull": {"arr": {"$gte": 2}}}, None, {"arr": [1]}),
-    "pull documents": ({"arr": [{"k": 1, "v": 1}, {"k": 2}]}, {}, {"$pull": {"arr": {"k": 1}}}, None,
-                       {"arr": [{"k": 2}]}),
+    "pull documents": (
+        {"arr": [{"k": 1, "v": 1}, {"k": 2}]},
+        {},
+        {"$pull": {"arr": {"k": 1}}},
+        None,
+        {"arr": [{"k": 2}]},
+    ),
     "pullAll": ({"arr": [1, 2, 3, 1]}, {}, {"$pullAll": {"arr": [1, 3]}}, None, {"arr": [2]}),
-    "positional": ({"arr": [1, 2, 3]}, {"arr": 2}, {"$set": {"arr.$": 20}}, None, {"arr": [1, 20, 3]}),
-    "positional in documents": ({"arr": [{"k": 1}, {"k": 2}]}, {"arr.k": 2}, {"$inc": {"arr.$.k": 10}}, None,
-                                {"arr": [{"k": 1}, {"k": 12}]}),
+    "positional": (
+        {"arr": [1, 2, 3]},
+        {"arr": 2},
+        {"$set": {"arr.$": 20}},
+        None,
+        {"arr": [1, 20, 3]},
+    ),
+    "positional in documents": (
+        {"arr": [{"k": 1}, {"k": 2}]},
+        {"arr.k": 2},
+        {"$inc": {"arr.$.k": 10}},
+        None,
+        {"arr": [{"k": 1}, {"k": 12}]},
+    ),
     "all positional": ({"arr": [1, 2, 3]}, {}, {"$set": {"arr.$[]": 0}}, None, {"arr": [0, 0, 0]}),
-    "filtered positional": ({"arr": [1, 2, 3]}, {}, {"$inc": {"arr.$[x]": 10}}, [{"x": {"$gt": 1}}],
-                            {"arr": [1, 12, 13]}),
-    "filtered positional documents": ({"arr": [{"k": 1, "n": 0}, {"k": 2, "n": 0}]}, {},
-                                      {"$set": {"arr.$[e].n": 5}}, [{"e.k": 2}],
-                                      {"arr": [{"k": 1, "n": 0}, {"k": 2, "n": 5}]}),
-    "nested all positional": ({"m": [[1, 2], [3]]}, {}, {"$inc": {"m.$[].$[]": 1}}, None, {"m": [[2, 3], [4]]}),
+    "filtered positional": (
+        {"arr": [1, 2, 3]},
+        {},
+        {"$inc": {"arr.$[x]": 10}},
+        [{"x": {"$gt": 1}}],
+        {"arr": [1, 12, 13]},
+    ),
+    "filtered positional documents": (
+        {"arr": [{"k": 1, "n": 0}, {"k": 2, "n": 0}]},
+        {},
+        {"$set": {"arr.$[e].n": 5}},
+        [{"e.k": 2}],
+        {"arr": [{"k": 1, "n": 0}, {"k": 2, "n": 5}]},
+    ),
+    "nested all positional": (
+        {"m": [[1, 2], [3]]},
+        {},
+        {"$inc": {"m.$[].$[]": 1}},
+        None,
+        {"m": [[2, 3], [4]]},
+    ),
     "replacement": ({"a": 1, "b": 2}, {}, {"c": 3}, None, {"c": 3}),
-    "pipeline": ({"a": 1, "b": 2}, {}, [{"$set": {"c": {"$add": ["$a", "$b"]}}}, {"$unset": "a"}], None,
-                 {"b": 2, "c": 3}),
+    "pipeline": (
+        {"a": 1, "b": 2},
+        {},
+        [{"$set": {"c": {"$add": ["$a", "$b"]}}}, {"$unset": "a"}],
+        None,
+        {"b": 2, "c": 3},
+    ),
 }
 
 
-@pytest.mark.parametrize("initial, filter_, update, array_filters, expected", UPDATES.values(), ids=UPDATES.keys())
+@pytest.mark.parametrize(
+    "initial, filter_, update, array_filters, expected", UPDATES.values(), ids=UPDATES.keys()
+)
 def test_update(coll, initial, filter_, update, array_filters, expected):
     coll.insert_one({"_id": 1, **initial})
     if isinstance(update, dict) and not any(k.startswith("$") for k in update):
@@ -419,7 +614,10 @@ def test_update(coll, initial, filter_, update, array_filters, expected):
 def test_current_date(coll):
     coll.insert_one({"_id": 1})
     before = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None, microsecond=0)
-    coll.update_one({"_id": 1}, {"$currentDate": {"d": True, "t": {"$type": "timestamp"}, "e": {"$type": "date"}}})
+    coll.update_one(
+        {"_id": 1},
+        {"$currentDate": {"d": True, "t": {"$type": "timestamp"}, "e": {"$type": "date"}}},
+    )
     doc = coll.find_one({"_id": 1})
     assert doc["d"] >= before - datetime.timedelta(seconds=1)
     assert isinstance(doc["e"], datetime.datetime)
@@ -447,7 +645,9 @@ UPDATE_ERRORS = {
 }
 
 
-@pytest.mark.parametrize("initial, update, array_filters, code", UPDATE_ERRORS.values(), ids=UPDATE_ERRORS.keys())
+@pytest.mark.parametrize(
+    "initial, update, array_filters, code", UPDATE_ERRORS.values(), ids=UPDATE_ERRORS.keys()
+)
 def test_update_error(db, initial, update, array_filters, code):
     db.c.insert_one({"_id": 1, **initial})
     statement = {"q": {"_id": 1}, "u": update}
@@ -463,10 +663,16 @@ def test_update_error(db, initial, update, array_filters, code):
 def test_update_error_wording(db):
     db.c.insert_one({"_id": 1, "a": {"b": 1}, "s": "x"})
     cases = [
-        ({"$set": {"_id": 2}}, "Performing an update on the path '_id' would modify the immutable field '_id'"),
+        (
+            {"$set": {"_id": 2}},
+            "Performing an update on the path '_id' would modify the immutable field '_id'",
+        ),
         ({"$set": {"a.b": 1, "a": 1}}, "Updating the path 'a' would create a conflict at 'a'"),
-        ({"$inc": {"s": 1}}, "Cannot apply $inc to a value of non-numeric type. {_id: 1} has the field 's' of "
-                             "non-numeric type string"),
+        (
+            {"$inc": {"s": 1}},
+            "Cannot apply $inc to a value of non-numeric type. {_id: 1} has the field 's' of "
+            "non-numeric type string",
+        ),
     ]
     for update, message in cases:
         reply = db.command("update", "c", updates=[{"q": {"_id": 1}, "u": update}])
@@ -475,8 +681,18 @@ def test_update_error_wording(db):
 
 # (filter, update, expected upserted document without _id, expected _id or None)
 UPSERTS = {
-    "equalities seed": ({"a": 1, "b.c": 2, "d": {"$gt": 3}}, {"$set": {"e": 1}}, {"a": 1, "b": {"c": 2}, "e": 1}, None),
-    "and seeds": ({"$and": [{"a": 1}, {"b": {"$eq": 2}}]}, {"$inc": {"n": 1}}, {"a": 1, "b": 2, "n": 1}, None),
+    "equalities seed": (
+        {"a": 1, "b.c": 2, "d": {"$gt": 3}},
+        {"$set": {"e": 1}},
+        {"a": 1, "b": {"c": 2}, "e": 1},
+        None,
+    ),
+    "and seeds": (
+        {"$and": [{"a": 1}, {"b": {"$eq": 2}}]},
+        {"$inc": {"n": 1}},
+        {"a": 1, "b": 2, "n": 1},
+        None,
+    ),
     "setOnInsert applies": ({"a": 1}, {"$setOnInsert": {"x": 1}}, {"a": 1, "x": 1}, None),
     "_id from query": ({"_id": 5}, {"$set": {"a": 1}}, {"a": 1}, 5),
     "replacement ignores query": ({"a": 1}, {"b": 2}, {"b": 2}, None),
@@ -484,7 +700,9 @@ UPSERTS = {
 }
 
 
-@pytest.mark.parametrize("filter_, update, expected, expected_id", UPSERTS.values(), ids=UPSERTS.keys())
+@pytest.mark.parametrize(
+    "filter_, update, expected, expected_id", UPSERTS.values(), ids=UPSERTS.keys()
+)
 def test_upsert(coll, filter_, update, expected, expected_id):
     if any(k.startswith("$") for k in update):
         result = coll.update_one(filter_, update, upsert=True)
@@ -509,20 +727,28 @@ def test_upsert_conflicting_seed(coll):
 
 def test_write_command_counts(db):
     db.c.insert_many([{"_id": i, "x": int(i == 1)} for i in range(3)])
-    reply = db.command("update", "c", updates=[
-        {"q": {}, "u": {"$set": {"x": 1}}, "multi": True},
-        {"q": {"_id": 9}, "u": {"$set": {"x": 2}}, "upsert": True},
-        {"q": {"_id": 0}, "u": {"$set": {"x": 1}}},
-    ])
+    reply = db.command(
+        "update",
+        "c",
+        updates=[
+            {"q": {}, "u": {"$set": {"x": 1}}, "multi": True},
+            {"q": {"_id": 9}, "u": {"$set": {"x": 2}}, "upsert": True},
+            {"q": {"_id": 0}, "u": {"$set": {"x": 1}}},
+        ],
+    )
     assert reply["n"] == 5
     assert reply["nModified"] == 2
     assert reply["upserted"] == [{"index": 1, "_id": 9}]
-    reply = db.command("delete", "c", deletes=[{"q": {"x": 1}, "limit": 1}, {"q": {"x": 2}, "limit": 0}])
+    reply = db.command(
+        "delete", "c", deletes=[{"q": {"x": 1}, "limit": 1}, {"q": {"x": 2}, "limit": 0}]
+    )
     assert reply["n"] == 2
     assert db.c.count_documents({}) == 2
 
 
-@pytest.mark.parametrize("ordered, n, indexes", [(True, 1, [1]), (False, 2, [1, 3])], ids=["ordered", "unordered"])
+@pytest.mark.parametrize(
+    "ordered, n, indexes", [(True, 1, [1]), (False, 2, [1, 3])], ids=["ordered", "unordered"]
+)
 def test_per_statement_errors(db, ordered, n, indexes):
     db.c.insert_many([{"_id": 1, "s": "x"}, {"_id": 2, "s": "y"}])
     updates = [
@@ -538,28 +764,69 @@ def test_per_statement_errors(db, ordered, n, indexes):
 
 
 FIND_AND_MODIFY = {
-    "returns the old document": (dict(update={"$inc": {"n": 1}}), {"_id": 1, "n": 1}, {"_id": 1, "n": 2}),
-    "returns the new document": (dict(update={"$inc": {"n": 1}}, new=True), {"_id": 1, "n": 2},
-                                 {"_id": 1, "n": 2}),
-    "sort picks the document": (dict(query={}, sort={"n": -1}, update={"$set": {"top": True}}, new=True),
-                                {"_id": 2, "n": 5, "a": [1, 2, 3], "top": True}, {"_id": 1, "n": 1}),
-    "fields project the reply": (dict(update={"$inc": {"n": 1}}, fields={"n": 0}), {"_id": 1},
-                                 {"_id": 1, "n": 2}),
+    "returns the old document": (
+        dict(update={"$inc": {"n": 1}}),
+        {"_id": 1, "n": 1},
+        {"_id": 1, "n": 2},
+    ),
+    "returns the new document": (
+        dict(update={"$inc": {"n": 1}}, new=True),
+        {"_id": 1, "n": 2},
+        {"_id": 1, "n": 2},
+    ),
+    "sort picks the document": (
+        dict(query={}, sort={"n": -1}, update={"$set": {"top": True}}, new=True),
+        {"_id": 2, "n": 5, "a": [1, 2, 3], "top": True},
+        {"_id": 1, "n": 1},
+    ),
+    "fields project the reply": (
+        dict(update={"$inc": {"n": 1}}, fields={"n": 0}),
+        {"_id": 1},
+        {"_id": 1, "n": 2},
+    ),
     "remove": (dict(remove=True), {"_id": 1, "n": 1}, None),
-    "upsert new": (dict(query={"_id": 7}, update={"$set": {"n": 7}}, upsert=True, new=True),
-                   {"_id": 7, "n": 7}, {"_id": 1, "n": 1}),
-    "upsert old is null": (dict(query={"_id": 7}, update={"$set": {"n": 7}}, upsert=True), None,
-                           {"_id": 1, "n": 1}),
-    "array filters": (dict(query={"_id": 2}, update={"$set": {"a.$[x]": 0}}, arrayFilters=[{"x": {"$gt": 1}}],
-                           new=True, fields={"a": 1}), {"_id": 2, "a": [1, 0, 0]}, {"_id": 1, "n": 1}),
-    "pipeline update": (dict(update=[{"$set": {"m": {"$multiply": ["$n", 10]}}}], new=True),
-                        {"_id": 1, "n": 1, "m": 10}, {"_id": 1, "n": 1, "m": 10}),
-    "let variables": (dict(query={"$expr": {"$eq": ["$_id", "$$target"]}}, update=[{"$set": {"hit": "$$target"}}],
-                           let={"target": 1}, new=True), {"_id": 1, "n": 1, "hit": 1}, {"_id": 1, "n": 1, "hit": 1}),
+    "upsert new": (
+        dict(query={"_id": 7}, update={"$set": {"n": 7}}, upsert=True, new=True),
+        {"_id": 7, "n": 7},
+        {"_id": 1, "n": 1},
+    ),
+    "upsert old is null": (
+        dict(query={"_id": 7}, update={"$set": {"n": 7}}, upsert=True),
+        None,
+        {"_id": 1, "n": 1},
+    ),
+    "array filters": (
+        dict(
+            query={"_id": 2},
+            update={"$set": {"a.$[x]": 0}},
+            arrayFilters=[{"x": {"$gt": 1}}],
+            new=True,
+            fields={"a": 1},
+        ),
+        {"_id": 2, "a": [1, 0, 0]},
+        {"_id": 1, "n": 1},
+    ),
+    "pipeline update": (
+        dict(update=[{"$set": {"m": {"$multiply": ["$n", 10]}}}], new=True),
+        {"_id": 1, "n": 1, "m": 10},
+        {"_id": 1, "n": 1, "m": 10},
+    ),
+    "let variables": (
+        dict(
+            query={"$expr": {"$eq": ["$_id", "$$target"]}},
+            update=[{"$set": {"hit": "$$target"}}],
+            let={"target": 1},
+            new=True,
+        ),
+        {"_id": 1, "n": 1, "hit": 1},
+        {"_id": 1, "n": 1, "hit": 1},
+    ),
 }
 
 
-@pytest.mark.parametrize("options, value, after", FIND_AND_MODIFY.values(), ids=FIND_AND_MODIFY.keys())
+@pytest.mark.parametrize(
+    "options, value, after", FIND_AND_MODIFY.values(), ids=FIND_AND_MODIFY.keys()
+)
 def test_find_and_modify(db, options, value, after):
     db.c.insert_many([{"_id": 1, "n": 1}, {"_id": 2, "n": 5, "a": [1, 2, 3]}])
     options = {"query": {"_id": 1}, **options}
@@ -583,8 +850,12 @@ def test_find_and_modify_errors(db):
 
 def test_driver_helpers(coll):
     coll.insert_many([{"_id": i, "n": i} for i in range(3)])
-    assert coll.find_one_and_update({"n": {"$gte": 1}}, {"$inc": {"n": 10}}, sort=[("n", -1)],
-                                    return_document=ReturnDocument.AFTER) == {"_id": 2, "n": 12}
+    assert coll.find_one_and_update(
+        {"n": {"$gte": 1}},
+        {"$inc": {"n": 10}},
+        sort=[("n", -1)],
+        return_document=ReturnDocument.AFTER,
+    ) == {"_id": 2, "n": 12}
     assert coll.find_one_and_replace({"_id": 0}, {"r": 1}, projection={"_id": 0}) == {"n": 0}
     assert coll.find_one_and_delete({"_id": 1}) == {"_id": 1, "n": 1}
     assert sorted(coll.distinct("n")) == [12]
@@ -592,15 +863,17 @@ def test_driver_helpers(coll):
 
 def test_bulk_write(coll):
     coll.insert_many([{"_id": i, "n": i} for i in range(4)])
-    result = coll.bulk_write([
-        InsertOne({"_id": 10, "n": 10}),
-        UpdateOne({"_id": 0}, {"$set": {"n": 100}}),
-        UpdateMany({"n": {"$lt": 3}}, {"$inc": {"n": 1}}),
-        ReplaceOne({"_id": 3}, {"n": 30}),
-        UpdateOne({"_id": 20}, {"$set": {"n": 20}}, upsert=True),
-        DeleteOne({"_id": 10}),
-        DeleteMany({"n": {"$gte": 100}}),
-    ])
+    result = coll.bulk_write(
+        [
+            InsertOne({"_id": 10, "n": 10}),
+            UpdateOne({"_id": 0}, {"$set": {"n": 100}}),
+            UpdateMany({"n": {"$lt": 3}}, {"$inc": {"n": 1}}),
+            ReplaceOne({"_id": 3}, {"n": 30}),
+            UpdateOne({"_id": 20}, {"$set": {"n": 20}}, upsert=True),
+            DeleteOne({"_id": 10}),
+            DeleteMany({"n": {"$gte": 100}}),
+        ]
+    )
     assert result.inserted_count == 1
     assert result.matched_count == 1 + 2 + 1
     assert result.modified_count == 1 + 2 + 1
@@ -612,11 +885,14 @@ def test_bulk_write(coll):
 def test_bulk_write_errors(coll):
     coll.insert_one({"_id": 1, "s": "x"})
     with pytest.raises(BulkWriteError) as info:
-        coll.bulk_write([
-            UpdateOne({"_id": 1}, {"$inc": {"s": 1}}),
-            InsertOne({"_id": 1}),
-            InsertOne({"_id": 2}),
-        ], ordered=False)
+        coll.bulk_write(
+            [
+                UpdateOne({"_id": 1}, {"$inc": {"s": 1}}),
+                InsertOne({"_id": 1}),
+                InsertOne({"_id": 2}),
+            ],
+            ordered=False,
+        )
     details = info.value.details
     assert [(e["index"], e["code"]) for e in details["writeErrors"]] == [(0, 14), (1, 11000)]
     assert details["nInserted"] == 1
