@@ -12,6 +12,11 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
+/// Documents are many small allocations (field names, values); mimalloc serves them
+/// markedly faster than glibc's allocator under the server's thread mix.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A document database that speaks MongoDB's wire protocol.
 #[derive(Parser, Debug)]
 #[command(

@@ -99,6 +99,17 @@ impl Matcher {
     pub fn constrains_field(&self, field: &str) -> bool {
         self.root.constrains_field(field)
     }
+
+    /// The top-level fields the filter reads, or `None` when it reads the whole document
+    /// (`$expr`, `$jsonSchema`, `$where`). Matching a document that holds only these
+    /// fields gives the same answer as matching the whole document, so a scan need not
+    /// decode the rest of a record it will reject.
+    pub fn top_level_fields(&self) -> Option<Vec<String>> {
+        let mut fields = Vec::new();
+        self.root
+            .collect_top_level_fields(&mut fields)
+            .then_some(fields)
+    }
 }
 
 /// Where a filter is parsed, which decides whether `$expr` may appear in it.
@@ -153,6 +164,26 @@ pub(crate) enum MatchExpr {
 }
 
 impl MatchExpr {
+    /// Adds the first component of every path this expression reads; false when it reads
+    /// the whole document.
+    fn collect_top_level_fields(&self, out: &mut Vec<String>) -> bool {
+        match self {
+            MatchExpr::And(children) | MatchExpr::Or(children) | MatchExpr::Nor(children) => {
+                children.iter().all(|c| c.collect_top_level_fields(out))
+            }
+            MatchExpr::Path(path, _) => {
+                if let Some(first) = path.components().next() {
+                    if !out.iter().any(|f| f == first) {
+                        out.push(first.to_string());
+                    }
+                }
+                true
+            }
+            MatchExpr::Expr(_) | MatchExpr::Schema(_) | MatchExpr::Where(_) => false,
+            MatchExpr::Always(_) => true,
+        }
+    }
+
     /// Whether `doc` matches; a match inside an array records its position. As in
     /// MongoDB, branches of `$or` and `$nor` do not report positions.
     pub(crate) fn matches(
@@ -468,6 +499,22 @@ mod tests {
                 doc! {"x": 1, "a": [1, 2, 3]}
             ),
             at(2)
+        );
+    }
+
+    #[test]
+    fn top_level_fields_of_a_filter() {
+        let m =
+            Matcher::new(&doc! { "a.b": 1, "$or": [{ "c": 2 }, { "a": { "$gt": 0 } }] }).unwrap();
+        assert_eq!(
+            m.top_level_fields(),
+            Some(vec!["a".to_string(), "c".to_string()])
+        );
+        let whole = Matcher::new(&doc! { "a": 1, "$expr": { "$gt": ["$b", 1] } }).unwrap();
+        assert_eq!(whole.top_level_fields(), None);
+        assert_eq!(
+            Matcher::new(&doc! {}).unwrap().top_level_fields(),
+            Some(vec![])
         );
     }
 }

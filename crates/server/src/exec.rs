@@ -148,6 +148,22 @@ pub enum Step {
     StopBefore,
 }
 
+/// The top-level `fields` of a record, decoded on their own.
+fn fields_of(raw: &bson::RawDocument, fields: &[String]) -> bson::error::Result<Document> {
+    let mut partial = Document::new();
+    if fields.is_empty() {
+        return Ok(partial);
+    }
+    for element in raw.iter() {
+        let (key, value) = element?;
+        let key = key.as_str();
+        if fields.iter().any(|f| f == key) {
+            partial.insert(key, Bson::try_from(value)?);
+        }
+    }
+    Ok(partial)
+}
+
 /// Visits the documents of `collection` that match, in the access path's order
 /// (natural order, or index key order).
 pub fn for_each_match(
@@ -220,6 +236,9 @@ pub fn execute(
             Ok(())
         }
         AccessPath::CollectionScan => {
+            // Records are tested on the fields the filter reads, decoded alone; only
+            // the matches are decoded whole.
+            let read_fields = matcher.top_level_fields();
             collection.scan(snapshot, position.after_record, &mut |record_id, raw| {
                 stats.docs_examined += 1;
                 if stats
@@ -228,12 +247,24 @@ pub fn execute(
                 {
                     deadline.check()?;
                 }
-                let doc = Document::try_from(raw)
-                    .map_err(|e| Error::internal(format!("corrupt record {record_id}: {e}")))?;
-                let step = if matcher.try_matches(&doc)? {
-                    visit(record_id, doc)?
-                } else {
+                let corrupt = |e: bson::error::Error| {
+                    Error::internal(format!("corrupt record {record_id}: {e}"))
+                };
+                let matched = match &read_fields {
+                    Some(fields) => {
+                        matcher.try_matches(&fields_of(raw, fields).map_err(corrupt)?)?
+                    }
+                    None => true,
+                };
+                let step = if !matched {
                     Step::Continue
+                } else {
+                    let doc = Document::try_from(raw).map_err(corrupt)?;
+                    if read_fields.is_some() || matcher.try_matches(&doc)? {
+                        visit(record_id, doc)?
+                    } else {
+                        Step::Continue
+                    }
                 };
                 if step != Step::StopBefore {
                     position.after_record = Some(record_id);
