@@ -303,12 +303,18 @@ impl Pipeline {
         }
     }
 
-    /// Removes the leading `$match` and returns its filter, for a server that applies it
-    /// in the scan instead (see [`Pipeline::leading_match`]).
-    pub fn take_leading_match(&mut self) -> Option<Document> {
-        let filter = self.leading_match()?.clone();
-        self.stages.0.remove(0);
-        Some(filter)
+    /// Takes the query part of a leading `$match` (all of it but a top-level `$expr`)
+    /// for a server that applies it in the scan instead, where it can use an index; a
+    /// `$expr` stays behind in the pipeline.
+    pub fn take_leading_match(&mut self) -> Result<Option<Document>> {
+        let Some(Stage::Match(stage)) = self.stages.0.first_mut() else {
+            return Ok(None);
+        };
+        let (filter, expr_left) = stage.take_query_part()?;
+        if !expr_left {
+            self.stages.0.remove(0);
+        }
+        Ok(Some(filter))
     }
 
     /// When the pipeline only counts (an optional leading `$match`, then `$count`), the
@@ -413,12 +419,38 @@ mod tests {
             Pipeline::parse(&[doc! {"$match": {"a": 1}}, doc! {"$count": "n"}], None).unwrap();
         assert_eq!(p.leading_match(), Some(&doc! {"a": 1}));
         assert_eq!(p.count_field(), Some("n"));
-        assert_eq!(p.take_leading_match(), Some(doc! {"a": 1}));
+        assert_eq!(p.take_leading_match().unwrap(), Some(doc! {"a": 1}));
         assert_eq!(p.count_field(), Some("n"));
         assert_eq!(p.leading_match(), None);
         let p =
             Pipeline::parse(&[doc! {"$match": {"$expr": {"$gt": ["$a", "$b"]}}}], None).unwrap();
         assert_eq!(p.leading_match(), None);
+        // The query part of a $match with $expr goes to the scan; the $expr stays.
+        let mut p = Pipeline::parse(
+            &[doc! {"$match": {"b": {"$lt": 5}, "$expr": {"$gt": ["$a", "$b"]}}}],
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            p.take_leading_match().unwrap(),
+            Some(doc! {"b": {"$lt": 5}})
+        );
+        let kept = p
+            .run(
+                [
+                    doc! {"a": 9, "b": 1},
+                    doc! {"a": 0, "b": 1},
+                    doc! {"a": 9, "b": 7},
+                ]
+                .into_iter()
+                .map(Ok),
+            )
+            .unwrap();
+        assert_eq!(
+            kept.len(),
+            2,
+            "the scan, not the pipeline, now applies b < 5"
+        );
         let p = Pipeline::parse(&[doc! {"$count": "n"}, doc! {"$limit": 1}], None).unwrap();
         assert_eq!(p.count_field(), None);
     }

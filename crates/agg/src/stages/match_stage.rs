@@ -12,6 +12,8 @@ use bson::{Bson, Document};
 #[derive(Debug)]
 pub(crate) struct Match {
     filter: Document,
+    /// The filter without its top-level `$expr`: what the query matcher evaluates.
+    rest: Document,
     matcher: Matcher,
     expr: Option<Expression>,
 }
@@ -32,6 +34,7 @@ impl Match {
         Ok(Match {
             filter: filter.clone(),
             matcher: Matcher::new(&rest)?.with_collation(ctx.collation()),
+            rest,
             expr,
         })
     }
@@ -49,6 +52,14 @@ impl Match {
     /// The filter, when the query matcher alone can evaluate it.
     pub(crate) fn pushable_filter(&self) -> Option<&Document> {
         self.expr.is_none().then_some(&self.filter)
+    }
+
+    /// Hands the part of the filter the query matcher evaluates to a scan that applies
+    /// it, leaving only the `$expr` here. Returns that part and whether anything is left.
+    pub(crate) fn take_query_part(&mut self) -> Result<(Document, bool)> {
+        let taken = std::mem::take(&mut self.rest);
+        self.matcher = Matcher::new(&Document::new())?;
+        Ok((taken, self.expr.is_some()))
     }
 }
 

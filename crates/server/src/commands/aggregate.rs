@@ -60,7 +60,7 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let input: DocumentStream<'_> = match &name {
         Some(name) => {
             // The leading $match becomes the scan's filter (and picks its access path).
-            let filter = pipeline.take_leading_match().unwrap_or_default();
+            let filter = pipeline.take_leading_match()?.unwrap_or_default();
             match ctx.server.catalog.get(ctx.db, name) {
                 Some(collection) => {
                     let hint = body.get("hint");
