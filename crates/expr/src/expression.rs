@@ -177,34 +177,10 @@ impl Expression {
     }
 }
 
-/// MongoDB's name of a value's type, as `$type` returns it and error messages print it.
+/// MongoDB's name of a value's type, as `$type` returns it and error messages print it
+/// ("missing" for a missing value).
 pub fn type_name(value: Option<&Bson>) -> &'static str {
-    let Some(value) = value else {
-        return "missing";
-    };
-    match value {
-        Bson::Double(_) => "double",
-        Bson::String(_) => "string",
-        Bson::Document(_) => "object",
-        Bson::Array(_) => "array",
-        Bson::Binary(_) => "binData",
-        Bson::Undefined => "undefined",
-        Bson::ObjectId(_) => "objectId",
-        Bson::Boolean(_) => "bool",
-        Bson::DateTime(_) => "date",
-        Bson::Null => "null",
-        Bson::RegularExpression(_) => "regex",
-        Bson::DbPointer(_) => "dbPointer",
-        Bson::JavaScriptCode(_) => "javascript",
-        Bson::Symbol(_) => "symbol",
-        Bson::JavaScriptCodeWithScope(_) => "javascriptWithScope",
-        Bson::Int32(_) => "int",
-        Bson::Timestamp(_) => "timestamp",
-        Bson::Int64(_) => "long",
-        Bson::Decimal128(_) => "decimal",
-        Bson::MinKey => "minKey",
-        Bson::MaxKey => "maxKey",
-    }
+    value.map_or("missing", basalt_value::display::type_name)
 }
 
 /// Missing, null and undefined: the values most operators pass through as null.
