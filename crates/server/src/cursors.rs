@@ -10,7 +10,8 @@ use crate::exec::CollectionScan;
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Bson, Document};
 use parking_lot::Mutex;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
+use std::iter::Peekable;
 use std::time::{Duration, Instant};
 
 /// MongoDB closes a cursor nobody asked for in this long (cursorTimeoutMillis).
@@ -20,31 +21,51 @@ pub const BATCH_SIZE_BYTES_MAX: usize = 16 * 1024 * 1024;
 /// Documents in a first batch when the client gives no batchSize.
 pub const FIRST_BATCH_DOCS_DEFAULT: usize = 101;
 
+/// Documents a cursor hands out as the client asks for them.
+pub type DocumentStream = Peekable<Box<dyn Iterator<Item = Result<Document>> + Send>>;
+
 /// Where a cursor's documents come from.
 pub enum CursorSource {
-    Buffered(VecDeque<Document>),
+    /// Documents produced by an iterator: computed ahead (aggregation output, listings)
+    /// or read on demand (a sorted result merged from spilled runs).
+    Stream(Box<DocumentStream>),
     Scan(Box<CollectionScan>),
 }
 
 impl CursorSource {
+    /// A source over documents already computed.
+    pub fn buffered(docs: Vec<Document>) -> CursorSource {
+        CursorSource::stream(docs.into_iter().map(Ok))
+    }
+
+    pub fn stream(docs: impl Iterator<Item = Result<Document>> + Send + 'static) -> CursorSource {
+        let boxed: Box<dyn Iterator<Item = Result<Document>> + Send> = Box::new(docs);
+        CursorSource::Stream(Box::new(boxed.peekable()))
+    }
+
     /// Pulls up to `max_docs` documents and at most `BATCH_SIZE_BYTES_MAX` bytes (one
     /// document always fits). Returns the batch and whether the source is exhausted.
     pub fn next_batch(&mut self, max_docs: Option<usize>) -> Result<(Vec<Document>, bool)> {
         let max_docs = max_docs.unwrap_or(usize::MAX);
         match self {
-            CursorSource::Buffered(docs) => {
+            CursorSource::Stream(docs) => {
                 let mut batch = Vec::new();
                 let mut bytes = 0;
                 while batch.len() < max_docs {
-                    let Some(next) = docs.front() else { break };
-                    let size = basalt_value::document_size_bytes(next);
+                    let size = match docs.peek() {
+                        None => break,
+                        Some(Ok(next)) => basalt_value::document_size_bytes(next),
+                        Some(Err(_)) => 0,
+                    };
                     if !batch.is_empty() && bytes + size > BATCH_SIZE_BYTES_MAX {
                         break;
                     }
                     bytes += size;
-                    batch.extend(docs.pop_front());
+                    if let Some(next) = docs.next() {
+                        batch.push(next?);
+                    }
                 }
-                Ok((batch, docs.is_empty()))
+                Ok((batch, docs.peek().is_none()))
             }
             CursorSource::Scan(scan) => scan.next_batch(max_docs, BATCH_SIZE_BYTES_MAX),
         }
@@ -161,9 +182,9 @@ mod tests {
 
     #[test]
     fn buffered_batches_and_lifecycle() {
-        let docs: VecDeque<Document> = (0..5).map(|i| doc! { "i": i }).collect();
+        let docs: Vec<Document> = (0..5).map(|i| doc! { "i": i }).collect();
         let manager = CursorManager::default();
-        let id = manager.open("db.c".into(), CursorSource::Buffered(docs), None);
+        let id = manager.open("db.c".into(), CursorSource::buffered(docs), None);
         assert_ne!(id, 0);
         let mut cursor = manager.take(id, "db.c").unwrap();
         let (batch, done) = cursor.source.next_batch(Some(3)).unwrap();

@@ -87,7 +87,7 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         .collect::<Result<Vec<_>>>()?;
     ctx.server.cursors.first_batch_reply(
         namespace.clone(),
-        CursorSource::Buffered(results.into()),
+        CursorSource::buffered(results),
         batch_size,
         false,
     )

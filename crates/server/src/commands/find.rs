@@ -80,27 +80,34 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         Order::Natural => CursorSource::Scan(Box::new(CollectionScan::new(
             collection, matcher, path, projection, skip, limit, deadline,
         ))),
-        Order::ReverseNatural | Order::Sorted(_) => {
+        Order::Sorted(spec) => {
+            // Matches stream into the sorter, which holds at most its memory limit and
+            // spills the rest; the sorted result streams out as the cursor is read.
+            let matches = CollectionScan::new(collection, matcher, path, None, 0, None, deadline);
+            let keep = limit.map(|l| (skip + l) as usize);
+            let allow_disk_use = fields.bool_or("allowDiskUse", true)?;
+            let sorted = crate::blocking_sort::sort_for_find(
+                &spec,
+                matches.into_stream(),
+                keep,
+                allow_disk_use,
+                &ctx.server.options.dbpath,
+            )?;
+            let window = sorted
+                .skip(skip as usize)
+                .take(limit.map_or(usize::MAX, |l| l as usize));
+            match projection {
+                Some(p) => CursorSource::stream(window.map(move |d| p.apply(&d?))),
+                None => CursorSource::stream(window),
+            }
+        }
+        Order::ReverseNatural => {
             let mut docs: Vec<Document> =
                 collect_matches(&collection, &matcher, &path, None, deadline)?
                     .into_iter()
                     .map(|(_, doc)| doc)
                     .collect();
-            match &order {
-                Order::Sorted(spec) => {
-                    let keep = limit.map(|l| (skip + l) as usize);
-                    let allow_disk_use = fields.bool_or("allowDiskUse", true)?;
-                    let dbpath = &ctx.server.options.dbpath;
-                    docs = crate::blocking_sort::sort_for_find(
-                        spec,
-                        docs,
-                        keep,
-                        allow_disk_use,
-                        dbpath,
-                    )?
-                }
-                _ => docs.reverse(),
-            }
+            docs.reverse();
             let window = docs
                 .into_iter()
                 .skip(skip as usize)
@@ -109,7 +116,7 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 Some(p) => window.map(|d| p.apply(&d)).collect::<Result<Vec<_>>>()?,
                 None => window.collect(),
             };
-            CursorSource::Buffered(shaped.into())
+            CursorSource::buffered(shaped)
         }
     };
     ctx.server

@@ -34,7 +34,7 @@ pub fn list_collections(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let namespace = format!("{}.$cmd.listCollections", ctx.db);
     ctx.server.cursors.first_batch_reply(
         namespace,
-        CursorSource::Buffered(entries.into()),
+        CursorSource::buffered(entries),
         batch_size,
         false,
     )

@@ -33,7 +33,7 @@ pub fn list_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let namespace = format!("{}.{name}", ctx.db);
     ctx.server.cursors.first_batch_reply(
         namespace,
-        CursorSource::Buffered(specs.into()),
+        CursorSource::buffered(specs),
         batch_size,
         false,
     )
