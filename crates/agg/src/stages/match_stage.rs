@@ -26,6 +26,12 @@ impl Match {
                 "the match filter must be an expression in an object",
             ));
         };
+        if uses_where(filter) {
+            return Err(Error::location(
+                16395,
+                "$where is not allowed inside of a $match aggregation expression",
+            ));
+        }
         let mut rest = filter.clone();
         let expr = rest
             .remove("$expr")
@@ -61,6 +67,19 @@ impl Match {
         self.matcher = Matcher::new(&Document::new())?;
         Ok((taken, self.expr.is_some()))
     }
+}
+
+/// Whether a filter uses `$where`, at its top level or inside `$and`/`$or`/`$nor`.
+fn uses_where(filter: &Document) -> bool {
+    filter
+        .iter()
+        .any(|(key, value)| match (key.as_str(), value) {
+            ("$where", _) => true,
+            ("$and" | "$or" | "$nor", Bson::Array(branches)) => branches
+                .iter()
+                .any(|b| matches!(b, Bson::Document(d) if uses_where(d))),
+            _ => false,
+        })
 }
 
 #[cfg(test)]
@@ -119,5 +138,16 @@ mod tests {
                 .0,
             168
         );
+    }
+
+    #[test]
+    fn where_is_refused() {
+        for filter in [
+            doc! {"$where": "true"},
+            doc! {"a": 1, "$or": [{"b": 1}, {"$where": "true"}]},
+        ] {
+            let error = run(doc! {"$match": filter}, vec![]).unwrap_err();
+            assert_eq!(error.code.0, 16395);
+        }
     }
 }
