@@ -253,7 +253,7 @@ impl Writer<'_> {
     /// batch and the documents after it are not attempted (and get no outcome).
     pub fn insert_many(
         &mut self,
-        docs: &[Document],
+        docs: &[impl std::borrow::Borrow<Document>],
         ordered: bool,
         durability: Durability,
     ) -> Result<Vec<InsertOutcome>> {
@@ -263,7 +263,7 @@ impl Writer<'_> {
         let mut pending: HashSet<(u64, Vec<u8>)> = HashSet::new();
         let mut outcomes = Vec::with_capacity(docs.len());
         let mut multikey = HashSet::new();
-        for doc in docs {
+        for doc in docs.iter().map(std::borrow::Borrow::borrow) {
             let outcome = self.stage_insert(
                 &meta,
                 &*snapshot,

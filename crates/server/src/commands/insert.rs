@@ -10,6 +10,7 @@ use crate::stats::Stats;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_wire::MAX_BSON_OBJECT_SIZE_BYTES;
 use bson::{doc, Bson, Document};
+use std::borrow::Cow;
 
 pub fn insert(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let fields = Fields::new(body);
@@ -23,7 +24,7 @@ pub fn insert(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let mut prepared = Vec::with_capacity(documents.len());
     let mut positions = Vec::with_capacity(documents.len());
     for (i, doc) in documents.iter().enumerate() {
-        match prepare_for_insert(doc) {
+        match prepare_borrowed(doc) {
             Ok(ready) => {
                 prepared.push(ready);
                 positions.push(i);
@@ -67,11 +68,16 @@ pub fn insert(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
 
 /// Checks a document for storage and puts `_id` first, generating one if missing.
 pub fn prepare_for_insert(doc: &Document) -> Result<Document> {
-    // Drivers put `_id` first already: then a plain copy keeps the order.
+    prepare_borrowed(doc).map(Cow::into_owned)
+}
+
+/// As [`prepare_for_insert`], without copying a document that is ready as it is (drivers
+/// put `_id` first already).
+fn prepare_borrowed(doc: &Document) -> Result<Cow<'_, Document>> {
     if let Some((_, id)) = doc.iter().next().filter(|(key, _)| *key == "_id") {
         validate_id(id)?;
         check_document_size(doc)?;
-        return Ok(doc.clone());
+        return Ok(Cow::Borrowed(doc));
     }
     let mut ready = Document::new();
     match doc.get("_id") {
@@ -89,7 +95,7 @@ pub fn prepare_for_insert(doc: &Document) -> Result<Document> {
         }
     }
     check_document_size(&ready)?;
-    Ok(ready)
+    Ok(Cow::Owned(ready))
 }
 
 pub fn check_document_size(doc: &Document) -> Result<()> {
