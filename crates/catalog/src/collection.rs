@@ -80,6 +80,10 @@ pub struct Collection {
     /// Set when the collection is dropped or renamed away: a writer that raced with it
     /// must look the namespace up again instead of writing into a dead collection.
     retired: AtomicBool,
+    /// Document count and bytes, counted by one scan the first time they are asked for
+    /// and kept by every write after that, so collStats, dbStats, listDatabases and an
+    /// unfiltered count cost nothing per call.
+    counters: Mutex<Option<CollectionStats>>,
 }
 
 /// Size figures for collStats/dbStats.
@@ -102,6 +106,7 @@ impl Collection {
             write_lock: Mutex::new(()),
             next_record_id: AtomicU64::new(next),
             retired: AtomicBool::new(false),
+            counters: Mutex::new(None),
         })
     }
 
@@ -203,14 +208,30 @@ impl Collection {
         }
     }
 
-    pub fn stats(&self, snapshot: &dyn Snapshot) -> Result<CollectionStats> {
+    pub fn stats(&self) -> Result<CollectionStats> {
+        if let Some(kept) = *self.counters.lock() {
+            return Ok(kept);
+        }
+        // Counted under the write lock, so no write lands between the scan and the
+        // moment writers start keeping the counters.
+        let _writes = self.write_lock.lock();
         let mut stats = CollectionStats::default();
-        self.scan(snapshot, None, &mut |_, raw| {
+        self.scan(&*self.engine.snapshot(), None, &mut |_, raw| {
             stats.count += 1;
             stats.data_size_bytes += raw.as_bytes().len() as u64;
             Ok(ControlFlow::Continue(()))
         })?;
+        *self.counters.lock() = Some(stats);
         Ok(stats)
+    }
+
+    /// Adjusts the kept counters after a committed write (nothing to do until they
+    /// have been counted).
+    fn count_change(&self, documents: i64, bytes: i64) {
+        if let Some(kept) = self.counters.lock().as_mut() {
+            kept.count = kept.count.saturating_add_signed(documents);
+            kept.data_size_bytes = kept.data_size_bytes.saturating_add_signed(bytes);
+        }
     }
 
     /// The highest record id handed out: the number of documents ever inserted, an
@@ -260,9 +281,10 @@ impl Writer<'_> {
         let meta = self.collection.meta();
         let snapshot = self.collection.engine.snapshot();
         let mut batch = WriteBatch::default();
-        let mut pending: HashSet<(u64, Vec<u8>)> = HashSet::new();
+        let mut pending: HashSet<Vec<u8>> = HashSet::new();
         let mut outcomes = Vec::with_capacity(docs.len());
         let mut multikey = HashSet::new();
+        let mut bytes = 0;
         for doc in docs.iter().map(std::borrow::Borrow::borrow) {
             let outcome = self.stage_insert(
                 &meta,
@@ -272,6 +294,10 @@ impl Writer<'_> {
                 &mut pending,
                 &mut multikey,
             );
+            let outcome = outcome.map(|(record_id, size)| {
+                bytes += size;
+                record_id
+            });
             let failed = outcome.is_err();
             outcomes.push(outcome);
             if failed && ordered {
@@ -279,6 +305,8 @@ impl Writer<'_> {
             }
         }
         self.commit(batch, &multikey, durability)?;
+        let inserted = outcomes.iter().filter(|o| o.is_ok()).count();
+        self.collection.count_change(inserted as i64, bytes as i64);
         Ok(outcomes)
     }
 
@@ -313,10 +341,11 @@ impl Writer<'_> {
         snapshot: &dyn Snapshot,
         doc: &Document,
         batch: &mut WriteBatch,
-        pending: &mut HashSet<(u64, Vec<u8>)>,
+        pending: &mut HashSet<Vec<u8>>,
         multikey: &mut HashSet<u64>,
-    ) -> Result<u64> {
+    ) -> Result<(u64, usize)> {
         let bytes = doc.to_vec()?;
+        let size = bytes.len();
         let mut entries = Vec::new();
         let mut turned_multikey = Vec::new();
         for index in &meta.indexes {
@@ -325,14 +354,15 @@ impl Writer<'_> {
                 turned_multikey.push(index.id);
             }
             for key in keys.keys {
+                let prefix = keys::index_key_prefix(index.id, &key.encoded);
                 if index.unique {
-                    let taken = pending.contains(&(index.id, key.encoded.clone()))
-                        || !self.holders(snapshot, index, &key, None)?.is_empty();
+                    let taken = pending.contains(&prefix)
+                        || !self.holders(snapshot, &prefix, None)?.is_empty();
                     if taken {
                         return Err(duplicate_key_error(meta, index, &key));
                     }
                 }
-                entries.push((index.id, key.encoded));
+                entries.push(prefix);
             }
         }
         let record_id = self
@@ -341,42 +371,34 @@ impl Writer<'_> {
             .fetch_add(1, Ordering::SeqCst);
         multikey.extend(turned_multikey);
         batch.put(Space::Records, keys::record_key(meta.id, record_id), bytes);
-        for (index_id, encoded) in entries {
-            batch.put(
-                Space::Indexes,
-                keys::index_entry_key(index_id, &encoded, record_id),
-                Vec::new(),
-            );
-            pending.insert((index_id, encoded));
+        for prefix in entries {
+            let mut entry = prefix.clone();
+            entry.extend_from_slice(&record_id.to_be_bytes());
+            batch.put(Space::Indexes, entry, Vec::new());
+            pending.insert(prefix);
         }
-        Ok(record_id)
+        Ok((record_id, size))
     }
 
-    /// Record ids other than `except` that hold `key` in `index`.
+    /// Record ids other than `except` holding the key whose entries start with `prefix`
+    /// (`index id | encoded key`).
     fn holders(
         &self,
         snapshot: &dyn Snapshot,
-        index: &IndexSpec,
-        key: &IndexKey,
+        prefix: &[u8],
         except: Option<u64>,
     ) -> Result<Vec<u64>> {
-        let prefix = keys::index_key_prefix(index.id, &key.encoded);
         let mut found = Vec::new();
-        snapshot.scan_prefix(
-            Space::Indexes,
-            &prefix,
-            ScanStart::Beginning,
-            &mut |k, _| {
-                if k.len() == prefix.len() + 8 {
-                    if let Some(id) = keys::trailing_record_id(k) {
-                        if Some(id) != except {
-                            found.push(id);
-                        }
+        snapshot.scan_prefix(Space::Indexes, prefix, ScanStart::Beginning, &mut |k, _| {
+            if k.len() == prefix.len() + 8 {
+                if let Some(id) = keys::trailing_record_id(k) {
+                    if Some(id) != except {
+                        found.push(id);
                     }
                 }
-                Ok(ControlFlow::Continue(()))
-            },
-        )?;
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
         Ok(found)
     }
 
@@ -406,9 +428,10 @@ impl Writer<'_> {
                 if old_keys.iter().any(|k| k.encoded == key.encoded) {
                     continue;
                 }
+                let prefix = keys::index_key_prefix(index.id, &key.encoded);
                 if index.unique
                     && !self
-                        .holders(&*snapshot, index, key, Some(record_id))?
+                        .holders(&*snapshot, &prefix, Some(record_id))?
                         .is_empty()
                 {
                     return Err(duplicate_key_error(&meta, index, key));
@@ -428,12 +451,16 @@ impl Writer<'_> {
                 }
             }
         }
+        let new_bytes = new.to_vec()?;
+        let size_change = new_bytes.len() as i64 - basalt_value::document_size_bytes(old) as i64;
         batch.put(
             Space::Records,
             keys::record_key(meta.id, record_id),
-            new.to_vec()?,
+            new_bytes,
         );
-        self.commit(batch, &multikey, durability)
+        self.commit(batch, &multikey, durability)?;
+        self.collection.count_change(0, size_change);
+        Ok(())
     }
 
     /// Deletes the document stored at `record_id` (whose current version is `old`).
@@ -449,7 +476,10 @@ impl Writer<'_> {
             }
         }
         batch.delete(Space::Records, keys::record_key(meta.id, record_id));
-        self.collection.engine.write(batch, durability)
+        self.collection.engine.write(batch, durability)?;
+        self.collection
+            .count_change(-1, -(basalt_value::document_size_bytes(old) as i64));
+        Ok(())
     }
 
     /// Writes the entries of a new index for every document, refusing duplicates of a

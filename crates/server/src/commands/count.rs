@@ -3,8 +3,10 @@
 use super::Ctx;
 use crate::exec::{for_each_match, AccessPath, Deadline};
 use crate::request::Fields;
+use basalt_catalog::Collection;
 use basalt_error::Result;
 use basalt_query::Matcher;
+use basalt_value::Collation;
 use bson::{doc, Document};
 use std::ops::ControlFlow;
 
@@ -21,14 +23,44 @@ pub fn count(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
         return Ok(doc! { "n": 0 });
     };
+    let wanted = limit.map(|l| l + skip);
+    // Without a filter the kept document count answers, as MongoDB answers from its
+    // collection metadata.
+    let matched = if filter.is_empty() && body.get("hint").is_none() {
+        let total = collection.stats()?.count as i64;
+        wanted.map_or(total, |w| total.min(w))
+    } else {
+        count_matches(
+            &collection,
+            &matcher,
+            &filter,
+            collation.as_ref(),
+            body,
+            wanted,
+            deadline,
+        )?
+    };
+    let n = (matched - skip).max(0);
+    Ok(doc! { "n": i32::try_from(n).map_or(bson::Bson::Int64(n), bson::Bson::Int32) })
+}
+
+/// Matches of a filter, stopping at `wanted`.
+fn count_matches(
+    collection: &Collection,
+    matcher: &Matcher,
+    filter: &Document,
+    collation: Option<&Collation>,
+    body: &Document,
+    wanted: Option<i64>,
+    deadline: Deadline,
+) -> Result<i64> {
     let snapshot = collection.snapshot();
     let mut matched = 0i64;
-    let wanted = limit.map(|l| l + skip);
     for_each_match(
-        &collection,
+        collection,
         &*snapshot,
-        &matcher,
-        &AccessPath::choose(&collection, &filter, collation.as_ref(), body.get("hint"))?,
+        matcher,
+        &AccessPath::choose(collection, filter, collation, body.get("hint"))?,
         deadline,
         &mut |_, _| {
             matched += 1;
@@ -39,6 +71,5 @@ pub fn count(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             })
         },
     )?;
-    let n = (matched - skip).max(0);
-    Ok(doc! { "n": i32::try_from(n).map_or(bson::Bson::Int64(n), bson::Bson::Int32) })
+    Ok(matched)
 }

@@ -1,8 +1,9 @@
 //! `collStats` and `dbStats`: document counts and sizes.
 //!
 //! Sizes are the BSON bytes of the documents (`size`/`dataSize`); the engine's
-//! compressed bytes on disk are shared by all collections, so `storageSize` reports each
-//! collection's share of the database's data size rather than a per-file figure.
+//! compressed bytes on disk are shared by all collections, so `storageSize` repeats the
+//! data size rather than inventing a per-collection file figure. The figures are the
+//! collection's kept counters (`Collection::stats`), not a scan per call.
 
 use super::Ctx;
 use crate::request::Fields;
@@ -33,7 +34,7 @@ pub fn coll_stats(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             format!("Collection [{namespace}] not found."),
         ));
     };
-    let stats = collection.stats(&*collection.snapshot())?;
+    let stats = collection.stats()?;
     let meta = collection.meta();
     let mut index_sizes = Document::new();
     for index in &meta.indexes {
@@ -59,7 +60,7 @@ pub fn coll_stats(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
 pub fn database_size_bytes(ctx: &Ctx<'_>, db: &str) -> Result<i64> {
     let mut total = 0;
     for collection in ctx.server.catalog.collections_of(db) {
-        total += collection.stats(&*collection.snapshot())?.data_size_bytes as i64;
+        total += collection.stats()?.data_size_bytes as i64;
     }
     Ok(total)
 }
@@ -71,7 +72,7 @@ pub fn db_stats(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let mut total = CollectionStats::default();
     let mut indexes = 0;
     for collection in &collections {
-        let stats = collection.stats(&*collection.snapshot())?;
+        let stats = collection.stats()?;
         total.count += stats.count;
         total.data_size_bytes += stats.data_size_bytes;
         indexes += collection.meta().indexes.len() as i64;
