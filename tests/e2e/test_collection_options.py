@@ -44,6 +44,13 @@ def test_pre_and_post_images_option_and_coll_mod(db):
         db.command("collMod", "c", changeStreamPreAndPostImages=True)
 
 
+def test_coll_mod_refuses_options_it_cannot_honour(db):
+    db.create_collection("c")
+    with pytest.raises(OperationFailure) as refused:
+        db.command("collMod", "c", validator={"a": {"$exists": True}})
+    assert refused.value.code == 115
+
+
 def test_coll_mod_of_a_missing_collection(db):
     with raises_code("NamespaceNotFound"):
         db.command("collMod", "missing", changeStreamPreAndPostImages={"enabled": True})
@@ -94,3 +101,15 @@ def test_index_names_conflicts_and_drop_rules(coll):
     assert missing.value.code == 27
     coll.drop_indexes()
     assert [i["name"] for i in coll.list_indexes()] == ["_id_"]
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "code"),
+    [("missing", "dst", 26), ("src", "src", 20)],
+)
+def test_rename_collection_errors(client, db, source, target, code):
+    db.src.insert_one({"_id": 1})
+    with pytest.raises(OperationFailure) as refused:
+        client.admin.command("renameCollection", f"{db.name}.{source}", to=f"{db.name}.{target}")
+    assert refused.value.code == code
+    assert db.src.count_documents({}) == 1

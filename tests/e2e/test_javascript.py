@@ -172,47 +172,23 @@ def test_shell_constructors_make_typed_values(coll):
     assert out["t"] == datetime.datetime(2021, 5, 6)
 
 
-def test_function_errors(coll):
+@pytest.mark.parametrize(
+    ("function", "code", "message"),
+    [
+        (
+            {"body": "function () { throw new Error('nope'); }", "args": [], "lang": "js"},
+            139,
+            "nope",
+        ),
+        ({"body": "function () {}", "args": [], "lang": "python"}, 31419, ""),
+    ],
+)
+def test_function_errors(coll, function, code, message):
     coll.insert_one({"_id": 1})
     with pytest.raises(OperationFailure) as e:
-        list(
-            coll.aggregate(
-                [
-                    {
-                        "$project": {
-                            "v": {
-                                "$function": {
-                                    "body": "function () { throw new Error('nope'); }",
-                                    "args": [],
-                                    "lang": "js",
-                                }
-                            }
-                        }
-                    }
-                ]
-            )
-        )
-    assert e.value.code == 139
-    assert "nope" in str(e.value)
-    with pytest.raises(OperationFailure) as e:
-        list(
-            coll.aggregate(
-                [
-                    {
-                        "$project": {
-                            "v": {
-                                "$function": {
-                                    "body": "function () {}",
-                                    "args": [],
-                                    "lang": "python",
-                                }
-                            }
-                        }
-                    }
-                ]
-            )
-        )
-    assert e.value.code == 31419
+        list(coll.aggregate([{"$project": {"v": {"$function": function}}}]))
+    assert e.value.code == code
+    assert message in str(e.value)
 
 
 MAP = Code("function () { emit(this.k, {count: 1, sum: this.v, min: this.v, max: this.v}); }")

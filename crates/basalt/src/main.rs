@@ -201,3 +201,28 @@ async fn shutdown_signal() {
         _ = terminate => {},
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_monitor_interval_from_set_parameter() {
+        assert_eq!(
+            ttl_monitor_interval_ms(&[]),
+            Ok(basalt_server::TTL_MONITOR_INTERVAL_MS)
+        );
+        assert_eq!(
+            ttl_monitor_interval_ms(&["ttlMonitorSleepSecs=2".into()]),
+            Ok(2000)
+        );
+        for bad in [
+            "ttlMonitorSleepSecs=0",
+            "ttlMonitorSleepSecs=x",
+            "nope=1",
+            "nope",
+        ] {
+            assert!(ttl_monitor_interval_ms(&[bad.into()]).is_err(), "{bad}");
+        }
+    }
+}
