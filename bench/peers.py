@@ -1,4 +1,5 @@
-"""The peers of `basalt bench`: DuckDB and SQLite's JSON functions on the same data.
+"""The peers of `basalt bench`: DuckDB, SQLite's JSON functions and PostgreSQL jsonb on
+the same data.
 
 `basalt bench` generates the data, knows the queries and their answers, and runs this
 script as a subprocess: the plan comes as JSON on stdin (files, SQL, runs), the timings
@@ -10,16 +11,26 @@ because it is the engines' most common client.
 SQL templates: `$table` is the table, `$(a.b)` the value at path a.b of a document,
 `$doc` the whole document. DuckDB loads the NDJSON with `read_json` into typed columns
 (nested objects become structs); SQLite keeps each line as TEXT and reads it with
-`json_extract`, which is what "SQLite JSON" means here.
+`json_extract`, which is what "SQLite JSON" means here. PostgreSQL keeps each line as
+a `jsonb` value loaded with COPY and reads it with `#>>`, cast to the type the data holds
+at that path; it is the server on 127.0.0.1:5432 when one lets us in, else a private one
+started from the PostgreSQL binaries on PATH in a temporary directory, on a free
+loopback port, and stopped at the end.
 
 Progress goes to stderr. Run by hand: `python bench/peers.py < plan.json`.
 """
 
+import glob
+import itertools
 import json
 import os
 import re
+import shutil
+import socket
 import sqlite3
+import subprocess
 import sys
+import tempfile
 import time
 
 PATH = re.compile(r"\$\(([A-Za-z0-9_.]+)\)")
@@ -58,6 +69,9 @@ class DuckDB:
     def query(self, sql):
         return self.db.execute(sql).fetchall()
 
+    def close(self):
+        self.db.close()
+
 
 class SQLite:
     name = "sqlite"
@@ -92,8 +106,202 @@ class SQLite:
     def query(self, sql):
         return self.db.execute(sql).fetchall()
 
+    def close(self):
+        self.db.close()
 
-ENGINES = {"duckdb": DuckDB, "sqlite": SQLite}
+
+class PrivatePostgres:
+    """A throwaway PostgreSQL server: initdb in a temporary directory, a free loopback
+    port, trust authentication, stopped and removed by `stop`. initdb refuses to run as
+    root, so as root the server runs as the `postgres` user."""
+
+    def __init__(self, threads):
+        # Debian keeps the server binaries off PATH, one directory per major version.
+        search = os.pathsep.join(
+            [
+                os.environ.get("PATH", ""),
+                *sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True),
+            ]
+        )
+        self.bin = {name: shutil.which(name, path=search) for name in ("initdb", "pg_ctl")}
+        missing = [name for name, path in self.bin.items() if path is None]
+        if missing:
+            raise RuntimeError(f"no PostgreSQL server reachable and no {missing[0]} on PATH")
+        self.as_user = []
+        self.dir = tempfile.mkdtemp(prefix="basalt-bench-pg-")
+        if os.geteuid() == 0:
+            import pwd
+
+            user = pwd.getpwnam("postgres")
+            os.chown(self.dir, user.pw_uid, user.pw_gid)
+            self.as_user = ["runuser", "-u", "postgres", "--"]
+        self.data = os.path.join(self.dir, "data")
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        try:
+            self.start(threads)
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
+
+    def start(self, threads):
+        self.run(
+            self.bin["initdb"],
+            "-D",
+            self.data,
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
+        settings = {
+            "listen_addresses": "127.0.0.1",
+            "port": self.port,
+            "unix_socket_directories": self.dir,
+            # Room for a bulk load without checkpoints in the middle of it.
+            "shared_buffers": "512MB",
+            "max_wal_size": "8GB",
+            "work_mem": "64MB",
+            "max_parallel_workers_per_gather": threads,
+        }
+        options = " ".join(f"-c {key}={value}" for key, value in settings.items())
+        self.run(
+            self.bin["pg_ctl"],
+            "-D",
+            self.data,
+            "-l",
+            os.path.join(self.dir, "server.log"),
+            "-o",
+            options,
+            "-w",
+            "start",
+        )
+
+    def run(self, *command):
+        done = subprocess.run([*self.as_user, *command], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{os.path.basename(command[0])} failed: {done.stderr.strip()}")
+
+    def stop(self):
+        try:
+            self.run(self.bin["pg_ctl"], "-D", self.data, "-m", "fast", "-w", "stop")
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class PostgreSQL:
+    name = "postgres"
+    database = "basalt_bench"
+
+    def __init__(self, workdir, threads):
+        import psycopg
+
+        self.psycopg = psycopg
+        self.threads = threads
+        self.private = None
+        self.db = None
+        self.types = {}
+        try:
+            admin = psycopg.connect(
+                host="127.0.0.1", port=5432, dbname="postgres", autocommit=True, connect_timeout=3
+            )
+            where = "127.0.0.1:5432"
+        except psycopg.OperationalError:
+            self.private = PrivatePostgres(threads)
+            admin = psycopg.connect(
+                host="127.0.0.1",
+                port=self.private.port,
+                user="postgres",
+                dbname="postgres",
+                autocommit=True,
+            )
+            where = f"a private server on 127.0.0.1:{self.private.port}"
+        log(f"postgres: {where}")
+        try:
+            self.connect(admin, threads)
+        except BaseException:
+            self.close()
+            raise
+
+    def connect(self, admin, threads):
+        with admin:
+            exists = admin.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (self.database,)
+            ).fetchone()
+            if not exists:
+                admin.execute(f"CREATE DATABASE {self.database}")
+            server = {"host": admin.info.host, "port": admin.info.port, "user": admin.info.user}
+        self.db = self.psycopg.connect(**server, dbname=self.database, autocommit=True)
+        self.version = self.db.execute("SHOW server_version").fetchone()[0]
+        self.db.execute(f"SET max_parallel_workers_per_gather = {threads}")
+
+    def sql(self, template, table):
+        def path(match):
+            name = match.group(1)
+            text = "(doc #>> '{" + name.replace(".", ",") + "}')"
+            cast = self.types.get(table, {}).get(name)
+            return f"({text}::{cast})" if cast else text
+
+        text = PATH.sub(path, template)
+        return text.replace("$table", table).replace("$doc", "doc")
+
+    def load(self, table, path):
+        self.types[table] = sample_types(path)
+        self.db.execute(f"DROP TABLE IF EXISTS {table}")
+        self.db.execute(f"CREATE TABLE {table} (doc jsonb)")
+        # CSV with quote and delimiter bytes that JSON text never holds: every line
+        # reaches jsonb as it is (the text format would unescape its backslashes).
+        copy_sql = (
+            f"COPY {table} (doc) FROM STDIN WITH (FORMAT csv, QUOTE E'\\x01', DELIMITER E'\\x02')"
+        )
+        with open(path, "rb") as lines, self.db.cursor().copy(copy_sql) as copy:
+            while block := lines.read(1 << 20):
+                copy.write(block)
+        self.db.execute(f"ANALYZE {table}")
+
+    def query(self, sql):
+        cursor = self.db.execute(sql)
+        # Statements without rows (CREATE INDEX) have no description.
+        return cursor.fetchall() if cursor.description else []
+
+    def close(self):
+        if self.db is not None:
+            self.db.close()
+        if self.private is not None:
+            self.private.stop()
+
+
+def sample_types(path, lines=1000):
+    """The PostgreSQL type of each path's values in the first lines of an NDJSON file:
+    `#>>` gives text, which must be cast back for arithmetic and numeric comparison."""
+    seen = {}
+
+    def walk(prefix, value):
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(f"{prefix}{key}.", inner)
+            return
+        kind = {bool: "boolean", int: "bigint", float: "float8"}.get(type(value))
+        if value is not None:
+            seen.setdefault(prefix[:-1], set()).add(kind)
+
+    with open(path, encoding="utf-8") as sample:
+        for line in itertools.islice(sample, lines):
+            if line.strip():
+                walk("", json.loads(line))
+    types = {}
+    for name, kinds in seen.items():
+        if kinds <= {"bigint", "float8"}:
+            types[name] = "float8" if "float8" in kinds else "bigint"
+        elif kinds == {"boolean"}:
+            types[name] = "boolean"
+    return types
+
+
+ENGINES = {"duckdb": DuckDB, "sqlite": SQLite, "postgres": PostgreSQL}
 
 
 def plain(value):
@@ -166,12 +374,14 @@ def main():
         except Exception as e:
             result["unavailable"][name] = f"{type(e).__name__}: {e}"
             continue
-        result["engines"][name] = {
-            "version": engine.version,
-            "threads": engine.threads,
-            "datasets": run_engine(engine, plan),
-        }
-        engine.db.close()
+        try:
+            result["engines"][name] = {
+                "version": engine.version,
+                "threads": engine.threads,
+                "datasets": run_engine(engine, plan),
+            }
+        finally:
+            engine.close()
     json.dump(result, sys.stdout)
 
 

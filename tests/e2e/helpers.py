@@ -32,6 +32,7 @@ CODES = {
     "Location15955": 15955,
     "Location40324": 40324,
     "DuplicateKey": 11000,
+    "QueryExceededMemoryLimitNoDiskUseAllowed": 292,
 }
 
 

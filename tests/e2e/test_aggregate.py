@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
+from pymongo.errors import OperationFailure
 
 from helpers import raises_code
 
@@ -105,3 +106,81 @@ def test_aggregate_requires_cursor_option(db):
     db["c"].insert_one({"_id": 1})
     with raises_code("FailedToParse"):
         db.command("aggregate", "c", pipeline=[])
+
+
+def test_sort_stage_memory_limit_spill_and_top_k(db):
+    """$sort holds 100 MB: beyond it, it spills (allowDiskUse defaults to true) or fails
+    with 292; a $limit right after it keeps only that many documents. (The sort key has
+    no index, which would provide the order without sorting.)"""
+    big = "x" * (1024 * 1024)
+    for start in range(0, 110, 10):
+        db.c.insert_many([{"_id": i, "k": -i, "big": big} for i in range(start, start + 10)])
+    pipeline = [{"$sort": {"k": 1}}, {"$project": {"big": 0, "k": 0}}]
+    with raises_code("QueryExceededMemoryLimitNoDiskUseAllowed"):
+        list(db.c.aggregate(pipeline, allowDiskUse=False))
+    assert [d["_id"] for d in db.c.aggregate(pipeline)] == list(range(109, -1, -1))
+    top = [{"$sort": {"k": 1}}, {"$limit": 2}, {"$project": {"big": 0, "k": 0}}]
+    assert list(db.c.aggregate(top, allowDiskUse=False)) == [{"_id": 109}, {"_id": 108}]
+
+
+def test_sort_provided_by_an_index_matches_the_blocking_sort(db):
+    """A $sort an index provides is dropped from the pipeline; the order must be the
+    same as the blocking sort's, across types, missing fields and duplicates."""
+    values = [3, "b", None, 1.5, {"x": 1}, "a", 3, 2, True, [], -1]
+    docs = [{"_id": i, "a": v} for i, v in enumerate(values)] + [{"_id": 99}]
+    db.indexed.insert_many(docs)
+    db.indexed.create_index("a")
+    db.plain.insert_many(docs)
+    for pipeline in (
+        [{"$sort": {"a": 1, "_id": 1}}],
+        [{"$match": {"a": {"$gte": 2}}}, {"$sort": {"a": 1}}, {"$limit": 3}],
+        [{"$sort": {"a": 1}}, {"$group": {"_id": None, "order": {"$push": "$_id"}}}],
+    ):
+        assert list(db.indexed.aggregate(pipeline)) == list(db.plain.aggregate(pipeline))
+
+
+def test_a_result_over_16_mb_is_refused(db):
+    big = "x" * (1024 * 1024)
+    db.c.insert_many([{"_id": i, "big": big} for i in range(20)])
+    with raises_code("BSONObjectTooLarge"):
+        list(db.c.aggregate([{"$group": {"_id": None, "all": {"$push": "$big"}}}]))
+    # Within the limit it is fine.
+    out = list(db.c.aggregate([{"$limit": 10}, {"$group": {"_id": None, "n": {"$push": "$_id"}}}]))
+    assert out == [{"_id": None, "n": list(range(10))}]
+
+
+SET_AND_ARRAY_EXPRESSIONS = {
+    "setUnion": ({"$setUnion": ["$a", "$b"]}, [1, 2, 3, 4]),
+    "setIntersection": ({"$setIntersection": ["$a", "$b"]}, [2, 3]),
+    "setDifference": ({"$setDifference": ["$a", "$b"]}, [1]),
+    "setEquals": ({"$setEquals": ["$a", [3, 2, 1, 1]]}, True),
+    "setIsSubset": ({"$setIsSubset": [[2], "$a"]}, True),
+    "anyElementTrue": ({"$anyElementTrue": [[0, None, 5]]}, True),
+    "allElementsTrue": ({"$allElementsTrue": [[1, 0]]}, False),
+    "zip": ({"$zip": {"inputs": ["$a", "$b"]}}, [[1, 2], [2, 3], [3, 4]]),
+    "sortArray": ({"$sortArray": {"input": "$b", "sortBy": -1}}, [4, 3, 2]),
+}
+
+
+@pytest.mark.parametrize(
+    "expression, expected",
+    SET_AND_ARRAY_EXPRESSIONS.values(),
+    ids=SET_AND_ARRAY_EXPRESSIONS.keys(),
+)
+def test_set_and_array_expressions(db, expression, expected):
+    db.c.insert_one({"_id": 1, "a": [1, 2, 3, 2], "b": [2, 3, 4]})
+    out = list(db.c.aggregate([{"$project": {"_id": 0, "r": expression}}]))
+    assert out == [{"r": expected}]
+
+
+def test_set_operator_errors(db):
+    db.c.insert_one({"_id": 1, "a": [1], "s": "x"})
+    for expression, code in [
+        ({"$setUnion": ["$a", "$s"]}, 17043),
+        ({"$setIsSubset": ["$a", "$nope"]}, 17042),
+        ({"$setEquals": ["$a"]}, 17045),
+        ({"$zip": {"inputs": ["$s"]}}, 34468),
+    ]:
+        with pytest.raises(OperationFailure) as info:
+            list(db.c.aggregate([{"$project": {"r": expression}}]))
+        assert info.value.code == code, expression

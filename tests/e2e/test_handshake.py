@@ -9,8 +9,10 @@ what a MongoDB 7.0 standalone answers.
 from __future__ import annotations
 
 import datetime
+import time
 
 import pytest
+from bson import ObjectId
 
 import wire
 
@@ -64,6 +66,24 @@ def test_connection_ids_are_distinct(server):
         with wire.RawConnection(server.port) as conn:
             ids.add(conn.command({"hello": 1, "$db": "admin"}).doc["connectionId"])
     assert len(ids) == 3
+
+
+def test_awaitable_hello_waits_while_the_topology_is_unchanged(server):
+    """A driver's monitor sends the topologyVersion it knows and maxAwaitTimeMS: mongod
+    answers when the topology changes or the time is up. Answering at once makes every
+    monitor ask again in a tight loop."""
+    with wire.RawConnection(server.port) as conn:
+        version = conn.command({"hello": 1, "$db": "admin"}).doc["topologyVersion"]
+        started = time.monotonic()
+        reply = conn.command(
+            {"hello": 1, "topologyVersion": version, "maxAwaitTimeMS": 300, "$db": "admin"}
+        ).doc
+        assert time.monotonic() - started >= 0.3
+        assert reply["topologyVersion"] == version
+        other = {"processId": ObjectId(), "counter": 0}
+        started = time.monotonic()
+        conn.command({"hello": 1, "topologyVersion": other, "maxAwaitTimeMS": 5000, "$db": "admin"})
+        assert time.monotonic() - started < 2, "another process's version is answered at once"
 
 
 def test_legacy_op_query_is_master_gets_op_reply(server):

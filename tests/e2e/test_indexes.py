@@ -231,6 +231,11 @@ GOLDEN = {
         "projection": {"a": 1},
     },
     "multikey": {"find": "c", "filter": {"tags": {"$gt": 1, "$lt": 3}}},
+    "backward": {
+        "find": "c",
+        "filter": {"a": {"$in": [2, 6]}, "b": {"$gt": 3}},
+        "sort": {"a": -1, "b": 1},
+    },
     "count": {"count": "c", "query": {"a": {"$gte": 8}}},
     "delete": {"delete": "c", "deletes": [{"q": {"b": 3}, "limit": 1}]},
 }
@@ -288,6 +293,12 @@ def test_coll_mod_changes_expire_after_seconds(db, coll):
         ({"a": {"$gte": 2}}, [("a", 1)]),
         ({}, [("b", 1), ("a", 1)]),
         ({"a": {"$in": [1, 4]}}, [("a", 1), ("b", -1)]),
+        # Opposite to the key order: the index is read backward.
+        ({"a": 3}, [("b", 1)]),
+        ({"a": {"$gte": 2}}, [("a", -1)]),
+        ({}, [("b", -1), ("a", -1)]),
+        ({"a": {"$in": [1, 4]}}, [("a", -1), ("b", 1)]),
+        ({"b": {"$in": [2, 9]}, "a": {"$gt": 3}}, [("b", -1), ("a", -1)]),
     ],
 )
 def test_index_order_replaces_the_blocking_sort(indexed, db, query, sort):
@@ -301,6 +312,25 @@ def test_index_order_replaces_the_blocking_sort(indexed, db, query, sort):
     assert limited == got[3:10]
     plan = indexed.find(query).sort(sort).explain()["queryPlanner"]["winningPlan"]
     assert "SORT" not in json.dumps(plan)
+
+
+def test_backward_scans_are_shown_and_check_later_fields(indexed, db):
+    plan = indexed.find({"a": {"$gt": 2}}).sort([("a", -1), ("b", 1)]).explain()
+    scan = plan["queryPlanner"]["winningPlan"]["inputStage"]
+    shown = (scan["stage"], scan["indexName"], scan["direction"])
+    assert shown == ("IXSCAN", "a_1_b_-1", "backward")
+    assert scan["indexBounds"] == {"a": ["[inf.0, 2)"], "b": ["[MinKey, MaxKey]"]}
+    # A hinted index whose later field is checked key by key, read backward across
+    # batches: the documents of a collection scan, in the order of a blocking sort.
+    sort = [("a", -1), ("b", 1)]
+    for query in [{"b": 7, "a": {"$gte": 2}}, {"a": {"$in": [1, 5, 9]}, "b": {"$gte": 10}}]:
+        cursor = indexed.find(query).sort(sort).hint("a_1_b_-1")
+        winning = cursor.explain()["queryPlanner"]["winningPlan"]
+        assert winning["inputStage"]["direction"] == "backward"
+        got = list(cursor.batch_size(3))
+        want = list(db["plain"].find(query).sort(sort))
+        assert [(d.get("a"), d.get("b")) for d in got] == [(d.get("a"), d.get("b")) for d in want]
+        assert _ids(got) == _ids(want)
 
 
 def test_multikey_index_does_not_provide_a_sort(indexed):

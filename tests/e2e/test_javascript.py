@@ -50,6 +50,41 @@ def test_where_scope_and_stored_functions(db, coll):
     coll.insert_many([{"_id": 1, "a": 5}, {"_id": 2, "a": 7}])
     found = coll.find({"$where": Code("this.a == wanted", {"wanted": 7})})
     assert [d["_id"] for d in found] == [2]
+    db["system.js"].insert_many(
+        [
+            {"_id": "isBig", "value": Code("function (x) { return x > limit; }")},
+            {"_id": "limit", "value": 6},
+        ]
+    )
+    assert [d["_id"] for d in coll.find({"$where": "isBig(this.a)"})] == [2]
+    # A scope variable shadows the stored global of the same name.
+    shadowed = coll.find({"$where": Code("this.a > limit", {"limit": 0})})
+    assert [d["_id"] for d in shadowed] == [1, 2]
+    # The next command sees what system.js holds now.
+    db["system.js"].update_one({"_id": "limit"}, {"$set": {"value": 1}})
+    assert count_where(coll, {"$where": "isBig(this.a)"}) == 2
+    db["system.js"].delete_many({})
+    with pytest.raises(OperationFailure) as e:
+        list(coll.find({"$where": "isBig(this.a)"}))
+    assert e.value.code == 139
+    assert "isBig is not defined" in str(e.value)
+
+
+def test_stored_functions_that_do_not_load(db, coll):
+    coll.insert_one({"_id": 1, "a": 5})
+    # As in mongod, a stored value that does not compile is left out (and logged).
+    db["system.js"].insert_one({"_id": "broken", "value": Code("function ( {")})
+    assert count_where(coll, {"$where": "typeof broken == 'undefined'"}) == 1
+    db["system.js"].insert_one({"_id": 7, "value": Code("function () {}")})
+    with pytest.raises(OperationFailure) as e:
+        list(coll.find({"$where": "true"}))
+    assert e.value.code == 10209
+    assert "name has to be a string" in str(e.value)
+    db["system.js"].delete_one({"_id": 7})
+    db["system.js"].insert_one({"_id": "novalue"})
+    with pytest.raises(OperationFailure) as e:
+        list(coll.find({"$where": "true"}))
+    assert e.value.code == 10210
 
 
 def test_where_error_is_js_interpreter_failure(coll):
@@ -292,6 +327,114 @@ def test_map_reduce_calls_stored_functions(db, coll):
     assert reply["results"][0] == {"_id": 0.0, "value": 18.0}
 
 
+def test_map_reduce_stored_functions_in_reduce_and_finalize(db, coll):
+    _seed(coll, 9)
+    db["system.js"].insert_many(
+        [
+            {"_id": "total", "value": Code("function (vs) { return Array.sum(vs); }")},
+            {"_id": "label", "value": Code("function (k, v) { return 'k' + k + '=' + v; }")},
+        ]
+    )
+    reply = db.command(
+        "mapReduce",
+        "c",
+        map=Code("function () { emit(this.k, this.v); }"),
+        reduce=Code("function (k, vs) { return total(vs); }"),
+        finalize=Code("function (k, v) { return label(k, v); }"),
+        out={"inline": 1},
+    )
+    assert [r["value"] for r in reply["results"]] == ["k0=9", "k1=12", "k2=15"]
+
+
+def test_map_reduce_keys_of_every_type_group_as_bson_compares_them(db, coll):
+    coll.insert_many(
+        [{"_id": i, "k": i % 3, "d": datetime.datetime(2020, 1, 1 + i % 2)} for i in range(300)]
+    )
+    reply = db.command(
+        "mapReduce",
+        "c",
+        # 1 and NumberLong(1) are one key, as in BSON; objects and dates are keys too.
+        map=Code(
+            "function () { emit(this.k, 1); emit(NumberLong(this.k), 1); "
+            "emit({k: this.k}, 1); emit(this.d, 1); }"
+        ),
+        reduce=Code("function (k, vs) { return Array.sum(vs); }"),
+        out={"inline": 1},
+    )
+    results = reply["results"]
+    assert [r["value"] for r in results] == [200.0] * 3 + [100.0] * 3 + [150.0] * 2
+    assert [r["_id"] for r in results[3:6]] == [{"k": 0.0}, {"k": 1.0}, {"k": 2.0}]
+    assert results[6]["_id"] == datetime.datetime(2020, 1, 1)
+    assert reply["counts"]["emit"] == 1200
+
+
+@pytest.mark.parametrize(
+    "out, code, message",
+    [
+        (5, 2, "'out' must be either a string or an object"),
+        ({"inline": 1, "db": "x"}, 72, "'inline' must be specified alone"),
+        ({"inline": 2}, 2, "'inline' takes only numeric '1'"),
+        ({}, 2, "'out' requires 'replace', 'merge' or 'reduce'"),
+        ({"db": "x"}, 2, "'out' requires 'replace', 'merge' or 'reduce'"),
+        ({"merge": 5}, 2, "'merge' supports only string consisting of output collection name"),
+        ({"replace": "o", "db": 5}, 2, "db field value must be string"),
+        ({"replace": "o", "db": "admin"}, 115, "cannot target internal database as output"),
+        ({"replace": "o", "sharded": 1}, 2, "sharded field value must be boolean"),
+        ({"replace": "o", "nonAtomic": False}, 2, "nonAtomic field value must be true"),
+        ({"replace": "o", "other": 1}, 2, "'out' supports only output type with collection name"),
+    ],
+)
+def test_map_reduce_out_errors(db, coll, out, code, message):
+    _seed(coll, 3)
+    with pytest.raises(OperationFailure) as e:
+        db.command("mapReduce", "c", map=MAP, reduce=REDUCE, out=out)
+    assert e.value.code == code
+    assert message in str(e.value)
+
+
+def test_map_reduce_accepts_the_deprecated_out_flags(db, coll):
+    _seed(coll, 3)
+    out = {"replace": "o", "sharded": True, "nonAtomic": True}
+    assert db.command("mapReduce", "c", map=MAP, reduce=REDUCE, out=out)["result"] == "o"
+    assert db.o.count_documents({}) == 3
+
+
+@pytest.mark.parametrize(
+    "fields, code, message",
+    [
+        ({"map": 5}, 2, "'scope' must be a string, code or 'code with scope'"),
+        ({"reduce": {"f": 1}}, 2, "'scope' must be a string, code or 'code with scope'"),
+        ({"map": Code("function () { emit(this.k, ; }")}, 139, "SyntaxError"),
+        (
+            {
+                "map": Code("function () { emit(1, this.v); }"),
+                "reduce": Code("function (k, vs) { return vs[0].nope.x; }"),
+            },
+            139,
+            "TypeError",
+        ),
+        ({"finalize": Code("function (k, v) { throw 'no ' + k; }")}, 139, "no 0"),
+        ({"map": Code("function () { emit(1); }")}, 139, "emit takes 2 args"),
+        (
+            {
+                "map": Code(
+                    "function () { var a = []; while (true) a.push(new Array(1e5).fill(1)); }"
+                )
+            },
+            139,
+            "Out of memory",
+        ),
+    ],
+)
+def test_map_reduce_script_errors(db, coll, fields, code, message):
+    _seed(coll, 3)
+    command = {"map": MAP, "reduce": REDUCE, "out": {"inline": 1}, **fields}
+    with pytest.raises(OperationFailure) as e:
+        db.command("mapReduce", "c", **command)
+    assert e.value.code == code
+    assert message in str(e.value)
+
+
 def test_map_reduce_errors(db, coll):
     _seed(coll, 3)
     with pytest.raises(OperationFailure) as e:
@@ -368,8 +511,45 @@ def test_noscripting_refuses_every_form_of_javascript(basalt_binary, tmp_path):
         with pytest.raises(OperationFailure) as e:
             list(db.c.aggregate([{"$project": {"v": function}}]))
         assert e.value.code == 31264
+        accumulator = {
+            "$accumulator": {
+                "init": "function () { return 0; }",
+                "accumulate": "function (s) { return s + 1; }",
+                "accumulateArgs": [],
+                "merge": "function (a, b) { return a + b; }",
+                "lang": "js",
+            }
+        }
+        with pytest.raises(OperationFailure) as e:
+            list(db.c.aggregate([{"$group": {"_id": None, "n": accumulator}}]))
+        assert e.value.code == 31264
         # Everything without JavaScript still works.
         assert db.c.count_documents({"a": 1}) == 1
+        assert not srv.panics()
+    finally:
+        srv.kill()
+
+
+def test_scripts_on_scan_workers_keep_stored_functions_and_deadline(basalt_binary, tmp_path):
+    """A `$where` count over a big collection runs on several scan workers; each must see
+    the database's stored functions and stop at the command's maxTimeMS."""
+    srv = BasaltServer(
+        basalt_binary,
+        tmp_path / "data",
+        tmp_path / "basalt.log",
+        extra_args=["--setParameter", "scanWorkers=2"],
+    ).start()
+    try:
+        db = srv.client()["t"]
+        # Enough records for several scan ranges (at least 16 384 each).
+        db.c.insert_many([{"_id": i, "a": i % 10} for i in range(50_000)])
+        db["system.js"].insert_one(
+            {"_id": "isNine", "value": Code("function (x) { return x == 9; }")}
+        )
+        assert count_where(db.c, {"$where": "isNine(this.a)"}) == 5_000
+        with pytest.raises(OperationFailure) as e:
+            db.command("count", "c", query={"$where": "while (true) {}"}, maxTimeMS=300)
+        assert e.value.code == 50
         assert not srv.panics()
     finally:
         srv.kill()

@@ -450,12 +450,13 @@ def test_sort_error(db, sort, code):
 
 
 def test_sort_memory_limit_and_disk_use(db):
-    """A blocking sort over more than 100 MB fails unless it may spill to disk."""
+    """A blocking sort over more than 100 MB fails unless it may spill to disk. (On an
+    unindexed field: the _id index would return `{_id: -1}` in order, read backward.)"""
     big = "x" * (1024 * 1024)
     for start in range(0, 110, 10):
-        db.c.insert_many([{"_id": i, "big": big} for i in range(start, start + 10)])
+        db.c.insert_many([{"_id": i, "n": i, "big": big} for i in range(start, start + 10)])
     with pytest.raises(OperationFailure) as info:
-        db.command("find", "c", sort={"_id": -1}, projection={"big": 0}, allowDiskUse=False)
+        db.command("find", "c", sort={"n": -1}, projection={"big": 0}, allowDiskUse=False)
     assert info.value.code == 292
     assert info.value.details["codeName"] == "QueryExceededMemoryLimitNoDiskUseAllowed"
     assert info.value.details["errmsg"] == (
@@ -463,11 +464,11 @@ def test_sort_memory_limit_and_disk_use(db):
         "104857600 bytes, but did not opt in to external sorting."
     )
     # allowDiskUse is on by default (allowDiskUseByDefault), so the sort spills.
-    spilled = [d["_id"] for d in db.c.find({}, {"big": 0}, sort=[("_id", -1)])]
+    spilled = [d["_id"] for d in db.c.find({}, {"big": 0}, sort=[("n", -1)])]
     assert spilled == list(range(109, -1, -1))
     # A top-k sort keeps only `limit` documents and needs no disk.
     reply = db.command(
-        "find", "c", sort={"_id": 1}, projection={"big": 0}, limit=3, allowDiskUse=False
+        "find", "c", sort={"n": 1}, projection={"big": 0}, limit=3, allowDiskUse=False
     )
     assert [d["_id"] for d in reply["cursor"]["firstBatch"]] == [0, 1, 2]
 

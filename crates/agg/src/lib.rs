@@ -4,14 +4,20 @@
 //! `basalt_query`. Stages that reach beyond their input (other collections, server
 //! state) do so through the [`Collections`] the server provides.
 
+mod dependencies;
 mod field_path;
 mod join;
+mod optimization;
+mod partitioned;
 mod pipeline;
 mod projection;
 mod stages;
 #[cfg(test)]
 mod testing;
 
+pub use optimization::optimize;
+pub use partitioned::{Partial, Partitioned};
 pub use pipeline::{
-    Collections, DocumentStream, ExecContext, MergeTarget, MergeWrite, NoCollections, Pipeline,
+    stage_documents, Collections, DocumentStream, ExecContext, MergeTarget, MergeWrite,
+    NoCollections, Pipeline,
 };

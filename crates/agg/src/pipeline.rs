@@ -19,7 +19,7 @@
 
 use crate::stages::{self, Stage};
 use basalt_error::{Error, ErrorCode, Result};
-use basalt_expr::{ParseContext, Scope, Variables};
+use basalt_expr::{FieldSet, ParseContext, Scope, Variables};
 use bson::{Bson, Document};
 
 /// A stream of documents flowing between stages; an `Err` ends the stream.
@@ -27,7 +27,8 @@ pub type DocumentStream<'a> = Box<dyn Iterator<Item = Result<Document>> + 'a>;
 
 /// The pipeline's window on the rest of the server: other collections, for the stages that
 /// read them (`$lookup`, `$graphLookup`, `$unionWith`) or write them (`$out`, `$merge`),
-/// and the server state that `$listLocalSessions` and `$currentOp` report. The server
+/// and the server state that `$listLocalSessions`, `$currentOp`, `$collStats` and
+/// `$indexStats` report. The server
 /// implements it over its catalog; stages only ever see this trait, so they can be tested
 /// against an in-memory implementation.
 pub trait Collections {
@@ -63,6 +64,21 @@ pub trait Collections {
 
     /// `$currentOp`: the operations in progress.
     fn current_ops(&self) -> Result<Vec<Document>>;
+
+    /// Where blocking stages (`$sort`) spill beyond their memory limit; `None` when the
+    /// command does not allow disk use (they fail at the limit instead).
+    fn spill_directory(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+
+    /// `$collStats`: `{ns, host}` of the collection the pipeline aggregates, with
+    /// `storageStats` (the `collStats` command's figures, sizes divided by `scale`) when
+    /// the collection exists.
+    fn collection_stats(&self, scale: i64) -> Result<Document>;
+
+    /// `$indexStats`: one document per index of the collection the pipeline aggregates,
+    /// `{name, key, host, accesses: {ops, since}, spec}`; none when it does not exist.
+    fn index_stats(&self) -> Result<Vec<Document>>;
 }
 
 /// What `$merge` decides to write for one of its documents.
@@ -136,6 +152,14 @@ impl Collections for NoCollections {
     fn current_ops(&self) -> Result<Vec<Document>> {
         Err(Self::unavailable("the operations in progress"))
     }
+
+    fn collection_stats(&self, _scale: i64) -> Result<Document> {
+        Err(Self::unavailable("collection statistics"))
+    }
+
+    fn index_stats(&self) -> Result<Vec<Document>> {
+        Err(Self::unavailable("index statistics"))
+    }
 }
 
 /// What every stage may use while it runs.
@@ -175,6 +199,14 @@ impl Stages {
         for spec in specs {
             parsed.extend(Stage::parse(spec, ctx)?);
         }
+        // `$sort` then `$limit`: the sort keeps only the first documents.
+        for i in 1..parsed.len() {
+            if let Stage::Limit(n) = parsed[i] {
+                if let Stage::Sort(sort) = &mut parsed[i - 1] {
+                    sort.keep = Some(n);
+                }
+            }
+        }
         for (position, spec) in specs.iter().enumerate() {
             let name = spec.keys().next().map_or("", String::as_str);
             stages::check_placement(name, position, specs.len(), place)?;
@@ -189,16 +221,7 @@ impl Stages {
                 "'pipeline' option must be specified as an array",
             ));
         };
-        let specs = items
-            .iter()
-            .map(|item| match item {
-                Bson::Document(d) => Ok(d.clone()),
-                _ => Err(Error::type_mismatch(
-                    "Each element of the 'pipeline' array must be an object",
-                )),
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Stages::parse(&specs, ctx, place)
+        Stages::parse(&stage_documents(items)?, ctx, place)
     }
 
     /// Whether the first stage makes its own documents (`$documents`), so the stages
@@ -217,6 +240,19 @@ impl Stages {
     }
 }
 
+/// The stages of a `pipeline` array, which must all be objects.
+pub fn stage_documents(stages: &[Bson]) -> Result<Vec<Document>> {
+    stages
+        .iter()
+        .map(|stage| match stage {
+            Bson::Document(d) => Ok(d.clone()),
+            _ => Err(Error::type_mismatch(
+                "Each element of the 'pipeline' array must be an object",
+            )),
+        })
+        .collect()
+}
+
 /// Runs `stages` over `input` lazily: one iterator adapter per stage.
 pub(crate) fn stream_stages<'a>(
     stages: &'a [Stage],
@@ -232,6 +268,8 @@ pub(crate) fn stream_stages<'a>(
 pub struct Pipeline {
     stages: Stages,
     vars: Variables,
+    /// The top-level fields of its input documents the pipeline reads.
+    input_fields: FieldSet,
 }
 
 impl Pipeline {
@@ -245,7 +283,8 @@ impl Pipeline {
     /// Parses the pipeline of an `aggregate` command, which also checks it against what
     /// it runs on: a database-level aggregation (`aggregate: 1`, `collectionless`) must
     /// start with a stage that makes its own documents, and a collection's must not.
-    /// Strings compare under `collation` in its `$match` and `$sort` stages.
+    /// Strings compare under `collation` in its `$match` and `$sort` stages. The stages
+    /// are optimized first ([`crate::optimize`]).
     pub fn parse_aggregate(
         stages: &[Document],
         let_vars: Option<&Document>,
@@ -259,7 +298,7 @@ impl Pipeline {
             ));
         }
         Pipeline::parse_at(
-            stages,
+            &crate::optimize(stages.to_vec()),
             let_vars,
             Place::Aggregate { collectionless },
             collation,
@@ -290,17 +329,23 @@ impl Pipeline {
                 place,
             )?,
             vars: scope.values,
+            input_fields: crate::dependencies::pipeline_fields(stages),
         })
     }
 
-    /// The filter of a leading `$match`, which the server can push into the scan (to
-    /// use an index or filter raw records). `None` when the pipeline does not start with
-    /// `$match` or its filter uses `$expr`, which only this crate evaluates so far.
-    pub fn leading_match(&self) -> Option<&Document> {
-        match self.stages.0.first() {
-            Some(Stage::Match(m)) => m.pushable_filter(),
-            _ => None,
-        }
+    /// The top-level fields of its input documents the pipeline reads (whatever stage
+    /// reads them, including a leading `$match` taken out for the scan): a scan may
+    /// decode only these. `None` when it may read any field.
+    pub fn input_fields(&self) -> Option<&[String]> {
+        self.input_fields.fields()
+    }
+
+    pub(crate) fn stages(&self) -> &[Stage] {
+        &self.stages.0
+    }
+
+    pub(crate) fn variables(&self) -> &Variables {
+        &self.vars
     }
 
     /// Takes the query part of a leading `$match` (all of it but a top-level `$expr`)
@@ -317,14 +362,19 @@ impl Pipeline {
         Ok(Some(filter))
     }
 
-    /// When the pipeline only counts (an optional leading `$match`, then `$count`), the
-    /// name of the count field: the server can then count matching records without
-    /// building documents. The reply is `{<name>: n}`, or no document when n is 0.
-    pub fn count_field(&self) -> Option<&str> {
-        match self.stages.0.as_slice() {
-            [Stage::Count(name)] => Some(name),
-            [Stage::Match(m), Stage::Count(name)] if m.pushable_filter().is_some() => Some(name),
+    /// The keys of a leading `$sort` (after the leading `$match` was taken), which an
+    /// index scan may provide.
+    pub fn leading_sort(&self) -> Option<&Document> {
+        match self.stages.0.first() {
+            Some(Stage::Sort(sort)) => Some(sort.keys()),
             _ => None,
+        }
+    }
+
+    /// Drops the leading `$sort`, for a server whose scan returns documents in its order.
+    pub fn remove_leading_sort(&mut self) {
+        if let Some(Stage::Sort(_)) = self.stages.0.first() {
+            self.stages.0.remove(0);
         }
     }
 
@@ -414,17 +464,29 @@ mod tests {
     }
 
     #[test]
-    fn leading_match_and_count_are_exposed() {
-        let mut p =
-            Pipeline::parse(&[doc! {"$match": {"a": 1}}, doc! {"$count": "n"}], None).unwrap();
-        assert_eq!(p.leading_match(), Some(&doc! {"a": 1}));
-        assert_eq!(p.count_field(), Some("n"));
+    fn leading_match_and_sort_go_to_the_scan() {
+        let mut p = Pipeline::parse(
+            &[
+                doc! {"$match": {"a": 1}},
+                doc! {"$sort": {"a": -1}},
+                doc! {"$limit": 1},
+            ],
+            None,
+        )
+        .unwrap();
+        assert_eq!(p.leading_sort(), None, "the $match comes first");
         assert_eq!(p.take_leading_match().unwrap(), Some(doc! {"a": 1}));
-        assert_eq!(p.count_field(), Some("n"));
-        assert_eq!(p.leading_match(), None);
-        let p =
-            Pipeline::parse(&[doc! {"$match": {"$expr": {"$gt": ["$a", "$b"]}}}], None).unwrap();
-        assert_eq!(p.leading_match(), None);
+        assert_eq!(p.leading_sort(), Some(&doc! {"a": -1}));
+        p.remove_leading_sort();
+        assert_eq!(p.leading_sort(), None);
+        let out = p
+            .run([doc! {"a": 1}, doc! {"a": 2}].into_iter().map(Ok))
+            .unwrap();
+        assert_eq!(
+            out,
+            vec![doc! {"a": 1}],
+            "input order is kept: the scan sorted"
+        );
         // The query part of a $match with $expr goes to the scan; the $expr stays.
         let mut p = Pipeline::parse(
             &[doc! {"$match": {"b": {"$lt": 5}, "$expr": {"$gt": ["$a", "$b"]}}}],
@@ -451,8 +513,6 @@ mod tests {
             2,
             "the scan, not the pipeline, now applies b < 5"
         );
-        let p = Pipeline::parse(&[doc! {"$count": "n"}, doc! {"$limit": 1}], None).unwrap();
-        assert_eq!(p.count_field(), None);
     }
 
     #[test]

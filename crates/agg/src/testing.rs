@@ -13,6 +13,8 @@ pub(crate) struct MemoryCollections {
     db: String,
     collections: RefCell<BTreeMap<Namespace, Vec<Document>>>,
     unique_indexes: RefCell<Vec<(Namespace, Vec<String>)>>,
+    /// The collection a test pipeline aggregates, which `$collStats`/`$indexStats` see.
+    aggregated: RefCell<String>,
 }
 
 fn namespace(db: &str, coll: &str) -> Namespace {
@@ -34,7 +36,19 @@ impl MemoryCollections {
             db: db.to_string(),
             collections: RefCell::default(),
             unique_indexes: RefCell::default(),
+            aggregated: RefCell::default(),
         }
+    }
+
+    pub(crate) fn set_aggregated(&self, coll: &str) {
+        *self.aggregated.borrow_mut() = coll.to_string();
+    }
+
+    /// The aggregated collection's namespace and whether it exists.
+    fn aggregated(&self) -> (Namespace, bool) {
+        let ns = namespace(&self.db, &self.aggregated.borrow());
+        let exists = self.collections.borrow().contains_key(&ns);
+        (ns, exists)
     }
 
     pub(crate) fn put(&self, db: &str, coll: &str, docs: Vec<Document>) {
@@ -107,6 +121,36 @@ impl Collections for MemoryCollections {
 
     fn current_ops(&self) -> Result<Vec<Document>> {
         Ok(vec![doc! {"op": "command"}])
+    }
+
+    fn collection_stats(&self, scale: i64) -> Result<Document> {
+        let ((db, coll), exists) = self.aggregated();
+        let mut out = doc! {"ns": format!("{db}.{coll}"), "host": "memory"};
+        if exists {
+            let count = self.get(&db, &coll).len() as i64;
+            out.insert("storageStats", doc! {"count": count, "scaleFactor": scale});
+        }
+        Ok(out)
+    }
+
+    fn index_stats(&self) -> Result<Vec<Document>> {
+        let (ns, exists) = self.aggregated();
+        if !exists {
+            return Ok(Vec::new());
+        }
+        let mut names = vec!["_id_".to_string()];
+        for (n, fields) in self.unique_indexes.borrow().iter() {
+            if *n == ns {
+                names.push(
+                    fields
+                        .iter()
+                        .map(|f| format!("{f}_1"))
+                        .collect::<Vec<_>>()
+                        .join("_"),
+                );
+            }
+        }
+        Ok(names.into_iter().map(|name| doc! {"name": name}).collect())
     }
 }
 

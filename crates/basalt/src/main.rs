@@ -8,6 +8,7 @@ use basalt_storage::FjallEngine;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::sync::Arc;
+use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -56,34 +57,55 @@ struct Args {
     /// Directory where the data lives; created if missing.
     #[arg(long, default_value = "./data")]
     dbpath: PathBuf,
+    /// Size of the block cache in GB (default: half of the memory less 1 GB, at least
+    /// 0.25), as mongod's --wiredTigerCacheSizeGB.
+    #[arg(long = "cacheSizeGB", value_name = "GB")]
+    cache_size_gb: Option<f64>,
     /// Log only warnings and errors.
     #[arg(long)]
     quiet: bool,
     /// Refuse server-side JavaScript ($where, mapReduce, $function, $accumulator).
     #[arg(long)]
     noscripting: bool,
-    /// A server parameter, NAME=VALUE (repeatable). Known: ttlMonitorSleepSecs.
+    /// A server parameter, NAME=VALUE (repeatable). Known: ttlMonitorSleepSecs, scanWorkers.
     #[arg(long = "setParameter", value_name = "NAME=VALUE")]
     set_parameter: Vec<String>,
 }
 
-/// The interval of the TTL monitor from `--setParameter ttlMonitorSleepSecs=N`.
-fn ttl_monitor_interval_ms(parameters: &[String]) -> Result<u64, String> {
-    let mut interval_ms = basalt_server::TTL_MONITOR_INTERVAL_MS;
-    for parameter in parameters {
+/// The server parameters `--setParameter NAME=VALUE` can set.
+#[derive(Debug, PartialEq)]
+struct Parameters {
+    /// `ttlMonitorSleepSecs`, in milliseconds.
+    ttl_monitor_interval_ms: u64,
+    /// `scanWorkers`: threads one collection scan may use.
+    scan_workers: usize,
+}
+
+/// The parameters given with `--setParameter`, defaults for the others.
+fn parameters(given: &[String]) -> Result<Parameters, String> {
+    let mut parameters = Parameters {
+        ttl_monitor_interval_ms: basalt_server::TTL_MONITOR_INTERVAL_MS,
+        scan_workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let positive = |name: &str, value: &str| {
+        value
+            .parse::<u64>()
+            .ok()
+            .filter(|v| *v > 0)
+            .ok_or_else(|| format!("bad {name}: {value}"))
+    };
+    for parameter in given {
         match parameter.split_once('=') {
-            Some(("ttlMonitorSleepSecs", secs)) => {
-                let secs: u64 = secs
-                    .parse()
-                    .ok()
-                    .filter(|s| *s > 0)
-                    .ok_or_else(|| format!("bad ttlMonitorSleepSecs: {secs}"))?;
-                interval_ms = secs * 1000;
+            Some((name @ "ttlMonitorSleepSecs", secs)) => {
+                parameters.ttl_monitor_interval_ms = positive(name, secs)? * 1000;
+            }
+            Some((name @ "scanWorkers", n)) => {
+                parameters.scan_workers = positive(name, n)? as usize;
             }
             _ => return Err(format!("unknown or malformed --setParameter {parameter}")),
         }
     }
-    Ok(interval_ms)
+    Ok(parameters)
 }
 
 fn main() -> std::process::ExitCode {
@@ -121,7 +143,10 @@ fn serve(args: Args) -> std::process::ExitCode {
                 .with_writer(std::io::stderr)
                 .with_filter(filter),
         )
-        .with(log.clone())
+        // getLog keeps what mongod logs at its default verbosity. Unfiltered, the buffer
+        // also took every debug and trace record of the storage engine, formatting
+        // several per query.
+        .with(log.clone().with_filter(LevelFilter::INFO))
         .init();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -152,15 +177,22 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
             .filter(|s| !s.is_empty())
             .collect()
     };
+    let parameters = parameters(&args.set_parameter)?;
     let options = ServerOptions {
         bind_ip,
         port: args.port,
         dbpath: args.dbpath.clone(),
         argv: std::env::args().collect(),
         scripting_enabled: !args.noscripting,
-        ttl_monitor_interval_ms: ttl_monitor_interval_ms(&args.set_parameter)?,
+        ttl_monitor_interval_ms: parameters.ttl_monitor_interval_ms,
+        scan_workers: parameters.scan_workers,
     };
-    let engine = FjallEngine::open(&args.dbpath)
+    let cache_bytes = match args.cache_size_gb {
+        Some(gb) if gb.is_finite() && gb > 0.0 => (gb * 1024.0 * 1024.0 * 1024.0) as u64,
+        Some(gb) => return Err(format!("bad --cacheSizeGB: {gb}")),
+        None => basalt_storage::default_cache_bytes(),
+    };
+    let engine = FjallEngine::open_with_cache(&args.dbpath, cache_bytes)
         .map_err(|e| format!("cannot open storage at {}: {e}", args.dbpath.display()))?;
     let server =
         Arc::new(Server::new(Arc::new(engine), options.clone(), log).map_err(|e| e.to_string())?);
@@ -207,22 +239,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ttl_monitor_interval_from_set_parameter() {
+    fn set_parameter() {
+        let defaults = parameters(&[]).unwrap();
         assert_eq!(
-            ttl_monitor_interval_ms(&[]),
-            Ok(basalt_server::TTL_MONITOR_INTERVAL_MS)
+            defaults.ttl_monitor_interval_ms,
+            basalt_server::TTL_MONITOR_INTERVAL_MS
         );
+        assert!(defaults.scan_workers >= 1);
         assert_eq!(
-            ttl_monitor_interval_ms(&["ttlMonitorSleepSecs=2".into()]),
-            Ok(2000)
+            parameters(&["ttlMonitorSleepSecs=2".into(), "scanWorkers=3".into()]),
+            Ok(Parameters {
+                ttl_monitor_interval_ms: 2000,
+                scan_workers: 3
+            })
         );
         for bad in [
             "ttlMonitorSleepSecs=0",
             "ttlMonitorSleepSecs=x",
+            "scanWorkers=0",
             "nope=1",
             "nope",
         ] {
-            assert!(ttl_monitor_interval_ms(&[bad.into()]).is_err(), "{bad}");
+            assert!(parameters(&[bad.into()]).is_err(), "{bad}");
         }
     }
 }

@@ -2,7 +2,8 @@
 //! real server (started on a free port with a temporary --dbpath); the Rust driver then
 //! checks what arrived. What is pinned: types (Extended JSON, typed and inferred CSV),
 //! bad lines reported by line number and skipped, `--stopOnError`, write errors (duplicate
-//! `_id`) with their line, and `--mode upsert` making a re-run idempotent.
+//! `_id`) with their line, resuming a stopped import by running it again, and
+//! `--mode upsert` making a re-run idempotent.
 
 use basalt_bench::ServerProcess;
 use futures_util::TryStreamExt;
@@ -26,6 +27,7 @@ impl Fixture {
             Path::new(BASALT),
             &dir.path().join("data"),
             &dir.path().join("server.log"),
+            None,
         )
         .expect("server starts");
         Fixture { dir, server }
@@ -139,6 +141,62 @@ async fn duplicate_ids_are_reported_with_their_line_and_the_rest_goes_in() {
         f.docs("c").await,
         vec![doc! {"_id": 1}, doc! {"_id": 2}, doc! {"_id": 4}]
     );
+}
+
+#[tokio::test]
+async fn an_import_stopped_by_an_error_resumes_by_running_again() {
+    let f = Fixture::start();
+    let lines: Vec<String> = (1..=50)
+        .map(|i| format!("{{\"_id\": {i}, \"v\": {i}}}"))
+        .collect();
+    let mut broken = lines.clone();
+    broken[29] = "{\"_id\": 30, \"v\": }".to_string();
+    let ids = |docs: Vec<Document>| -> Vec<i32> {
+        docs.iter()
+            .map(|d| d.get_i32("_id").expect("_id"))
+            .collect()
+    };
+    // Several batches, one at a time: everything before line 30 is in, nothing after.
+    let one_worker = [
+        "--collection",
+        "c",
+        "--batchSize",
+        "7",
+        "--numInsertionWorkers",
+        "1",
+    ];
+    let stopped = f.import(
+        &[&one_worker[..], &["--stopOnError"]].concat(),
+        &broken.join("\n"),
+    );
+    assert!(!stopped.status.success());
+    assert!(
+        stderr(&stopped).contains("line 30:"),
+        "{}",
+        stderr(&stopped)
+    );
+    assert_eq!(ids(f.docs("c").await), (1..30).collect::<Vec<_>>());
+
+    // The fixed file again: the lines already in are reported as duplicates, the rest
+    // goes in, in parallel batches.
+    let file = f.file("fixed.json", &lines.join("\n"));
+    let resumed = f.import(
+        &["--collection", "c", "--batchSize", "7", "--file", &file],
+        "",
+    );
+    let err = stderr(&resumed);
+    assert!(!resumed.status.success());
+    assert!(err.contains("29 line(s) were not imported"), "{err}");
+    assert!(
+        err.contains("line 29:") && err.contains("duplicate key"),
+        "{err}"
+    );
+    assert!(!err.contains("line 30:"), "{err}");
+    let docs = f.docs("c").await;
+    assert_eq!(ids(docs.clone()), (1..=50).collect::<Vec<_>>());
+    assert!(docs
+        .iter()
+        .all(|d| d.get_i32("v").ok() == d.get_i32("_id").ok()));
 }
 
 #[tokio::test]

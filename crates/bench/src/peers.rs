@@ -1,10 +1,11 @@
-//! Runs the peers (`bench/peers.py`: DuckDB, SQLite JSON) on the generated data and reads
-//! their timings and answers back. The script is driven with a JSON plan so the queries,
-//! their SQL and the expected answers stay in the Rust workload files; the answers are
-//! checked here exactly as Basalt's are.
+//! Runs the peers (`bench/peers.py`: DuckDB, SQLite JSON, PostgreSQL jsonb) on the
+//! generated data and reads their timings and answers back. The script is driven with a
+//! JSON plan so the queries, their SQL and the expected answers stay in the Rust workload
+//! files; the answers are checked here exactly as Basalt's are.
 //!
-//! PostgreSQL is a peer only where a server already listens on 127.0.0.1:5432 — this
-//! script has no PostgreSQL engine yet, so that case is reported, not measured.
+//! PostgreSQL is the server on 127.0.0.1:5432 when one lets the script in, else a private
+//! one the script starts from the binaries on PATH and stops at the end; without either,
+//! the peer is reported as skipped with the reason.
 
 use crate::answer::Answer;
 use crate::io_error;
@@ -20,7 +21,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// The engines `bench/peers.py` knows.
-pub(crate) const ENGINES: [&str; 2] = ["duckdb", "sqlite"];
+pub(crate) const ENGINES: [&str; 3] = ["duckdb", "sqlite", "postgres"];
 
 /// One peer's figures.
 #[derive(Debug, Default)]
@@ -75,11 +76,7 @@ pub(crate) fn run(
         .cloned()
         .partition(|e| ENGINES.contains(&e.as_str()));
     for engine in unknown {
-        let reason = if engine == "postgres" {
-            postgres_reason()
-        } else {
-            format!("unknown peer (known: {})", ENGINES.join(", "))
-        };
+        let reason = format!("unknown peer (known: {})", ENGINES.join(", "));
         peers.skipped.push((engine, reason));
     }
     if wanted.is_empty() || datasets.is_empty() {
@@ -149,10 +146,12 @@ pub(crate) fn run(
     peers.python = result["python"].as_str().unwrap_or_default().to_string();
     if let Some(unavailable) = result["unavailable"].as_object() {
         for (engine, reason) in unavailable {
-            let reason = format!(
-                "{} (pip install -r bench/requirements.txt)",
-                reason.as_str().unwrap_or_default()
-            );
+            let reason = reason.as_str().unwrap_or_default();
+            let reason = if reason.starts_with("ModuleNotFoundError") {
+                format!("{reason} (pip install -r bench/requirements.txt)")
+            } else {
+                reason.to_string()
+            };
             peers.skipped.push((engine.clone(), reason));
         }
     }
@@ -212,13 +211,4 @@ fn read_engine(engine: &str, figures: &Value, datasets: &[Dataset]) -> PeerRun {
         }
     }
     run
-}
-
-fn postgres_reason() -> String {
-    if crate::server::listening(5432) {
-        "a server listens on 127.0.0.1:5432, but bench/peers.py has no PostgreSQL engine yet"
-            .to_string()
-    } else {
-        "no PostgreSQL server reachable on 127.0.0.1:5432".to_string()
-    }
 }

@@ -19,9 +19,15 @@ pub struct ServerProcess {
 }
 
 impl ServerProcess {
-    /// Starts `exe --dbpath dbpath` (a `basalt` binary) on a free port and waits until
-    /// it accepts connections; its log goes to `log`.
-    pub fn start(exe: &Path, dbpath: &Path, log: &Path) -> Result<ServerProcess> {
+    /// Starts `exe --dbpath dbpath` (a `basalt` binary) on a free port, with
+    /// `scan_workers` when given, and waits until it accepts connections; its log goes
+    /// to `log`.
+    pub fn start(
+        exe: &Path,
+        dbpath: &Path,
+        log: &Path,
+        scan_workers: Option<usize>,
+    ) -> Result<ServerProcess> {
         let port = free_port()?;
         let log_file = File::create(log)
             .map_err(|e| io_error(format!("cannot create {}", log.display()), e))?;
@@ -30,6 +36,7 @@ impl ServerProcess {
             .arg(port.to_string())
             .args(["--bind_ip", "127.0.0.1", "--quiet", "--dbpath"])
             .arg(dbpath)
+            .args(scan_workers.map(|n| format!("--setParameter=scanWorkers={n}")))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log_file)
@@ -88,10 +95,4 @@ fn free_port() -> Result<u16> {
         .local_addr()
         .map(|a| a.port())
         .map_err(|e| io_error("cannot find a free port", e))
-}
-
-/// Whether something listens on 127.0.0.1:`port` (for peers that need a server).
-pub(crate) fn listening(port: u16) -> bool {
-    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    TcpStream::connect_timeout(&address, Duration::from_millis(300)).is_ok()
 }

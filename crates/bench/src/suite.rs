@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 /// The database a bench run loads into (dropped first).
 const DB: &str = "basalt_bench";
 
-/// Runs the W1-W5 benchmarks on a private server beside DuckDB and SQLite.
+/// Runs the W1-W5 benchmarks on a private server beside DuckDB, SQLite and PostgreSQL.
 #[derive(clap::Args, Clone, Debug)]
 pub struct BenchArgs {
     /// Documents per workload (W2 uses 0.3 × size, W4 puts and gets 0.1 × size keys).
@@ -44,8 +44,8 @@ pub struct BenchArgs {
     /// Seconds after which a query stops being repeated (it still runs once).
     #[arg(long = "query-budget-secs", default_value_t = 15)]
     pub query_budget_secs: u64,
-    /// Peers, comma-separated: duckdb, sqlite, postgres (only where a server listens on
-    /// 127.0.0.1:5432); "none" for none.
+    /// Peers, comma-separated: duckdb, sqlite, postgres (the server on 127.0.0.1:5432, or
+    /// a private one started from the PostgreSQL binaries on PATH); "none" for none.
     #[arg(long, value_delimiter = ',', default_value = "duckdb,sqlite,postgres")]
     pub peers: Vec<String>,
     /// Python that has the peers' packages (default: bench/.venv/bin/python if present,
@@ -63,6 +63,10 @@ pub struct BenchArgs {
     /// directory, removed at the end).
     #[arg(long)]
     pub workdir: Option<PathBuf>,
+    /// Threads the private server may use for one collection scan (its `scanWorkers`
+    /// parameter; default: the machine's cores); measures the speed-up from more cores.
+    #[arg(long = "scan-workers")]
+    pub scan_workers: Option<usize>,
 }
 
 pub fn bench(args: &BenchArgs) -> Result<()> {
@@ -96,7 +100,12 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             // This very executable is the server binary.
             let exe = std::env::current_exe().map_err(|e| io_error("cannot find basalt", e))?;
             let (dbpath, log) = (workdir.join("db"), workdir.join("server.log"));
-            Some(ServerProcess::start(&exe, &dbpath, &log)?)
+            Some(ServerProcess::start(
+                &exe,
+                &dbpath,
+                &log,
+                args.scan_workers,
+            )?)
         }
     };
     let uri = match (&args.uri, &server) {
@@ -164,6 +173,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     )?;
 
     let report = Report {
+        scan_workers: args.scan_workers.unwrap_or(machine.cores),
         machine,
         size: args.size,
         seed: args.seed,

@@ -8,10 +8,12 @@
 
 use crate::index::{DocumentKeys, IndexKey, IndexSpec};
 use crate::keys;
+use crate::plan_cache::PlanCache;
 use basalt_error::{Error, ErrorCode, Result};
-use basalt_storage::{Durability, Engine, ScanStart, Snapshot, Space, WriteBatch};
-use bson::{doc, Bson, Document};
+use basalt_storage::{Durability, Engine, ScanEnd, ScanStart, Snapshot, Space, WriteBatch};
+use bson::{doc, Bson, Document, RawDocument};
 use parking_lot::{Mutex, MutexGuard, RwLock};
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -84,6 +86,7 @@ pub struct Collection {
     /// and kept by every write after that, so collStats, dbStats, listDatabases and an
     /// unfiltered count cost nothing per call.
     counters: Mutex<Option<CollectionStats>>,
+    plan_cache: PlanCache,
 }
 
 /// Size figures for collStats/dbStats.
@@ -107,6 +110,7 @@ impl Collection {
             next_record_id: AtomicU64::new(next),
             retired: AtomicBool::new(false),
             counters: Mutex::new(None),
+            plan_cache: PlanCache::default(),
         })
     }
 
@@ -115,7 +119,23 @@ impl Collection {
     }
 
     pub(crate) fn set_meta(&self, meta: CollectionMeta) {
-        *self.meta.write() = Arc::new(meta);
+        let mut current = self.meta.write();
+        if current.indexes != meta.indexes {
+            self.plan_cache.clear();
+        }
+        *current = Arc::new(meta);
+    }
+
+    /// The metadata and the plan cache generation, read together: a plan made over
+    /// these indexes is stored under that generation, so a plan made over indexes that
+    /// changed meanwhile is never cached.
+    pub fn meta_for_planning(&self) -> (Arc<CollectionMeta>, u64) {
+        let meta = self.meta.read();
+        (meta.clone(), self.plan_cache.generation())
+    }
+
+    pub fn plan_cache(&self) -> &PlanCache {
+        &self.plan_cache
     }
 
     pub(crate) fn retire(&self) {
@@ -200,6 +220,35 @@ impl Collection {
         })
     }
 
+    /// As [`Collection::scan_index`], in descending key order: from the last entry below
+    /// `before` (an encoded key, possibly with its record id) when given, else from the
+    /// last entry with the prefix.
+    pub fn scan_index_back(
+        &self,
+        snapshot: &dyn Snapshot,
+        index: &IndexSpec,
+        key_prefix: &[u8],
+        before: Option<&[u8]>,
+        visit: &mut dyn FnMut(&[u8]) -> Result<ControlFlow<()>>,
+    ) -> Result<()> {
+        let prefix = keys::index_key_prefix(index.id, key_prefix);
+        let resume = before.map(|b| keys::index_key_prefix(index.id, b));
+        let end = match &resume {
+            Some(k) => ScanEnd::Before(k),
+            None => ScanEnd::End,
+        };
+        snapshot.scan_prefix_back(Space::Indexes, &prefix, end, &mut |key, _| visit(&key[8..]))
+    }
+
+    /// A record's stored BSON, for a reader that decodes only the fields it needs.
+    pub fn get_record_bytes(
+        &self,
+        snapshot: &dyn Snapshot,
+        record_id: u64,
+    ) -> Result<Option<Vec<u8>>> {
+        snapshot.get(Space::Records, &keys::record_key(self.meta().id, record_id))
+    }
+
     pub fn get_record(&self, snapshot: &dyn Snapshot, record_id: u64) -> Result<Option<Document>> {
         let key = keys::record_key(self.meta().id, record_id);
         match snapshot.get(Space::Records, &key)? {
@@ -264,6 +313,35 @@ pub struct Writer<'a> {
 /// The outcome of one document of an insert batch.
 pub type InsertOutcome = Result<u64>;
 
+/// A document to insert: decoded, or still in the bytes it arrived in.
+enum Incoming<'d> {
+    Document(&'d Document),
+    Raw(&'d RawDocument),
+}
+
+/// An insert batch being built.
+struct Staging {
+    batch: WriteBatch,
+    /// `index id | encoded key` of the unique keys this batch adds.
+    pending: HashSet<Vec<u8>>,
+    /// Indexes this batch makes multikey.
+    multikey: HashSet<u64>,
+    /// Per index of the metadata: its greatest stored entry, once looked up.
+    greatest: Vec<Option<Option<Vec<u8>>>>,
+}
+
+/// `{_id: ...}` of a document whose first field is `_id`: all the `_id` index needs.
+fn id_only(raw: &RawDocument) -> Result<Document> {
+    let corrupt = |e: bson::error::Error| Error::bad_value(format!("invalid document: {e}"));
+    match raw.iter().next().transpose().map_err(corrupt)? {
+        Some((key, value)) if key.as_str() == "_id" => {
+            let value = Bson::try_from(value).map_err(corrupt)?;
+            Ok(doc! {"_id": value})
+        }
+        _ => Err(Error::internal("a raw insert without _id first")),
+    }
+}
+
 impl Writer<'_> {
     pub fn collection(&self) -> &Collection {
         self.collection
@@ -278,22 +356,41 @@ impl Writer<'_> {
         ordered: bool,
         durability: Durability,
     ) -> Result<Vec<InsertOutcome>> {
+        let docs = docs.iter().map(|d| Incoming::Document(d.borrow()));
+        self.insert_incoming(docs, ordered, durability)
+    }
+
+    /// As [`Writer::insert_many`], for documents still in their wire bytes (validated,
+    /// `_id` first): the bytes are stored as they are, and a document is decoded only
+    /// when an index other than `_id`'s needs its keys. A bulk load spends its time here.
+    pub fn insert_many_raw(
+        &mut self,
+        docs: &[impl std::borrow::Borrow<RawDocument>],
+        ordered: bool,
+        durability: Durability,
+    ) -> Result<Vec<InsertOutcome>> {
+        let docs = docs.iter().map(|d| Incoming::Raw(d.borrow()));
+        self.insert_incoming(docs, ordered, durability)
+    }
+
+    fn insert_incoming<'d>(
+        &mut self,
+        docs: impl Iterator<Item = Incoming<'d>>,
+        ordered: bool,
+        durability: Durability,
+    ) -> Result<Vec<InsertOutcome>> {
         let meta = self.collection.meta();
         let snapshot = self.collection.engine.snapshot();
-        let mut batch = WriteBatch::default();
-        let mut pending: HashSet<Vec<u8>> = HashSet::new();
-        let mut outcomes = Vec::with_capacity(docs.len());
-        let mut multikey = HashSet::new();
+        let mut staging = Staging {
+            batch: WriteBatch::default(),
+            pending: HashSet::new(),
+            multikey: HashSet::new(),
+            greatest: meta.indexes.iter().map(|_| None).collect(),
+        };
+        let mut outcomes = Vec::with_capacity(docs.size_hint().0);
         let mut bytes = 0;
-        for doc in docs.iter().map(std::borrow::Borrow::borrow) {
-            let outcome = self.stage_insert(
-                &meta,
-                &*snapshot,
-                doc,
-                &mut batch,
-                &mut pending,
-                &mut multikey,
-            );
+        for doc in docs {
+            let outcome = self.stage_insert(&meta, &*snapshot, doc, &mut staging);
             let outcome = outcome.map(|(record_id, size)| {
                 bytes += size;
                 record_id
@@ -304,7 +401,7 @@ impl Writer<'_> {
                 break;
             }
         }
-        self.commit(batch, &multikey, durability)?;
+        self.commit(staging.batch, &staging.multikey, durability)?;
         let inserted = outcomes.iter().filter(|o| o.is_ok()).count();
         self.collection.count_change(inserted as i64, bytes as i64);
         Ok(outcomes)
@@ -339,25 +436,39 @@ impl Writer<'_> {
         &self,
         meta: &CollectionMeta,
         snapshot: &dyn Snapshot,
-        doc: &Document,
-        batch: &mut WriteBatch,
-        pending: &mut HashSet<Vec<u8>>,
-        multikey: &mut HashSet<u64>,
+        doc: Incoming<'_>,
+        staging: &mut Staging,
     ) -> Result<(u64, usize)> {
-        let bytes = doc.to_vec()?;
+        let (bytes, decoded) = match doc {
+            Incoming::Document(doc) => (doc.to_vec()?, Cow::Borrowed(doc)),
+            Incoming::Raw(raw) => {
+                let decoded = if meta.indexes.iter().all(IndexSpec::is_id_index) {
+                    id_only(raw)?
+                } else {
+                    Document::try_from(raw)
+                        .map_err(|e| Error::bad_value(format!("invalid document: {e}")))?
+                };
+                (raw.as_bytes().to_vec(), Cow::Owned(decoded))
+            }
+        };
         let size = bytes.len();
         let mut entries = Vec::new();
         let mut turned_multikey = Vec::new();
-        for index in &meta.indexes {
-            let keys = index.document_keys(doc)?;
+        for (position, index) in meta.indexes.iter().enumerate() {
+            let keys = index.document_keys(&decoded)?;
             if keys.multikey && !index.multikey {
                 turned_multikey.push(index.id);
             }
             for key in keys.keys {
                 let prefix = keys::index_key_prefix(index.id, &key.encoded);
                 if index.unique {
-                    let taken = pending.contains(&prefix)
-                        || !self.holders(snapshot, &prefix, None)?.is_empty();
+                    let taken = staging.pending.contains(&prefix)
+                        || self.stored_key_may_exist(
+                            snapshot,
+                            index.id,
+                            &mut staging.greatest[position],
+                            &prefix,
+                        )? && !self.holders(snapshot, &prefix, None)?.is_empty();
                     if taken {
                         return Err(duplicate_key_error(meta, index, &key));
                     }
@@ -369,15 +480,36 @@ impl Writer<'_> {
             .collection
             .next_record_id
             .fetch_add(1, Ordering::SeqCst);
-        multikey.extend(turned_multikey);
+        staging.multikey.extend(turned_multikey);
+        let batch = &mut staging.batch;
         batch.put(Space::Records, keys::record_key(meta.id, record_id), bytes);
         for prefix in entries {
             let mut entry = prefix.clone();
             entry.extend_from_slice(&record_id.to_be_bytes());
             batch.put(Space::Indexes, entry, Vec::new());
-            pending.insert(prefix);
+            staging.pending.insert(prefix);
         }
         Ok((record_id, size))
+    }
+
+    /// Whether an entry starting with `prefix` may be stored in index `index_id`. A
+    /// key past the index's greatest stored entry cannot be, and a load with increasing
+    /// `_id`s is all such keys: one seek per batch instead of one scan per document.
+    fn stored_key_may_exist(
+        &self,
+        snapshot: &dyn Snapshot,
+        index_id: u64,
+        greatest: &mut Option<Option<Vec<u8>>>,
+        prefix: &[u8],
+    ) -> Result<bool> {
+        if greatest.is_none() {
+            let index_prefix = index_id.to_be_bytes();
+            *greatest = Some(snapshot.last_key_with_prefix(Space::Indexes, &index_prefix)?);
+        }
+        Ok(match greatest {
+            Some(Some(last)) => prefix <= last.as_slice(),
+            _ => false,
+        })
     }
 
     /// Record ids other than `except` holding the key whose entries start with `prefix`

@@ -10,6 +10,7 @@ mod index;
 mod index_builds;
 mod keys;
 mod namespace;
+mod plan_cache;
 mod ttl;
 
 use collection::delete_prefix;
@@ -19,6 +20,7 @@ pub use collection::{
 pub use index::{hashed_value, is_hashed, DocumentKeys, IndexKey, IndexSpec, PartialFilter};
 pub use index_builds::IndexBuildProgress;
 pub use namespace::{validate_collection_name, validate_database_name};
+pub use plan_cache::{CachedPlan, PlanCache};
 
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_storage::{Durability, Engine, ScanStart, Space, WriteBatch};
@@ -466,6 +468,86 @@ mod tests {
                 .len(),
             1
         );
+    }
+
+    #[test]
+    fn raw_inserts_check_ids_below_and_above_the_stored_ones() {
+        let cat = catalog();
+        let coll = cat.get_or_create("test", "c").unwrap();
+        let raw = |docs: &[Document]| -> Vec<bson::RawDocumentBuf> {
+            docs.iter()
+                .map(|d| bson::RawDocumentBuf::try_from(d).unwrap())
+                .collect()
+        };
+        let insert = |docs: &[Document]| {
+            coll.writer()
+                .insert_many_raw(&raw(docs), false, Durability::Process)
+                .unwrap()
+                .iter()
+                .map(|o| o.as_ref().map(|_| ()).map_err(|e| e.code))
+                .collect::<Vec<_>>()
+        };
+        let dup = Err(ErrorCode::DUPLICATE_KEY);
+        assert_eq!(
+            insert(&[doc! {"_id": 10}, doc! {"_id": 20}]),
+            vec![Ok(()); 2]
+        );
+        // Below the greatest stored key (looked up), equal to it, past it, and repeated
+        // within the batch past it (which only the batch itself knows about).
+        assert_eq!(
+            insert(&[
+                doc! {"_id": 15, "a": 1},
+                doc! {"_id": 10.0},
+                doc! {"_id": 20},
+                doc! {"_id": 30},
+                doc! {"_id": 30},
+            ]),
+            vec![Ok(()), dup, dup, Ok(()), dup]
+        );
+        let snap = coll.snapshot();
+        let mut stored = Vec::new();
+        coll.scan(&*snap, None, &mut |_, raw| {
+            stored.push(Document::try_from(raw).unwrap());
+            Ok(ControlFlow::Continue(()))
+        })
+        .unwrap();
+        assert_eq!(
+            stored,
+            vec![
+                doc! {"_id": 10},
+                doc! {"_id": 20},
+                doc! {"_id": 15, "a": 1},
+                doc! {"_id": 30}
+            ],
+            "raw documents are stored as they came"
+        );
+        assert_eq!(coll.stats().unwrap().count, 4);
+    }
+
+    #[test]
+    fn raw_inserts_fill_every_index() {
+        let cat = catalog();
+        let coll = cat.get_or_create("test", "c").unwrap();
+        let mut spec = IndexSpec::id_index(0, "a_1");
+        spec.key = doc! {"a": 1};
+        spec.unique = true;
+        cat.add_index(&coll, spec).unwrap();
+        let docs: Vec<bson::RawDocumentBuf> =
+            [doc! {"_id": 1, "a": [1, 2]}, doc! {"_id": 2, "a": 2}]
+                .iter()
+                .map(|d| bson::RawDocumentBuf::try_from(d).unwrap())
+                .collect();
+        let outcomes = coll
+            .writer()
+            .insert_many_raw(&docs, true, Durability::Process)
+            .unwrap();
+        assert!(outcomes[0].is_ok());
+        assert_eq!(
+            outcomes[1].clone().unwrap_err().code,
+            ErrorCode::DUPLICATE_KEY,
+            "a: 2 is taken by the first document's array"
+        );
+        assert!(coll.meta().indexes[1].multikey);
     }
 
     #[test]

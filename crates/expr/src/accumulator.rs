@@ -1,12 +1,21 @@
-//! Accumulators: the running aggregates of `$group` (and later `$setWindowFields`):
-//! `$sum $avg $min $max $first $last $push $addToSet $count $stdDevPop $stdDevSamp
-//! $mergeObjects`.
+//! Accumulators: the running aggregates of `$group` and `$setWindowFields`: `$sum $avg
+//! $min $max $first $last $push $addToSet $count $stdDevPop $stdDevSamp $mergeObjects`
+//! here, the ones that keep `n` chosen values (`$firstN $lastN $minN $maxN $top $bottom
+//! $topN $bottomN`) in `selection.rs`, `$median`/`$percentile` in `quantile.rs`.
 //!
 //! An [`Accumulator`] takes values one at a time, can absorb another accumulator's
 //! partial state (so partitions of a collection can be aggregated in parallel and then
 //! merged in partition order), and finishes into a value. The same code computes the
 //! expression forms (`{$sum: [...]}` inside `$project`). `$accumulator` runs JavaScript
 //! (`javascript_accumulator.rs`).
+
+mod quantile;
+mod selection;
+
+pub(crate) use quantile::QuantileExpression;
+pub use quantile::{Quantile, QuantileSpec};
+pub(crate) use selection::{parse_sort_by, KeyOrder, SelectionExpression};
+pub use selection::{Selection, SelectionSpec, Selector};
 
 use crate::context::ParseContext;
 use crate::expression::{is_nullish, Expression};
@@ -88,6 +97,20 @@ impl AccumulatorSpec {
                 argument,
             });
         }
+        if let Some(selector) = Selector::from_name(name) {
+            let (spec, argument) = SelectionSpec::parse(selector, name, arg, ctx)?;
+            return Ok(AccumulatorSpec {
+                kind: SpecKind::Selection(Arc::new(spec)),
+                argument,
+            });
+        }
+        if name == "$median" || name == "$percentile" {
+            let (spec, argument) = QuantileSpec::parse(name, arg, ctx, false)?;
+            return Ok(AccumulatorSpec {
+                kind: SpecKind::Quantile(Arc::new(spec)),
+                argument,
+            });
+        }
         let kind = AccumulatorKind::from_name(name)
             .ok_or_else(|| Error::location(15952, format!("unknown group operator '{name}'")))?;
         let argument = if name == "$count" {
@@ -121,14 +144,18 @@ impl AccumulatorSpec {
             SpecKind::JavaScript(functions) => {
                 Accumulator::JavaScript(JavaScriptState::new(functions.clone()))
             }
+            SpecKind::Selection(spec) => Accumulator::Selection(Selection::new(spec.clone())),
+            SpecKind::Quantile(spec) => Accumulator::Quantile(Quantile::new(spec.clone())),
         }
     }
 }
 
-/// A built-in aggregate, or `$accumulator`'s JavaScript functions.
+/// A built-in aggregate, one with parameters, or `$accumulator`'s JavaScript functions.
 #[derive(Debug)]
 enum SpecKind {
     Builtin(AccumulatorKind),
+    Selection(Arc<SelectionSpec>),
+    Quantile(Arc<QuantileSpec>),
     JavaScript(Arc<JavaScriptAccumulator>),
 }
 
@@ -152,6 +179,8 @@ pub enum Accumulator {
         moments: Moments,
     },
     MergeObjects(Document),
+    Selection(Selection),
+    Quantile(Quantile),
     JavaScript(JavaScriptState),
 }
 
@@ -278,6 +307,8 @@ impl Accumulator {
                 }
             }
             Accumulator::MergeObjects(doc) => merge_into(doc, value)?,
+            Accumulator::Selection(state) => state.accumulate(value)?,
+            Accumulator::Quantile(state) => state.accumulate(value),
             Accumulator::JavaScript(state) => state.accumulate(value)?,
         }
         Ok(())
@@ -328,6 +359,8 @@ impl Accumulator {
                     a.insert(k, v);
                 }
             }
+            (Accumulator::Selection(a), Accumulator::Selection(b)) => a.merge(b),
+            (Accumulator::Quantile(a), Accumulator::Quantile(b)) => a.merge(b),
             (Accumulator::JavaScript(a), Accumulator::JavaScript(b)) => a.merge(b)?,
             (me, other) => {
                 return Err(Error::internal(format!(
@@ -367,6 +400,8 @@ impl Accumulator {
                 }
             }
             Accumulator::MergeObjects(doc) => Bson::Document(doc),
+            Accumulator::Selection(state) => state.finish(),
+            Accumulator::Quantile(state) => state.finish(),
             Accumulator::JavaScript(state) => state.finish()?,
         })
     }
@@ -387,6 +422,7 @@ fn beats(best: &Option<Bson>, candidate: &Bson, want: Ordering) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::context::Variables;
     use bson::{bson, Decimal128};
     use std::str::FromStr;
 
@@ -506,6 +542,194 @@ mod tests {
         assert!((samp - 2.138_089_935_299_395).abs() < 1e-12);
         assert_eq!(both(StdDevSamp, &some(&[bson!(1)])), Bson::Null);
         assert_eq!(both(StdDevPop, &some(&[bson!("x")])), Bson::Null);
+    }
+
+    /// Runs the accumulator of `{$op: arg}` over `values` whole and split in two halves
+    /// then merged; both must agree.
+    fn spec_both(spec: Bson, values: &[Bson]) -> Bson {
+        let spec = AccumulatorSpec::parse("f", &spec, &ParseContext::new()).unwrap();
+        let ctx = Variables::new();
+        let args: Vec<Option<Bson>> = values
+            .iter()
+            .map(|v| {
+                spec.argument
+                    .evaluate(v.as_document().unwrap(), &ctx)
+                    .unwrap()
+            })
+            .collect();
+        let mut whole = spec.new_accumulator();
+        for a in &args {
+            whole.accumulate(a.as_ref()).unwrap();
+        }
+        for split in 0..=args.len() {
+            let (mut left, mut right) = (spec.new_accumulator(), spec.new_accumulator());
+            for a in &args[..split] {
+                left.accumulate(a.as_ref()).unwrap();
+            }
+            for a in &args[split..] {
+                right.accumulate(a.as_ref()).unwrap();
+            }
+            left.merge(right).unwrap();
+            assert_eq!(
+                left.finish().unwrap(),
+                whole.clone().finish().unwrap(),
+                "split at {split}"
+            );
+        }
+        whole.finish().unwrap()
+    }
+
+    fn scores() -> Vec<Bson> {
+        vec![
+            bson!({"p": "a", "s": 5, "t": [1, 9]}),
+            bson!({"p": "b", "s": null, "t": 4}),
+            bson!({"p": "c", "s": 8}),
+            bson!({"p": "d", "s": 5, "t": []}),
+            bson!({"p": "e", "s": 2, "t": 3}),
+        ]
+    }
+
+    #[test]
+    fn first_last_min_max_n() {
+        let n = |op: &str, n: i32| spec_both(bson!({op: {"n": n, "input": "$s"}}), &scores());
+        assert_eq!(n("$firstN", 3), bson!([5, null, 8]));
+        assert_eq!(n("$lastN", 3), bson!([8, 5, 2]));
+        assert_eq!(n("$lastN", 9), bson!([5, null, 8, 5, 2]));
+        assert_eq!(n("$minN", 2), bson!([2, 5]));
+        assert_eq!(n("$maxN", 3), bson!([8, 5, 5]));
+        assert_eq!(n("$maxN", 9), bson!([8, 5, 5, 2]));
+    }
+
+    #[test]
+    fn n_may_come_from_the_documents() {
+        // MongoDB lets `n` depend on the group key; the documents of a group carry it.
+        let docs: Vec<Bson> = [3, 1, 4, 1, 5]
+            .iter()
+            .map(|v| bson!({"k": 2, "v": v}))
+            .collect();
+        let first = bson!({"$firstN": {"n": {"$add": ["$k", 1]}, "input": "$v"}});
+        assert_eq!(spec_both(first, &docs), bson!([3, 1, 4]));
+        let top = bson!({"$topN": {"n": "$k", "sortBy": {"v": -1}, "output": "$v"}});
+        assert_eq!(spec_both(top, &docs), bson!([5, 4]));
+        let spec = AccumulatorSpec::parse(
+            "f",
+            &bson!({"$maxN": {"n": "$k", "input": "$v"}}),
+            &ParseContext::new(),
+        )
+        .unwrap();
+        let mut acc = spec.new_accumulator();
+        let arg = spec
+            .argument
+            .evaluate(&bson::doc! {"k": 0, "v": 1}, &Variables::new())
+            .unwrap();
+        assert_eq!(acc.accumulate(arg.as_ref()).unwrap_err().code.0, 5787908);
+    }
+
+    #[test]
+    fn top_and_bottom() {
+        let sorted = |op: &str, sort: Bson, n: Option<i32>| {
+            let mut spec = bson!({"sortBy": sort, "output": "$p"});
+            if let Some(n) = n {
+                spec.as_document_mut().unwrap().insert("n", n);
+            }
+            spec_both(bson!({op: spec}), &scores())
+        };
+        assert_eq!(sorted("$top", bson!({"s": -1}), None), bson!("c"));
+        // Ties keep the first document seen, for $top and for $bottom.
+        assert_eq!(
+            sorted("$topN", bson!({"s": -1}), Some(2)),
+            bson!(["c", "a"])
+        );
+        assert_eq!(sorted("$bottom", bson!({"s": -1}), None), bson!("b"));
+        assert_eq!(
+            sorted("$bottomN", bson!({"s": -1}), Some(3)),
+            bson!(["d", "e", "b"])
+        );
+        assert_eq!(
+            sorted("$bottomN", bson!({"s": -1}), Some(4)),
+            bson!(["a", "d", "e", "b"])
+        );
+        assert_eq!(
+            sorted("$bottomN", bson!({"s": 1, "p": -1}), Some(2)),
+            bson!(["a", "c"])
+        );
+        // An array sorts by its smallest element ascending (an empty one below null) and
+        // by its largest descending; missing sorts as null.
+        assert_eq!(
+            sorted("$topN", bson!({"t": 1}), Some(3)),
+            bson!(["d", "c", "a"])
+        );
+        assert_eq!(
+            sorted("$topN", bson!({"t": -1}), Some(2)),
+            bson!(["a", "b"])
+        );
+        let missing_output = spec_both(
+            bson!({"$top": {"sortBy": {"s": 1}, "output": "$nope"}}),
+            &scores(),
+        );
+        assert_eq!(missing_output, Bson::Null);
+    }
+
+    #[test]
+    fn median_and_percentile() {
+        let values: Vec<Bson> = [3, 1, 4, 1, 5, 9, 2, 6]
+            .iter()
+            .map(|v| bson!({"v": v}))
+            .chain([bson!({"v": "x"}), bson!({})])
+            .collect();
+        let m = "approximate";
+        assert_eq!(
+            spec_both(bson!({"$median": {"input": "$v", "method": m}}), &values),
+            bson!(3.0)
+        );
+        assert_eq!(
+            spec_both(
+                bson!({"$percentile": {"input": "$v", "p": [0.1, 0.95, 0.0], "method": m}}),
+                &values
+            ),
+            bson!([1.0, 9.0, 1.0])
+        );
+        assert_eq!(
+            spec_both(
+                bson!({"$median": {"input": "$v", "method": m}}),
+                &[bson!({})]
+            ),
+            Bson::Null
+        );
+    }
+
+    #[test]
+    fn selection_spec_errors() {
+        let ctx = ParseContext::new();
+        let code = |spec: Bson| AccumulatorSpec::parse("f", &spec, &ctx).unwrap_err().code.0;
+        assert_eq!(code(bson!({"$topN": 1})), 5788001);
+        assert_eq!(
+            code(bson!({"$top": {"n": 1, "sortBy": {"a": 1}, "output": 1}})),
+            5788002
+        );
+        assert_eq!(
+            code(bson!({"$topN": {"sortBy": {"a": 1}, "output": 1}})),
+            5788003
+        );
+        assert_eq!(code(bson!({"$top": {"sortBy": {"a": 1}}})), 5788004);
+        assert_eq!(code(bson!({"$bottom": {"output": 1}})), 5788005);
+        assert_eq!(
+            code(bson!({"$top": {"sortBy": {"a": 2}, "output": 1}})),
+            15975
+        );
+        assert_eq!(
+            code(bson!({"$top": {"sortBy": {"a": "x"}, "output": 1}})),
+            15974
+        );
+        assert_eq!(code(bson!({"$firstN": {"n": -1, "input": 1}})), 5787908);
+        assert_eq!(code(bson!({"$firstN": {"n": "a", "input": 1}})), 5787902);
+        assert_eq!(code(bson!({"$median": {"input": 1}})), 40414);
+        assert_eq!(code(bson!({"$median": []})), 7436100);
+        assert_eq!(
+            code(bson!({"$percentile": {"input": 1, "method": "approximate"}})),
+            40414
+        );
+        assert_eq!(code(bson!({"$percentile": 1})), 7429703);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! MongoDB's aggregation expression language: expressions are parsed once from BSON into
 //! a tree ([`Expression::parse`]) and evaluated per document ([`Expression::evaluate`]).
-//! Accumulators ([`Accumulator`]) hold the running aggregates of `$group`.
+//! Accumulators ([`Accumulator`]) hold the running aggregates of `$group`, `$bucket`,
+//! `$bucketAuto` and `$setWindowFields`, in partial states that merge.
 //!
 //! Evaluation distinguishes a missing value from null, as MongoDB does (`$ifNull`,
 //! `$type` and `$project` see the difference), and borrows from the input document
@@ -8,6 +9,7 @@
 
 mod accumulator;
 mod context;
+mod dependencies;
 mod env;
 mod expression;
 mod field_path;
@@ -15,8 +17,12 @@ mod javascript_accumulator;
 mod numeric;
 pub(crate) mod operators;
 
-pub use accumulator::{Accumulator, AccumulatorKind, AccumulatorSpec, Moments, OrderedBson};
+pub use accumulator::{
+    Accumulator, AccumulatorKind, AccumulatorSpec, Moments, OrderedBson, Quantile, Selection,
+};
 pub use context::{ParseContext, Scope, VarId, Variables};
+pub use dependencies::FieldSet;
 pub use env::Value;
 pub use expression::{type_name, Expression};
 pub use operators::boolean::truthy;
+pub use operators::date::{civil_from_days, days_from_civil};

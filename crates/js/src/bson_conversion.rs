@@ -90,18 +90,10 @@ impl<'js> ShellTypes<'js> {
         let object = Object::new(self.ctx.clone()).map_err(engine_error)?;
         let set =
             |name: &str, value: &Bson| object.set(name, self.to_js(value)?).map_err(engine_error);
-        match fields {
-            Some(fields) => {
-                for name in fields {
-                    if let Some(value) = doc.get(name) {
-                        set(name, value)?;
-                    }
-                }
-            }
-            None => {
-                for (name, value) in doc {
-                    set(name, value)?;
-                }
+        // One pass over the document, which is often already just those fields.
+        for (name, value) in doc {
+            if fields.is_none_or(|fields| fields.iter().any(|f| f == name)) {
+                set(name, value)?;
             }
         }
         Ok(object)

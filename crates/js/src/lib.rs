@@ -10,7 +10,7 @@ mod where_clause;
 
 pub use map_reduce::{MapReduce, MapReduceCounts, MapReduceRun};
 pub use sandbox::{
-    check_scripting_enabled, set_scripting_enabled, with_command_deadline, Script,
-    JS_MEMORY_LIMIT_BYTES, JS_TIME_LIMIT_MS,
+    check_scripting_enabled, set_scripting_enabled, with_command, CommandScripts, Script,
+    StoredFunctions, JS_MEMORY_LIMIT_BYTES, JS_TIME_LIMIT_MS,
 };
 pub use where_clause::WhereClause;

@@ -5,9 +5,10 @@
 //! A runtime has a memory cap and an interrupt handler that stops a call at its deadline
 //! (the command's `maxTimeMS` or [`JS_TIME_LIMIT_MS`], whichever comes first); a stopped
 //! or exhausted runtime is thrown away, so the next call starts clean. The global object
-//! holds only ECMAScript's built-ins and MongoDB's shell types: no I/O, no `require`, no
-//! host functions. What a script needs from outside (its `scope`, `system.js` functions)
-//! is passed in as arguments of the function that wraps it.
+//! holds only ECMAScript's built-ins, MongoDB's shell types and, as in mongod, the
+//! values stored in the database's `system.js` (read when a command's first script
+//! needs them): no I/O, no `require`, no host functions. A script's `scope` is passed in
+//! as arguments of the function that wraps it, so it shadows those globals.
 
 use crate::bson_conversion::{engine_error, Internal, ShellTypes};
 use basalt_error::{Error, ErrorCode, Result};
@@ -34,27 +35,63 @@ const COMPILED_SCRIPTS_MAX: usize = 256;
 
 static SCRIPTING_ENABLED: AtomicBool = AtomicBool::new(true);
 
+/// Reads the documents of the command's database's `system.js` (`{_id: name, value}`).
+pub type StoredFunctions = Arc<dyn Fn() -> Result<Vec<Document>> + Send + Sync>;
+
+/// What a command's scripts run under: its `maxTimeMS` deadline and its database's
+/// stored functions. Scripts run on the thread that runs the command, which is why
+/// thread-locals carry this; a command that hands work to other threads takes it along
+/// with [`CommandScripts::current`] and [`CommandScripts::enter`].
+#[derive(Clone, Default)]
+pub struct CommandScripts {
+    deadline: Option<Instant>,
+    stored: Option<StoredFunctions>,
+}
+
 thread_local! {
-    /// The `maxTimeMS` deadline of the command this thread is running.
-    static COMMAND_DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// What the command this thread is running runs its scripts under.
+    static COMMAND: RefCell<CommandScripts> = RefCell::new(CommandScripts::default());
     /// Counts the commands this thread has run: a sandbox serves one command only.
     static COMMAND_NUMBER: Cell<u64> = const { Cell::new(0) };
 }
 
-/// Runs a command's `body` with its `maxTimeMS` as the deadline of every script it calls,
-/// in a sandbox of its own: what one client's script leaves behind (a global, a changed
-/// prototype) is never seen by another's. Scripts run on the command's thread, which is
-/// why thread-locals carry this; work handed to other threads must set it there too.
-pub fn with_command_deadline<R>(max_time_ms: Option<i64>, body: impl FnOnce() -> R) -> R {
-    let deadline = max_time_ms
-        .filter(|ms| *ms > 0)
-        .map(|ms| Instant::now() + Duration::from_millis(ms as u64));
-    COMMAND_NUMBER.set(COMMAND_NUMBER.get() + 1);
-    let outer = COMMAND_DEADLINE.replace(deadline);
-    let result = body();
-    COMMAND_DEADLINE.set(outer);
-    result
+impl CommandScripts {
+    /// A command with its `maxTimeMS` and its database's `stored` functions.
+    pub fn new(max_time_ms: Option<i64>, stored: Option<StoredFunctions>) -> CommandScripts {
+        let deadline = max_time_ms
+            .filter(|ms| *ms > 0)
+            .map(|ms| Instant::now() + Duration::from_millis(ms as u64));
+        CommandScripts { deadline, stored }
+    }
+
+    /// The command this thread is running.
+    pub fn current() -> CommandScripts {
+        COMMAND.with_borrow(Clone::clone)
+    }
+
+    /// Runs the command's `body` (or a part of it, on another thread) in a sandbox of
+    /// its own whose globals include the stored functions: what one client's script
+    /// leaves behind (a global, a changed prototype) is never seen by another's.
+    pub fn enter<R>(&self, body: impl FnOnce() -> R) -> R {
+        COMMAND_NUMBER.set(COMMAND_NUMBER.get() + 1);
+        let outer = COMMAND.replace(self.clone());
+        let result = body();
+        COMMAND.set(outer);
+        COMMAND_NUMBER.set(COMMAND_NUMBER.get() + 1);
+        result
+    }
 }
+
+/// Runs a command's `body` with its `maxTimeMS` as the deadline of every script it calls
+/// and its database's `stored` functions as globals (see [`CommandScripts`]).
+pub fn with_command<R>(
+    max_time_ms: Option<i64>,
+    stored: Option<StoredFunctions>,
+    body: impl FnOnce() -> R,
+) -> R {
+    CommandScripts::new(max_time_ms, stored).enter(body)
+}
+
 static NEXT_SCRIPT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Turns server-side JavaScript on or off for the whole process (mongod's
@@ -114,21 +151,31 @@ impl Script {
             .iter()
             .map(|name| scope.get(*name).cloned().unwrap_or(Bson::Null));
         let parameters = names.join(", ");
+        // `obj` is the document a `$where` is called on, as in mongod; only a script that
+        // names it pays for binding it. Otherwise the script is called directly.
+        let binds_obj = code.contains("obj");
         let bodies = if is_function_source(code) {
-            vec![format!("({code}\n)")]
+            if binds_obj {
+                vec![format!(
+                    "var obj; var fn = ({code}\n); \
+                     return function () {{ obj = this; return fn.apply(this, arguments); }};"
+                )]
+            } else {
+                vec![format!("return ({code}\n);")]
+            }
         } else {
+            let bind = if binds_obj { "obj = this; " } else { "" };
             vec![
-                format!("(function () {{ return ({code}\n); }})"),
-                format!("(function () {{ {code}\n }})"),
+                format!("return function () {{ {bind}return ({code}\n); }};"),
+                format!("return function () {{ {bind}{code}\n }};"),
             ]
         };
-        // `obj` is the document a `$where` is called on, as in mongod.
+        let declare = if binds_obj { "var obj; " } else { "" };
         let wrappers = bodies
             .into_iter()
             .map(|body| {
                 format!(
-                    "(function (emit{}{parameters}) {{ var obj; var fn = {body}; \
-                     return function (doc, args) {{ obj = doc; return fn.apply(doc, args); }}; }})",
+                    "(function (emit{}{parameters}) {{ {declare}{body} }})",
                     if names.is_empty() { "" } else { ", " }
                 )
             })
@@ -164,6 +211,11 @@ impl Script {
 }
 
 impl Script {
+    /// The top-level fields of its document the script reads, when it names them all.
+    pub fn fields_read(&self) -> Option<&[String]> {
+        self.inner.fields.as_deref()
+    }
+
     /// The document a script is called on, as its `this`.
     pub(crate) fn document_to_js<'js>(
         &self,
@@ -175,6 +227,23 @@ impl Script {
             .document_to_js(doc, self.inner.fields.as_deref())
     }
 }
+
+/// What every object inherits: a script that calls one of these on its document may
+/// look at any field.
+const OBJECT_PROTOTYPE_MEMBERS: [&str; 12] = [
+    "constructor",
+    "hasOwnProperty",
+    "isPrototypeOf",
+    "propertyIsEnumerable",
+    "toLocaleString",
+    "toString",
+    "valueOf",
+    "__proto__",
+    "__defineGetter__",
+    "__defineSetter__",
+    "__lookupGetter__",
+    "__lookupSetter__",
+];
 
 /// The top-level fields `code` reads from its document, if every mention of `this` and
 /// `obj` is followed by `.name`; `None` if it may see the whole document (`this[k]`,
@@ -195,6 +264,10 @@ fn fields_read(code: &str) -> Option<Vec<String>> {
             k += 1;
         }
         let word = &code[start..k];
+        // `eval` can reach `this` in ways the text does not show.
+        if word == "eval" {
+            return None;
+        }
         let after_dot = code[..start].trim_end().ends_with('.');
         if !(word == "this" || word == "obj") || after_dot {
             continue;
@@ -206,6 +279,10 @@ fn fields_read(code: &str) -> Option<Vec<String>> {
             return None;
         }
         let name = &name_start[..name_len];
+        // `this.hasOwnProperty('x')` and the like read fields they do not name.
+        if OBJECT_PROTOTYPE_MEMBERS.contains(&name) {
+            return None;
+        }
         if !fields.iter().any(|f| f == name) {
             fields.push(name.to_string());
         }
@@ -213,15 +290,21 @@ fn fields_read(code: &str) -> Option<Vec<String>> {
     Some(fields)
 }
 
-/// A compiled script in one session: the function and the collector of its emits.
+/// A compiled script in one session.
 pub(crate) struct Compiled<'js> {
-    function: Function<'js>,
-    pub(crate) drain_emits: Function<'js>,
+    pub(crate) function: Function<'js>,
+}
+
+/// The collector of a compiled script's emits (see `makeEmit` in `shell_types.js`).
+pub(crate) struct Emits<'js> {
+    pub(crate) drain: Function<'js>,
+    pub(crate) group: Function<'js>,
 }
 
 struct CompiledSaved {
     function: Persistent<Function<'static>>,
     drain_emits: Persistent<Function<'static>>,
+    group_emits: Persistent<Function<'static>>,
 }
 
 /// One thread's runtime. Fields drop in order: values held for the runtime go before it.
@@ -230,8 +313,8 @@ struct Sandbox {
     internals: Persistent<Array<'static>>,
     context: Context,
     _runtime: Runtime,
-    deadline: Rc<Cell<Instant>>,
-    /// The command (see [`with_command_deadline`]) this sandbox serves.
+    watch: Rc<Watch>,
+    /// The command (see [`with_command`]) this sandbox serves.
     command: u64,
 }
 
@@ -239,32 +322,120 @@ thread_local! {
     static SANDBOX: RefCell<Option<Sandbox>> = const { RefCell::new(None) };
 }
 
+/// The limit that stopped a call.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Limit {
+    /// The command's `maxTimeMS`.
+    Command,
+    /// [`JS_TIME_LIMIT_MS`] for one call.
+    Call,
+}
+
+/// What the interrupt handler watches. Starting a call only counts it: the handler, which
+/// QuickJS runs every few thousand operations, starts the call's clock when it first
+/// sees it, so a call costs no clock reading (most end before the handler runs).
+struct Watch {
+    calls: Cell<u64>,
+    /// The call the clock runs for, and when its time is up.
+    timed_call: Cell<u64>,
+    call_deadline: Cell<Instant>,
+    command_deadline: Cell<Option<Instant>>,
+    stopped_by: Cell<Option<Limit>>,
+}
+
+impl Watch {
+    fn new() -> Watch {
+        Watch {
+            calls: Cell::new(0),
+            // No call timed yet: the first check starts the clock.
+            timed_call: Cell::new(u64::MAX),
+            call_deadline: Cell::new(Instant::now()),
+            command_deadline: Cell::new(None),
+            stopped_by: Cell::new(None),
+        }
+    }
+
+    /// Whether to stop the running call.
+    fn interrupt(&self) -> bool {
+        let now = Instant::now();
+        if self.timed_call.get() != self.calls.get() {
+            self.timed_call.set(self.calls.get());
+            self.call_deadline
+                .set(now + Duration::from_millis(JS_TIME_LIMIT_MS));
+        }
+        let stopped_by = if self.command_deadline.get().is_some_and(|d| now >= d) {
+            Some(Limit::Command)
+        } else if now >= self.call_deadline.get() {
+            Some(Limit::Call)
+        } else {
+            None
+        };
+        self.stopped_by.set(stopped_by);
+        stopped_by.is_some()
+    }
+}
+
 impl Sandbox {
     fn new() -> Result<Sandbox> {
         let runtime = Runtime::new().map_err(engine_error)?;
         runtime.set_memory_limit(JS_MEMORY_LIMIT_BYTES);
         runtime.set_max_stack_size(JS_STACK_SIZE_BYTES);
-        let deadline = Rc::new(Cell::new(
-            Instant::now() + Duration::from_millis(JS_TIME_LIMIT_MS),
-        ));
-        let watched = deadline.clone();
-        runtime.set_interrupt_handler(Some(Box::new(move || Instant::now() >= watched.get())));
+        let watch = Rc::new(Watch::new());
+        let watched = watch.clone();
+        runtime.set_interrupt_handler(Some(Box::new(move || watched.interrupt())));
         let context = Context::full(&runtime).map_err(engine_error)?;
         let internals = context
             .with(|ctx| {
-                let internals: Array = ctx.eval(include_str!("shell_types.js"))?;
+                let install: Function = ctx.eval(include_str!("shell_types.js"))?;
+                let internals: Array = install.call((ctx.globals(),))?;
                 Ok(Persistent::save(&ctx, internals))
             })
             .map_err(engine_error)?;
+        let stored = COMMAND.with_borrow(|command| command.stored.as_ref().map(|read| read()));
+        if let Some(stored) = stored {
+            let stored = stored?;
+            context.with(|ctx| {
+                let internals = internals.clone().restore(&ctx).map_err(engine_error)?;
+                define_stored(&ctx, &ShellTypes::new(&ctx, internals), &stored)
+            })?;
+        }
         Ok(Sandbox {
             compiled: HashMap::new(),
             internals,
             context,
             _runtime: runtime,
-            deadline,
+            watch,
             command: COMMAND_NUMBER.get(),
         })
     }
+}
+
+/// Makes each `system.js` value a global, as mongod does: a function (or any value)
+/// stored as `{_id: "name", value}` is then `name` in every script. As in mongod, a
+/// value that does not load (a syntax error) is left out, and is an error only when a
+/// script uses it.
+fn define_stored<'js>(ctx: &Ctx<'js>, shell: &ShellTypes<'js>, stored: &[Document]) -> Result<()> {
+    let globals = ctx.globals();
+    for doc in stored {
+        let name = match doc.get("_id") {
+            Some(Bson::String(name)) => name,
+            other => {
+                let shown = other.map_or_else(|| "EOO".to_string(), |id| format!("_id: {id}"));
+                return Err(Error::location(
+                    10209,
+                    format!("name has to be a string: {shown}"),
+                ));
+            }
+        };
+        let Some(value) = doc.get("value") else {
+            return Err(Error::location(10210, "value has to be set"));
+        };
+        match shell.to_js(value) {
+            Ok(value) => globals.set(name.as_str(), value).map_err(engine_error)?,
+            Err(_) => drop(ctx.catch()),
+        }
+    }
+    Ok(())
 }
 
 /// Runs `body` in this thread's sandbox, creating it on first use and discarding it after
@@ -287,7 +458,6 @@ pub(crate) fn with_session<R>(
             *slot = Some(Sandbox::new()?);
         }
         let poisoned = Cell::new(false);
-        let deadline = COMMAND_DEADLINE.get();
         let result = {
             let Some(sandbox) = slot.as_mut() else {
                 unreachable!("the sandbox was just created")
@@ -296,9 +466,12 @@ pub(crate) fn with_session<R>(
                 compiled,
                 internals,
                 context,
-                deadline: interrupt_at,
+                watch,
                 ..
             } = sandbox;
+            watch
+                .command_deadline
+                .set(COMMAND.with_borrow(|command| command.deadline));
             context.with(|ctx| {
                 let internals = internals.clone().restore(&ctx).map_err(engine_error)?;
                 let shell = ShellTypes::new(&ctx, internals);
@@ -306,8 +479,7 @@ pub(crate) fn with_session<R>(
                     ctx,
                     shell,
                     compiled,
-                    interrupt_at,
-                    deadline,
+                    watch,
                     poisoned: &poisoned,
                 };
                 body(&mut session)
@@ -325,9 +497,7 @@ pub(crate) struct Session<'a, 'js> {
     pub(crate) ctx: Ctx<'js>,
     pub(crate) shell: ShellTypes<'js>,
     compiled: &'a mut HashMap<u64, CompiledSaved>,
-    interrupt_at: &'a Cell<Instant>,
-    /// The command's `maxTimeMS` deadline.
-    deadline: Option<Instant>,
+    watch: &'a Watch,
     poisoned: &'a Cell<bool>,
 }
 
@@ -339,7 +509,6 @@ impl<'js> Session<'_, 'js> {
             let restore = |f: &Persistent<Function<'static>>| f.clone().restore(&self.ctx);
             return Ok(Compiled {
                 function: restore(&saved.function).map_err(engine_error)?,
-                drain_emits: restore(&saved.drain_emits).map_err(engine_error)?,
             });
         }
         self.arm();
@@ -361,9 +530,10 @@ impl<'js> Session<'_, 'js> {
             .shell
             .internal(Internal::MakeEmit)
             .map_err(engine_error)?;
-        let pair: Array = make_emit.call(()).map_err(|e| self.failure(e))?;
-        let emit: Function = pair.get(0).map_err(engine_error)?;
-        let drain_emits: Function = pair.get(1).map_err(engine_error)?;
+        let collector: Array = make_emit.call(()).map_err(|e| self.failure(e))?;
+        let emit: Function = collector.get(0).map_err(engine_error)?;
+        let drain_emits: Function = collector.get(1).map_err(engine_error)?;
+        let group_emits: Function = collector.get(2).map_err(engine_error)?;
         let mut args = Args::new(self.ctx.clone(), 1 + source.scope.len());
         args.push_arg(emit).map_err(engine_error)?;
         for value in &source.scope {
@@ -382,11 +552,22 @@ impl<'js> Session<'_, 'js> {
             CompiledSaved {
                 function: Persistent::save(&self.ctx, function.clone()),
                 drain_emits: Persistent::save(&self.ctx, drain_emits.clone()),
+                group_emits: Persistent::save(&self.ctx, group_emits.clone()),
             },
         );
-        Ok(Compiled {
-            function,
-            drain_emits,
+        Ok(Compiled { function })
+    }
+
+    /// The collector of what the script, compiled in this sandbox, emits.
+    pub(crate) fn emits(&mut self, script: &Script) -> Result<Emits<'js>> {
+        self.compile(script)?;
+        let Some(saved) = self.compiled.get(&script.inner.id) else {
+            return Err(js_failure("the script was not compiled"));
+        };
+        let restore = |f: &Persistent<Function<'static>>| f.clone().restore(&self.ctx);
+        Ok(Emits {
+            drain: restore(&saved.drain_emits).map_err(engine_error)?,
+            group: restore(&saved.group_emits).map_err(engine_error)?,
         })
     }
 
@@ -398,25 +579,21 @@ impl<'js> Session<'_, 'js> {
         args: Vec<Value<'js>>,
     ) -> Result<Value<'js>> {
         self.arm();
-        // `$where` passes no arguments: it then costs no array per document.
-        if args.is_empty() {
-            return compiled.function.call((this,)).map_err(|e| self.failure(e));
-        }
-        let list = Array::new(self.ctx.clone()).map_err(engine_error)?;
-        for (k, arg) in args.into_iter().enumerate() {
-            list.set(k, arg).map_err(engine_error)?;
+        let mut call = Args::new(self.ctx.clone(), args.len());
+        call.this(this).map_err(engine_error)?;
+        for arg in args {
+            call.push_arg(arg).map_err(engine_error)?;
         }
         compiled
             .function
-            .call((this, list))
+            .call_arg(call)
             .map_err(|e| self.failure(e))
     }
 
-    /// Starts the clock of one call.
+    /// Counts a new call, which gets its own time limit.
     fn arm(&self) {
-        let limit = Instant::now() + Duration::from_millis(JS_TIME_LIMIT_MS);
-        self.interrupt_at
-            .set(self.deadline.map_or(limit, |deadline| deadline.min(limit)));
+        self.watch.calls.set(self.watch.calls.get() + 1);
+        self.watch.stopped_by.set(None);
     }
 
     /// The MongoDB error for a failed call: the script's exception with its message, or
@@ -430,18 +607,18 @@ impl<'js> Session<'_, 'js> {
             return engine_error(error);
         }
         let thrown = self.ctx.catch();
-        let now = Instant::now();
-        if now >= self.interrupt_at.get() {
+        if let Some(limit) = self.watch.stopped_by.get() {
             self.poisoned.set(true);
-            if self.deadline.is_some_and(|deadline| now >= deadline) {
-                return Error::new(
+            return match limit {
+                Limit::Command => Error::new(
                     ErrorCode::MAX_TIME_MS_EXPIRED,
                     "operation exceeded time limit",
-                );
-            }
-            return js_failure(format!(
-                "JavaScript execution interrupted: exceeded the time limit of {JS_TIME_LIMIT_MS} ms"
-            ));
+                ),
+                Limit::Call => js_failure(format!(
+                    "JavaScript execution interrupted: exceeded the time limit of \
+                     {JS_TIME_LIMIT_MS} ms"
+                )),
+            };
         }
         // QuickJS out of memory cannot allocate the error it would throw: it throws null.
         if thrown.is_null() {
@@ -574,7 +751,7 @@ mod tests {
     #[test]
     fn runaway_loops_stop_at_the_deadline_and_the_sandbox_recovers() {
         let script = Script::new("function () { while (true) {} }", &Document::new()).unwrap();
-        let e = with_command_deadline(Some(50), || script.call(None, &[])).unwrap_err();
+        let e = with_command(Some(50), None, || script.call(None, &[])).unwrap_err();
         assert_eq!(e.code, ErrorCode::MAX_TIME_MS_EXPIRED);
         assert_eq!(
             run("function () { return 1; }", &[]).unwrap(),
@@ -600,10 +777,45 @@ mod tests {
     #[test]
     fn each_command_gets_a_fresh_sandbox() {
         let leak = "function () { leaked = 1; Array.prototype.evil = 1; return 0; }";
-        with_command_deadline(None, || run(leak, &[])).unwrap();
+        with_command(None, None, || run(leak, &[])).unwrap();
         let look = "function () { return typeof leaked + typeof [].evil; }";
-        let seen = with_command_deadline(None, || run(look, &[])).unwrap();
+        let seen = with_command(None, None, || run(look, &[])).unwrap();
         assert_eq!(seen, Bson::String("undefinedundefined".into()));
+    }
+
+    #[test]
+    fn stored_functions_are_globals_that_scope_shadows() {
+        let stored = || -> Option<StoredFunctions> {
+            Some(Arc::new(|| {
+                Ok(vec![
+                    doc! {"_id": "twice", "value": Bson::JavaScriptCode("function (x) { return 2 * x; }".into())},
+                    doc! {"_id": "base", "value": 10},
+                    doc! {"_id": "broken", "value": Bson::JavaScriptCode("function ( {".into())},
+                ])
+            }))
+        };
+        let call = |code: &str, scope: Document| {
+            with_command(None, stored(), || {
+                Script::new(code, &scope)?.call(None, &[])
+            })
+        };
+        assert_eq!(
+            call("function () { return twice(base); }", Document::new()).unwrap(),
+            Bson::Double(20.0)
+        );
+        assert_eq!(
+            call("function () { return twice(base); }", doc! {"base": 1}).unwrap(),
+            Bson::Double(2.0)
+        );
+        let e = call("function () { return broken(); }", Document::new()).unwrap_err();
+        assert!(e.message.contains("broken is not defined"), "{}", e.message);
+        let unnamed: Option<StoredFunctions> =
+            Some(Arc::new(|| Ok(vec![doc! {"_id": 1, "value": 2}])));
+        let e = with_command(None, unnamed, || run("function () { return 1; }", &[])).unwrap_err();
+        assert_eq!(
+            (e.code.0, e.message.as_str()),
+            (10209, "name has to be a string: _id: 1")
+        );
     }
 
     #[test]
@@ -621,6 +833,8 @@ mod tests {
         assert_eq!(fields("this['a']"), None);
         assert_eq!(fields("f(this)"), None);
         assert_eq!(fields("for (var k in obj) {}"), None);
+        assert_eq!(fields("this.a && this.hasOwnProperty('b')"), None);
+        assert_eq!(fields("this.a && eval('th' + 'is.b')"), None);
         let script = Script::new("this.a + this.b", &Document::new()).unwrap();
         let wide = doc! {"a": 1, "b": 2, "c": 3};
         assert_eq!(script.call(Some(&wide), &[]).unwrap(), Bson::Double(3.0));

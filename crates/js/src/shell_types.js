@@ -1,8 +1,11 @@
 // MongoDB's shell types for server-side JavaScript. Evaluated once per sandbox; the value
-// of the script is the list of internals that the BSON conversion needs (prototypes to
-// recognise typed values by, constructors to build Dates and RegExps) and the emit
-// factory, which user code never sees.
-(function (global) {
+// of the script is a function that installs them on the global object it is given and
+// returns the list of internals that the BSON conversion needs (prototypes to recognise
+// typed values by, constructors to build Dates and RegExps) and the emit factory, which
+// user code never sees. The function is not wrapped in parentheses: QuickJS scans a
+// parenthesised expression ahead for an arrow function, which would double the parsing
+// of this file, and a sandbox is made for every command.
+0, function (global) {
   "use strict";
   function define(name, value) {
     Object.defineProperty(global, name, { value: value, writable: false, enumerable: false, configurable: false });
@@ -111,16 +114,63 @@
   // Read by position (bson_conversion.rs), which is cheaper than by name on every call.
   return [ObjectId.prototype, NumberLong.prototype, NumberInt.prototype, NumberDecimal.prototype,
     BinData.prototype, Timestamp.prototype, Date.prototype, RegExp.prototype, minKey, maxKey, Date, RegExp,
-    // One emit function per compiled script, and the function that hands over (and
-    // forgets) what it was given since the last call: key, value, key, value, ...
+    // One emit function per compiled script, and the function that hands over what it
+    // was given since the last call. Once `group(reduce)` names the job's reduce, values
+    // emitted under a primitive key (number, string, boolean, null, undefined) are kept
+    // here, grouped by key, and reduced every `batch` values, so a mapReduce converts
+    // them to BSON only once per key; other keys, whose equality is BSON's and not
+    // JavaScript's, are handed over as key, value, key, value, ... Holding at most
+    // `pendingMax` values keeps the runtime's memory bounded: past that, `drain` hands
+    // every group's values over too.
     function makeEmit() {
       var emitted = [];
+      var groups = new Map();
+      var reduce = null, batch = 0, pendingMax = 0, pending = 0, reductions = 0, emits = 0;
+      function reduceValues(key, values) {
+        var result = reduce(key, values);
+        reductions++;
+        if (Array.isArray(result)) throw new Error("reduce -> multiple not supported yet");
+        return result;
+      }
       return [
         function emit(key, value) {
           if (arguments.length !== 2) throw new Error("emit takes 2 args");
-          emitted.push(key, value);
+          emits++;
+          if (reduce === null || typeof key === "object" && key !== null || typeof key === "function") {
+            emitted.push(key, value);
+            return;
+          }
+          var values = groups.get(key);
+          pending++;
+          if (values === undefined) {
+            groups.set(key, [value]);
+          } else if (values.push(value) >= batch) {
+            groups.set(key, [reduceValues(key, values)]);
+            pending -= values.length - 1;
+          }
         },
-        function () { var out = emitted; emitted = []; return out; }
+        // Returns [pairs, reduce calls, emit calls] since the last call; `all` hands the
+        // groups over too.
+        function drain(all) {
+          var out = emitted;
+          emitted = [];
+          if (all || pending > pendingMax) {
+            groups.forEach(function (values, key) {
+              for (var k = 0; k < values.length; k++) out.push(key, values[k]);
+            });
+            groups = new Map();
+            pending = 0;
+          }
+          var counted = [out, reductions, emits];
+          reductions = 0;
+          emits = 0;
+          return counted;
+        },
+        function group(reduceFunction, reduceBatch, maxPending) {
+          reduce = reduceFunction;
+          batch = reduceBatch;
+          pendingMax = maxPending;
+        }
       ];
     }];
-})(globalThis)
+}

@@ -26,6 +26,12 @@ impl WhereClause {
         Ok(WhereClause { script })
     }
 
+    /// The top-level fields the script reads, when it names them all (`this.a`): a
+    /// document holding only those matches as the whole one does.
+    pub fn fields_read(&self) -> Option<&[String]> {
+        self.script.fields_read()
+    }
+
     /// Whether `doc` matches, or the script's error.
     pub fn matches(&self, doc: &Document) -> Result<bool> {
         with_session(|session| {

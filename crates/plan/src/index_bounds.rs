@@ -208,16 +208,18 @@ impl IndexBounds {
         (points, bounded)
     }
 
-    /// `indexBounds` as explain shows it.
-    pub fn to_explain(&self) -> Document {
+    /// `indexBounds` as explain shows it: in the order the scan reads keys, so a
+    /// `backward` scan shows every field's intervals reversed.
+    pub fn to_explain(&self, backward: bool) -> Document {
         self.fields
             .iter()
             .map(|(path, descending, list)| {
+                let reading_down = *descending != backward;
                 let mut shown: Vec<Bson> = list
                     .iter()
-                    .map(|i| Bson::String(i.to_explain(*descending)))
+                    .map(|i| Bson::String(i.to_explain(reading_down)))
                     .collect();
-                if *descending {
+                if reading_down {
                     shown.reverse();
                 }
                 (path.clone(), Bson::Array(shown))
@@ -341,6 +343,21 @@ impl KeyRange {
             key > self.end.as_slice()
         }
     }
+
+    /// Where a backward scan of the range starts: every key of the range is below these
+    /// bytes (`None`: no bound).
+    pub fn upper_limit(&self) -> Option<Vec<u8>> {
+        if self.end_exclusive {
+            Some(self.end.clone())
+        } else {
+            basalt_storage::prefix_upper_bound(&self.end)
+        }
+    }
+
+    /// Whether a backward scan has gone below the range (keys extend its start).
+    pub fn is_before_start(&self, key: &[u8]) -> bool {
+        key < self.start.as_slice()
+    }
 }
 
 /// Encoded intervals of one field: (start, end) byte pairs in ascending order.
@@ -361,6 +378,9 @@ pub enum KeyCheck {
     InBounds,
     /// Out of bounds: the next key that can be in bounds is after these bytes.
     SeekAfter(Vec<u8>),
+    /// Out of bounds, reading backward: the next key that can be in bounds is below
+    /// these bytes.
+    SeekBefore(Vec<u8>),
 }
 
 impl KeyFilter {
@@ -368,8 +388,9 @@ impl KeyFilter {
         self.checked.is_empty()
     }
 
-    /// Checks an encoded key (components only, or followed by anything).
-    pub fn check(&self, key: &[u8]) -> KeyCheck {
+    /// Checks an encoded key (components only, or followed by anything), for a scan
+    /// reading forward or `backward`.
+    pub fn check(&self, key: &[u8], backward: bool) -> KeyCheck {
         let mut starts = Vec::with_capacity(self.directions.len() + 1);
         let mut pos = 0;
         for &descending in &self.directions {
@@ -384,19 +405,50 @@ impl KeyFilter {
         for (field, intervals) in &self.checked {
             let component = &key[starts[*field]..starts[*field + 1]];
             let head = &key[..starts[*field]];
-            match intervals
-                .iter()
-                .find(|(_, end)| component <= end.as_slice())
-            {
-                Some((start, _)) if component >= start.as_slice() => continue,
-                // Below the next interval: skip to its start (entries extend it).
-                Some((start, _)) => return KeyCheck::SeekAfter([head, start].concat()),
-                // Past every interval: skip every key with this head. No type byte is
-                // 0xFF either way up, so nothing with this head follows head+0xFF.
-                None => return KeyCheck::SeekAfter([head, &[0xFF]].concat()),
+            let verdict = if backward {
+                seek_back(head, component, intervals)
+            } else {
+                seek_forward(head, component, intervals)
+            };
+            if let Some(verdict) = verdict {
+                return verdict;
             }
         }
         KeyCheck::InBounds
+    }
+}
+
+/// Where a forward scan goes from a key whose `component` (after `head`) may be out of
+/// `intervals`; `None` when it is inside one.
+fn seek_forward(head: &[u8], component: &[u8], intervals: &EncodedIntervals) -> Option<KeyCheck> {
+    match intervals
+        .iter()
+        .find(|(_, end)| component <= end.as_slice())
+    {
+        Some((start, _)) if component >= start.as_slice() => None,
+        // Below the next interval: skip to its start (entries extend it).
+        Some((start, _)) => Some(KeyCheck::SeekAfter([head, start].concat())),
+        // Past every interval: skip every key with this head. No type byte is 0xFF
+        // either way up, so nothing with this head follows head+0xFF.
+        None => Some(KeyCheck::SeekAfter([head, &[0xFF]].concat())),
+    }
+}
+
+/// As [`seek_forward`], reading keys in descending order.
+fn seek_back(head: &[u8], component: &[u8], intervals: &EncodedIntervals) -> Option<KeyCheck> {
+    match intervals
+        .iter()
+        .rev()
+        .find(|(start, _)| component >= start.as_slice())
+    {
+        Some((_, end)) if component <= end.as_slice() => None,
+        // Above the next interval down: skip to just past its end and the keys
+        // extending it.
+        Some((_, end)) => {
+            basalt_storage::prefix_upper_bound(&[head, end].concat()).map(KeyCheck::SeekBefore)
+        }
+        // Below every interval: skip every key with this head (all of them extend it).
+        None => Some(KeyCheck::SeekBefore(head.to_vec())),
     }
 }
 
@@ -563,16 +615,20 @@ mod tests {
             &spec(doc! { "a": 1, "b": -1, "c": 1 }, false),
         );
         assert_eq!(
-            b.to_explain(),
+            b.to_explain(false),
             doc! { "a": ["(5, 9]"], "b": ["[3, 3]", "[1, 1]"], "c": ["[MinKey, MaxKey]"] }
+        );
+        assert_eq!(
+            b.to_explain(true),
+            doc! { "a": ["[9, 5)"], "b": ["[1, 1]", "[3, 3]"], "c": ["[MaxKey, MinKey]"] }
         );
         let multikey = bounds(
             doc! { "a": { "$gt": 5, "$lte": 9 } },
             &spec(doc! { "a": 1 }, true),
         );
-        assert_eq!(multikey.to_explain(), doc! { "a": ["(5, inf.0]"] });
+        assert_eq!(multikey.to_explain(false), doc! { "a": ["(5, inf.0]"] });
         let strings = bounds(doc! { "a": { "$lt": "m" } }, &spec(doc! { "a": 1 }, false));
-        assert_eq!(strings.to_explain(), doc! { "a": ["[\"\", \"m\")"] });
+        assert_eq!(strings.to_explain(false), doc! { "a": ["[\"\", \"m\")"] });
     }
 
     #[test]
@@ -620,18 +676,32 @@ mod tests {
                 (Bson::Int32(c), true),
             ])
         };
-        assert_eq!(filter.check(&key(1, 12, 7)), KeyCheck::InBounds);
+        assert_eq!(filter.check(&key(1, 12, 7), false), KeyCheck::InBounds);
         // c is descending: 9 comes before 7 in key order, so seek forward to c = 7.
         let head = encode(&[(Bson::Int32(1), false), (Bson::Int32(12), false)]);
         let seven = encode(&[(Bson::Int32(7), true)]);
         assert_eq!(
-            filter.check(&key(1, 12, 9)),
+            filter.check(&key(1, 12, 9), false),
             KeyCheck::SeekAfter([head.as_slice(), &seven].concat())
         );
         assert_eq!(
-            filter.check(&key(1, 12, 3)),
+            filter.check(&key(1, 12, 3), false),
             KeyCheck::SeekAfter([head.as_slice(), &[0xFF]].concat())
         );
+        // Backward, the same keys seek down: c = 3 is below [7, 7] in value but above it
+        // in key order, so past the end of 7's keys; c = 9 is below every interval.
+        let seven_end = basalt_storage::prefix_upper_bound(&[head.as_slice(), &seven].concat());
+        assert_eq!(filter.check(&key(1, 12, 7), true), KeyCheck::InBounds);
+        assert_eq!(
+            filter.check(&key(1, 12, 3), true),
+            KeyCheck::SeekBefore(seven_end.unwrap())
+        );
+        assert_eq!(
+            filter.check(&key(1, 12, 9), true),
+            KeyCheck::SeekBefore(head.clone())
+        );
+        assert!(ranges[0].is_before_start(&encode(&[(Bson::Int32(0), false)])));
+        assert!(!ranges[0].is_before_start(&key(1, 10, 0)));
         assert!(ranges[0].is_past_end(&key(2, 0, 0)));
         assert!(!ranges[0].is_past_end(&key(1, 99, 0)));
         assert!(ranges[0]

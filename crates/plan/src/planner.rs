@@ -4,9 +4,10 @@
 //! pin the most leading fields to points wins (fewest keys examined for the matches),
 //! then the one bounding the most fields (more rejected per key, before any fetch),
 //! then a unique index pinned on every field (at most one document), then the shorter
-//! key pattern. Planning is a few comparisons per index, so no plan cache is needed: the
-//! choice is recomputed per query from the current index specs, which also means index
-//! changes are seen at once.
+//! key pattern. The choice is cached per query shape (`plan_cache`), as MongoDB's is.
+//!
+//! An index scan runs forward or backward: a sort opposite to the index's key order
+//! reads it from its last key down, as MongoDB does, instead of sorting.
 
 use crate::index_bounds::{IndexBounds, KeyFilter, KeyRange};
 use crate::predicate::{Condition, Predicates};
@@ -30,8 +31,11 @@ pub enum Plan {
 pub struct IndexScanPlan {
     pub index: IndexSpec,
     pub bounds: IndexBounds,
+    /// In ascending key order; a backward scan reads them last to first.
     pub ranges: Vec<KeyRange>,
     pub key_filter: KeyFilter,
+    /// Whether the scan reads keys in descending order (a sort opposite to the index).
+    pub backward: bool,
 }
 
 impl IndexScanPlan {
@@ -46,33 +50,46 @@ impl IndexScanPlan {
             bounds,
             ranges,
             key_filter,
+            backward: false,
         }
     }
 
-    /// Whether scanning this plan's ranges in order yields documents in `sort` order:
-    /// the sort fields are consecutive fields of the key pattern with the same
-    /// directions, every field before them is pinned to one value, and the index is not
-    /// multikey (an array would appear at each of its elements).
-    pub fn provides_sort(&self, sort: &Document) -> bool {
+    /// Whether scanning this plan's ranges yields documents in `sort` order, and in
+    /// which direction: `Some(false)` forward, `Some(true)` backward. It does when the
+    /// sort fields are consecutive fields of the key pattern with all the same
+    /// directions or all the opposite ones, every field before them is pinned to one
+    /// value, and the index is not multikey (an array would appear at each of its
+    /// elements).
+    pub fn sort_direction(&self, sort: &Document) -> Option<bool> {
         let fields = &self.bounds.fields;
-        let Some(first) = sort.keys().next() else {
-            return false;
-        };
-        let Some(start) = fields.iter().position(|(path, _, _)| path == first) else {
-            return false;
-        };
+        let first = sort.keys().next()?;
+        let start = fields.iter().position(|(path, _, _)| path == first)?;
         let pinned = fields[..start]
             .iter()
             .all(|(_, _, list)| list.len() == 1 && list[0].is_point());
-        !self.index.multikey
-            && pinned
-            && sort.len() <= fields.len() - start
-            && sort.iter().zip(&fields[start..]).all(
-                |((name, direction), (path, descending, _))| {
-                    name == path
-                        && basalt_value::as_f64(direction).is_some_and(|d| (d < 0.0) == *descending)
-                },
-            )
+        if self.index.multikey || !pinned || sort.len() > fields.len() - start {
+            return None;
+        }
+        let mut flips =
+            sort.iter()
+                .zip(&fields[start..])
+                .map(|((name, direction), (path, descending, _))| {
+                    let sort_descending = basalt_value::as_f64(direction)? < 0.0;
+                    (name == path).then_some(sort_descending != *descending)
+                });
+        let backward = flips.next()??;
+        flips.all(|flip| flip == Some(backward)).then_some(backward)
+    }
+
+    /// Turns the scan to read in `sort` order, when it can; says whether it did.
+    pub(crate) fn serve_sort(&mut self, sort: &Document) -> bool {
+        match self.sort_direction(sort) {
+            Some(backward) => {
+                self.backward = backward;
+                true
+            }
+            None => false,
+        }
     }
 
     /// The IXSCAN stage of explain.
@@ -86,8 +103,8 @@ impl IndexScanPlan {
             "isSparse": self.index.sparse,
             "isPartial": self.index.partial.is_some(),
             "indexVersion": 2,
-            "direction": "forward",
-            "indexBounds": self.bounds.to_explain(),
+            "direction": if self.backward { "backward" } else { "forward" },
+            "indexBounds": self.bounds.to_explain(self.backward),
         }
     }
 }
@@ -132,7 +149,7 @@ impl Plan {
 /// How good an index's bounds are; greater is better, compared field by field in
 /// this order (see the module comment).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Score {
+pub(crate) struct Score {
     points: usize,
     bounded: usize,
     unique_point: bool,
@@ -152,26 +169,7 @@ pub fn plan(indexes: &[IndexSpec], filter: &Document, collation: bool) -> PlanCh
     let predicates = Predicates::parse(filter);
     let mut candidates: Vec<(Score, IndexScanPlan)> = indexes
         .iter()
-        .filter_map(|index| {
-            let bounds =
-                IndexBounds::for_index(index, |path| predicates.conditions(path), collation);
-            let usable = bounds.leading_field_bounded()
-                && !(index.sparse && bounds.leading_field_admits_null())
-                && index
-                    .partial
-                    .as_ref()
-                    .is_none_or(|p| implies(&predicates, &p.expression));
-            usable.then(|| {
-                let (points, bounded) = bounds.selectivity();
-                let score = Score {
-                    points,
-                    bounded,
-                    unique_point: index.unique && points == index.key.len(),
-                    fewer_fields: Reverse(index.key.len()),
-                };
-                (score, IndexScanPlan::new(index, bounds))
-            })
-        })
+        .filter_map(|index| candidate(index, &predicates, collation))
         .collect();
     // Stable: among equals the earliest index (in creation order) wins.
     candidates.sort_by_key(|(score, _)| Reverse(*score));
@@ -188,6 +186,33 @@ pub fn plan(indexes: &[IndexSpec], filter: &Document, collation: bool) -> PlanCh
             rejected: Vec::new(),
         },
     }
+}
+
+/// The scan of `index` for the predicates and its score, when the index can answer
+/// them: its leading field is bounded, a sparse index is not asked for missing fields,
+/// and a partial index holds every match.
+pub(crate) fn candidate(
+    index: &IndexSpec,
+    predicates: &Predicates,
+    collation: bool,
+) -> Option<(Score, IndexScanPlan)> {
+    let bounds = IndexBounds::for_index(index, |path| predicates.conditions(path), collation);
+    let usable = bounds.leading_field_bounded()
+        && !(index.sparse && bounds.leading_field_admits_null())
+        && index
+            .partial
+            .as_ref()
+            .is_none_or(|p| implies(predicates, &p.expression));
+    usable.then(|| {
+        let (points, bounded) = bounds.selectivity();
+        let score = Score {
+            points,
+            bounded,
+            unique_point: index.unique && points == index.key.len(),
+            fewer_fields: Reverse(index.key.len()),
+        };
+        (score, IndexScanPlan::new(index, bounds))
+    })
 }
 
 /// Index union for a top-level `$or`: each branch (with the filter's other top-level
@@ -262,9 +287,12 @@ pub fn plan_sorted(
         Plan::IndexScan(scan) => Some(scan.bounds.selectivity().0),
         Plan::CollectionScan | Plan::Or(_) => None,
     };
-    let provides = |plan: &Plan| matches!(plan, Plan::IndexScan(scan) if scan.provides_sort(sort));
-    if provides(&choice.winner) {
-        return Ok((choice, true));
+    let provides =
+        |plan: &Plan| matches!(plan, Plan::IndexScan(scan) if scan.sort_direction(sort).is_some());
+    if let Plan::IndexScan(scan) = &mut choice.winner {
+        if scan.serve_sort(sort) {
+            return Ok((choice, true));
+        }
     }
     // An index pinning as many leading fields to points examines about as many keys,
     // and saves the blocking sort.
@@ -274,18 +302,16 @@ pub fn plan_sorted(
         .iter()
         .position(|p| provides(p) && points(p) >= winner_points)
     {
-        let ordered = choice.rejected.remove(position);
+        let mut ordered = choice.rejected.remove(position);
+        if let Plan::IndexScan(scan) = &mut ordered {
+            scan.serve_sort(sort);
+        }
         let previous = std::mem::replace(&mut choice.winner, ordered);
         choice.rejected.insert(0, previous);
         return Ok((choice, true));
     }
     if hint.is_none() && choice.winner == Plan::CollectionScan {
-        let ordered = indexes
-            .iter()
-            .filter(|index| !index.sparse && index.partial.is_none())
-            .map(|index| IndexScanPlan::new(index, IndexBounds::whole_index(index)))
-            .find(|scan| scan.provides_sort(sort));
-        if let Some(scan) = ordered {
+        if let Some(scan) = whole_index_in_order(indexes, sort) {
             let collection_scan =
                 std::mem::replace(&mut choice.winner, Plan::IndexScan(Box::new(scan)));
             choice.rejected.push(collection_scan);
@@ -293,6 +319,20 @@ pub fn plan_sorted(
         }
     }
     Ok((choice, false))
+}
+
+/// A whole-index scan returning every document in `sort` order, from the first index
+/// (neither sparse nor partial, so it holds every document) whose key order is the
+/// sort or its reverse.
+pub(crate) fn whole_index_in_order(
+    indexes: &[IndexSpec],
+    sort: &Document,
+) -> Option<IndexScanPlan> {
+    indexes
+        .iter()
+        .filter(|index| !index.sparse && index.partial.is_none())
+        .map(|index| IndexScanPlan::new(index, IndexBounds::whole_index(index)))
+        .find_map(|mut scan| scan.serve_sort(sort).then_some(scan))
 }
 
 /// Whether every document matching the query matches a partial index's filter, so the
@@ -463,7 +503,18 @@ mod tests {
             (Some("a_1".into()), true)
         );
         assert_eq!(sorted(doc! {}, doc! { "b": 1 }), (Some("b_1".into()), true));
-        assert_eq!(sorted(doc! {}, doc! { "b": -1 }), (None, false));
+        assert_eq!(
+            sorted(doc! {}, doc! { "b": -1 }),
+            (Some("b_1".into()), true)
+        );
+        assert_eq!(
+            sorted(doc! { "a": 1 }, doc! { "b": -1 }),
+            (Some("a_1_b_1".into()), true)
+        );
+        assert_eq!(
+            sorted(doc! { "a": 1 }, doc! { "b": 1, "a": 1 }),
+            (Some("a_1".into()), false)
+        );
         assert_eq!(
             sorted(doc! { "a": { "$in": [1, 2] } }, doc! { "a": 1, "b": 1 }),
             (Some("a_1_b_1".into()), true)
@@ -471,6 +522,35 @@ mod tests {
         assert_eq!(
             sorted(doc! { "a": 1 }, doc! { "c": 1 }),
             (Some("a_1".into()), false)
+        );
+    }
+
+    #[test]
+    fn sorts_against_the_key_order_scan_backward() {
+        let all = vec![spec("a_1_b_-1", doc! { "a": 1, "b": -1 }, false)];
+        let direction = |sort: Document| {
+            let (choice, provided) =
+                plan_sorted(&all, &doc! { "a": { "$gt": 1 } }, false, None, Some(&sort)).unwrap();
+            match choice.winner {
+                Plan::IndexScan(scan) if provided => Some(scan.to_explain()),
+                _ => None,
+            }
+        };
+        let backward = direction(doc! { "a": -1, "b": 1 }).unwrap();
+        assert_eq!(backward.get_str("direction").unwrap(), "backward");
+        assert_eq!(
+            backward.get_document("indexBounds").unwrap(),
+            &doc! { "a": ["[inf.0, 1)"], "b": ["[MinKey, MaxKey]"] }
+        );
+        let forward = direction(doc! { "a": 1, "b": -1 }).unwrap();
+        assert_eq!(forward.get_str("direction").unwrap(), "forward");
+        assert_eq!(direction(doc! { "a": 1, "b": 1 }), None);
+        assert_eq!(
+            direction(doc! { "a": -1 })
+                .unwrap()
+                .get_str("direction")
+                .unwrap(),
+            "backward"
         );
     }
 

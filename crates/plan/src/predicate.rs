@@ -85,7 +85,7 @@ fn parse_field(value: &Bson) -> Vec<Condition> {
         .collect()
 }
 
-fn truthy(v: &Bson) -> bool {
+pub(crate) fn truthy(v: &Bson) -> bool {
     match v {
         Bson::Boolean(b) => *b,
         Bson::Null | Bson::Undefined => false,

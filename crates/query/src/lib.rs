@@ -9,6 +9,7 @@ mod blocking_sort;
 mod matcher;
 mod operators;
 mod projection;
+mod raw_filter;
 mod sort;
 mod update;
 

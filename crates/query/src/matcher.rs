@@ -14,8 +14,9 @@
 use crate::operators::{
     not_supported, parse_logical, parse_path_condition, JsonSchema, ValueMatch,
 };
+use crate::raw_filter::RawFilter;
 use basalt_error::{Error, ErrorCode, Result};
-use basalt_expr::{truthy, Expression, ParseContext, Scope, Variables};
+use basalt_expr::{truthy, Expression, FieldSet, ParseContext, Scope, Variables};
 use basalt_js::WhereClause;
 use basalt_value::{Collation, FieldPath};
 use bson::{Bson, Document};
@@ -30,6 +31,8 @@ pub struct Matcher {
     vars: Variables,
     /// The collation strings compare under; `None` is binary comparison.
     collation: Option<Collation>,
+    /// The filter's simple comparisons, tested on stored documents before decoding.
+    raw: RawFilter,
 }
 
 /// What a successful match found out about the document.
@@ -52,6 +55,7 @@ impl Matcher {
             root: parse_filter(filter, FilterLevel::Top(Some(&scope.names)))?,
             vars: scope.values.clone(),
             collation: None,
+            raw: RawFilter::new(filter),
         })
     }
 
@@ -59,7 +63,16 @@ impl Matcher {
     /// `collation` option; `None` for binary comparison). Regexes are not affected.
     pub fn with_collation(mut self, collation: Option<&Collation>) -> Matcher {
         self.collation = collation.cloned();
+        if self.collation.is_some() {
+            self.raw = self.raw.without_strings();
+        }
         self
+    }
+
+    /// True when the stored document `raw` certainly does not match, found without
+    /// decoding it; false says nothing (see [`RawFilter`]).
+    pub fn rejects_raw(&self, raw: &bson::RawDocument) -> bool {
+        self.raw.rejects(raw)
     }
 
     /// Parses a filter of an update's array filters or `$pull`, where MongoDB refuses
@@ -69,6 +82,7 @@ impl Matcher {
             root: parse_filter(filter, FilterLevel::Top(None))?,
             vars: Variables::new(),
             collation: None,
+            raw: RawFilter::default(),
         })
     }
 
@@ -101,7 +115,7 @@ impl Matcher {
     }
 
     /// The top-level fields the filter reads, or `None` when it reads the whole document
-    /// (`$expr`, `$jsonSchema`, `$where`). Matching a document that holds only these
+    /// (`$jsonSchema`, an `$expr` on `$$ROOT`, a `$where` that passes `this` on). Matching a document that holds only these
     /// fields gives the same answer as matching the whole document, so a scan need not
     /// decode the rest of a record it will reject.
     pub fn top_level_fields(&self) -> Option<Vec<String>> {
@@ -154,8 +168,9 @@ pub(crate) enum MatchExpr {
     Or(Vec<MatchExpr>),
     Nor(Vec<MatchExpr>),
     Path(FieldPath, ValueMatch),
-    /// `$expr`: the document matches when the expression is truthy.
-    Expr(Arc<Expression>),
+    /// `$expr`: the document matches when the expression is truthy; with the fields the
+    /// expression reads.
+    Expr(Arc<Expression>, Arc<FieldSet>),
     /// `$jsonSchema`: the document matches when it is valid under the schema.
     Schema(Arc<JsonSchema>),
     /// `$where`: the document matches when the JavaScript predicate is truthy.
@@ -179,7 +194,10 @@ impl MatchExpr {
                 }
                 true
             }
-            MatchExpr::Expr(_) | MatchExpr::Schema(_) | MatchExpr::Where(_) => false,
+            MatchExpr::Expr(_, reads) => add_fields(out, reads.fields()),
+            // A script that reads its document only as `this.name` sees only those.
+            MatchExpr::Where(clause) => add_fields(out, clause.fields_read()),
+            MatchExpr::Schema(_) => false,
             MatchExpr::Always(_) => true,
         }
     }
@@ -197,7 +215,7 @@ impl MatchExpr {
             MatchExpr::Or(children) => children.iter().any(|c| c.matches(doc, env, &mut None)),
             MatchExpr::Nor(children) => !children.iter().any(|c| c.matches(doc, env, &mut None)),
             MatchExpr::Path(path, condition) => condition.matches_at(path, doc, env, position),
-            MatchExpr::Expr(expression) => match expression.evaluate_ref(doc, env.vars) {
+            MatchExpr::Expr(expression, _) => match expression.evaluate_ref(doc, env.vars) {
                 Ok(value) => truthy(value.as_deref()),
                 Err(e) => {
                     env.fail(e);
@@ -219,12 +237,25 @@ impl MatchExpr {
                 children.iter().any(|c| c.constrains_field(field))
             }
             MatchExpr::Path(path, _) => path.components().next() == Some(field),
-            MatchExpr::Expr(_)
+            MatchExpr::Expr(..)
             | MatchExpr::Schema(_)
             | MatchExpr::Where(_)
             | MatchExpr::Always(_) => false,
         }
     }
+}
+
+/// Adds `fields` to `out` once each; false when they are the whole document (`None`).
+fn add_fields(out: &mut Vec<String>, fields: Option<&[String]>) -> bool {
+    let Some(fields) = fields else {
+        return false;
+    };
+    for field in fields {
+        if !out.contains(field) {
+            out.push(field.clone());
+        }
+    }
+    true
 }
 
 /// Parses a filter document (top level, or nested in `$and` and friends).
@@ -293,7 +324,12 @@ fn parse_expr(spec: &Bson, level: FilterLevel<'_>) -> Result<MatchExpr> {
             "$expr is not allowed in this context",
         )),
         FilterLevel::Top(Some(names)) => {
-            Ok(MatchExpr::Expr(Arc::new(Expression::parse(spec, names)?)))
+            let mut reads = FieldSet::new();
+            reads.add_expression(spec);
+            Ok(MatchExpr::Expr(
+                Arc::new(Expression::parse(spec, names)?),
+                Arc::new(reads),
+            ))
         }
     }
 }
@@ -324,10 +360,10 @@ fn parse_sample_rate(rate: &Bson, level: FilterLevel<'_>) -> Result<MatchExpr> {
         return Ok(MatchExpr::Always(p == 1.0));
     }
     let draw = bson::bson!({"$lt": [{"$rand": {}}, p]});
-    Ok(MatchExpr::Expr(Arc::new(Expression::parse(
-        &draw,
-        &ParseContext::new(),
-    )?)))
+    Ok(MatchExpr::Expr(
+        Arc::new(Expression::parse(&draw, &ParseContext::new())?),
+        Arc::new(FieldSet::new()),
+    ))
 }
 
 /// A DBRef field's value is compared as is, even if it looks like an operator document.
@@ -510,8 +546,20 @@ mod tests {
             m.top_level_fields(),
             Some(vec!["a".to_string(), "c".to_string()])
         );
-        let whole = Matcher::new(&doc! { "a": 1, "$expr": { "$gt": ["$b", 1] } }).unwrap();
+        let expr = Matcher::new(&doc! { "a": 1, "$expr": { "$gt": ["$b.c", 1] } }).unwrap();
+        assert_eq!(
+            expr.top_level_fields(),
+            Some(vec!["a".to_string(), "b".to_string()])
+        );
+        let whole = Matcher::new(&doc! { "a": 1, "$expr": { "$eq": ["$$ROOT", {}] } }).unwrap();
         assert_eq!(whole.top_level_fields(), None);
+        let script = Matcher::new(&doc! { "a": 1, "$where": "this.b > obj.a" }).unwrap();
+        assert_eq!(
+            script.top_level_fields(),
+            Some(vec!["a".to_string(), "b".to_string()])
+        );
+        let passes_this_on = Matcher::new(&doc! { "$where": "check(this)" }).unwrap();
+        assert_eq!(passes_this_on.top_level_fields(), None);
         assert_eq!(
             Matcher::new(&doc! {}).unwrap().top_level_fields(),
             Some(vec![])

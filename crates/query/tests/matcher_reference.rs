@@ -1,6 +1,7 @@
 //! Property test: the matcher agrees with a deliberately naive reference implementation on
 //! random small documents and filters built from `$eq`, `$gt`, `$lt`, `$in`, `$exists`,
-//! `$and` and `$or` over a few fields holding values of mixed types.
+//! `$and` and `$or` over a few fields holding values of mixed types; and its test of
+//! stored bytes never rejects a matching document.
 
 use basalt_query::Matcher;
 use basalt_value::{canonical_type_rank, compare_values};
@@ -124,5 +125,15 @@ proptest! {
     fn matcher_agrees_with_reference(f in filter(), d in document()) {
         let matcher = Matcher::new(&f.to_document()).unwrap();
         prop_assert_eq!(matcher.matches(&d), f.reference(&d), "filter {:?} doc {:?}", f.to_document(), d);
+    }
+
+    /// The test on stored bytes before decoding never rejects a document that matches.
+    #[test]
+    fn raw_rejection_implies_no_match(f in filter(), d in document()) {
+        let matcher = Matcher::new(&f.to_document()).unwrap();
+        let raw = bson::RawDocumentBuf::try_from(&d).unwrap();
+        if matcher.rejects_raw(&raw) {
+            prop_assert!(!f.reference(&d), "filter {:?} rejected doc {:?}", f.to_document(), d);
+        }
     }
 }

@@ -1,27 +1,36 @@
-//! One client connection: reads frames, runs their commands off the reactor, writes
-//! replies (compressed as the request was).
+//! One client connection: reads frames, runs their commands, writes replies (compressed
+//! as the request was).
+//!
+//! Each connection has its own thread, as in mongod, reading and writing its socket
+//! with blocking calls and running its commands in place. A request then costs one
+//! wake-up (the socket read returning) instead of three (the reactor noticing the
+//! socket, a blocking-pool thread taking the command, the reactor taking the reply), so
+//! a point query is not mostly thread hand-offs. Commands may block as long as they
+//! like: only their own connection waits.
 //!
 //! A malformed message that still had a valid length gets an error reply and the
 //! connection goes on; a stream whose framing is lost (bad length, unknown opcode) is
 //! closed, as mongod does. Either way the server serves other connections unharmed.
 
-use crate::commands::{dispatch, Ctx};
+use crate::commands::{dispatch, reads_sequence_raw, Ctx};
 use crate::stats::Stats;
 use crate::Server;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_wire::{
-    decode, encode_op_msg, encode_op_reply, Compressor, DecodeError, Decoded, Frame, Message,
-    OpCode,
+    decode, encode_op_msg, encode_op_reply, Compressor, DecodeError, Decoded, DocumentSequence,
+    Frame, Message, OpCode,
 };
 use bson::{Bson, Document, RawDocumentBuf};
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 use std::sync::Arc;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 /// Bytes asked of the socket per read.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Stack of a connection's thread: commands recurse over nested documents and
+/// expressions, so more than the 2 MiB default.
+const CONNECTION_STACK_BYTES: usize = 8 * 1024 * 1024;
 
 static NEXT_CONNECTION_ID: AtomicI64 = AtomicI64::new(1);
 static NEXT_REQUEST_ID: AtomicI32 = AtomicI32::new(1);
@@ -32,7 +41,28 @@ pub struct ConnectionInfo {
     pub peer: SocketAddr,
 }
 
-pub async fn serve(server: Arc<Server>, mut stream: TcpStream, peer: SocketAddr) {
+/// Hands an accepted connection to a thread of its own.
+pub async fn serve(server: Arc<Server>, stream: tokio::net::TcpStream, peer: SocketAddr) {
+    let stream = match stream.into_std().and_then(|s| {
+        s.set_nonblocking(false)?;
+        Ok(s)
+    }) {
+        Ok(stream) => stream,
+        Err(e) => {
+            tracing::warn!(%peer, "could not take over connection: {e}");
+            return;
+        }
+    };
+    let spawned = std::thread::Builder::new()
+        .name("conn".into())
+        .stack_size(CONNECTION_STACK_BYTES)
+        .spawn(move || serve_blocking(&server, stream, peer));
+    if let Err(e) = spawned {
+        tracing::warn!(%peer, "could not start a connection thread: {e}");
+    }
+}
+
+fn serve_blocking(server: &Arc<Server>, mut stream: std::net::TcpStream, peer: SocketAddr) {
     let info = Arc::new(ConnectionInfo {
         id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
         peer,
@@ -41,7 +71,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, peer: SocketAddr)
     Stats::add(&server.stats.connections_total, 1);
     tracing::info!(connection_id = info.id, %peer, "connection accepted");
     let _ = stream.set_nodelay(true);
-    if let Err(e) = read_loop(&server, &info, &mut stream).await {
+    if let Err(e) = read_loop(server, &info, &mut stream) {
         tracing::debug!(connection_id = info.id, "connection ended: {e}");
     }
     server
@@ -51,24 +81,24 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, peer: SocketAddr)
     tracing::info!(connection_id = info.id, "connection ended");
 }
 
-async fn read_loop(
+fn read_loop(
     server: &Arc<Server>,
     info: &Arc<ConnectionInfo>,
-    stream: &mut TcpStream,
+    stream: &mut std::net::TcpStream,
 ) -> std::io::Result<()> {
     let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     loop {
         match decode(&buf) {
             Ok(Decoded::Frame { frame, consumed }) => {
                 buf.drain(..consumed);
-                if let Some(reply) = handle_frame(server, info, frame).await {
-                    stream.write_all(&reply).await?;
+                if let Some(reply) = handle_frame(server, info, frame) {
+                    stream.write_all(&reply)?;
                 }
             }
             Ok(Decoded::Incomplete) => {
                 let start = buf.len();
                 buf.resize(start + READ_CHUNK_BYTES, 0);
-                let n = stream.read(&mut buf[start..]).await?;
+                let n = stream.read(&mut buf[start..])?;
                 buf.truncate(start + n);
                 if n == 0 {
                     return Ok(());
@@ -93,7 +123,7 @@ async fn read_loop(
                         &reply,
                         rejected.compressor,
                     );
-                    stream.write_all(&bytes).await?;
+                    stream.write_all(&bytes)?;
                 }
             }
         }
@@ -125,18 +155,18 @@ fn encode_reply(
 }
 
 /// Runs the command of one frame; `None` when the client wants no reply (moreToCome).
-async fn handle_frame(
-    server: &Arc<Server>,
-    info: &Arc<ConnectionInfo>,
-    frame: Frame,
-) -> Option<Vec<u8>> {
+fn handle_frame(server: &Arc<Server>, info: &Arc<ConnectionInfo>, frame: Frame) -> Option<Vec<u8>> {
     let request_id = frame.header.request_id;
     let (op_code, body, more_to_come) = match frame.message {
         Message::Msg(msg) => {
             let more_to_come = msg.more_to_come();
             (OpCode::Msg, command_from_op_msg(msg), more_to_come)
         }
-        Message::Query(query) => (OpCode::Query, command_from_op_query(query), false),
+        Message::Query(query) => (
+            OpCode::Query,
+            command_from_op_query(query).map(|(db, body)| (db, body, Vec::new())),
+            false,
+        ),
         Message::Reply(_) => (
             OpCode::Msg,
             Err(Error::new(
@@ -147,7 +177,15 @@ async fn handle_frame(
         ),
     };
     let reply = match body {
-        Ok((db, body)) => run_command(server, info, db, body).await,
+        Ok((db, body, raw_sequences)) => run_guarded(|| {
+            let ctx = Ctx {
+                server,
+                connection: info,
+                db: &db,
+                raw_sequences: &raw_sequences,
+            };
+            dispatch(&ctx, &body)
+        }),
         Err(e) => e.to_command_reply(),
     };
     if more_to_come {
@@ -158,35 +196,13 @@ async fn handle_frame(
     Some(encode_reply(op_code, request_id, &reply, frame.compressor))
 }
 
-async fn run_command(
-    server: &Arc<Server>,
-    info: &Arc<ConnectionInfo>,
-    db: String,
-    body: Document,
-) -> Document {
-    let (server, info) = (server.clone(), info.clone());
-    run_blocking(move || {
-        let ctx = Ctx {
-            server: &server,
-            connection: &info,
-            db: &db,
-        };
-        dispatch(&ctx, &body)
-    })
-    .await
-}
-
-/// Runs a command on the blocking pool; a panic in it becomes an InternalError reply and
-/// leaves the connection and the server running.
-async fn run_blocking(command: impl FnOnce() -> Document + Send + 'static) -> Document {
-    match tokio::task::spawn_blocking(command).await {
+/// Runs a command; a panic in it becomes an InternalError reply and leaves the
+/// connection and the server running.
+fn run_guarded(command: impl FnOnce() -> Document) -> Document {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(command)) {
         Ok(reply) => reply,
-        Err(join_error) => {
-            let message = if join_error.is_panic() {
-                panic_message(join_error.into_panic())
-            } else {
-                "command was cancelled".to_string()
-            };
+        Err(payload) => {
+            let message = panic_message(payload);
             tracing::error!("command failed with an internal error: {message}");
             Error::internal(message).to_command_reply()
         }
@@ -204,8 +220,11 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// The command document of an OP_MSG: its body with each document sequence added as an
-/// array field, and the database from `$db`.
-fn command_from_op_msg(msg: basalt_wire::OpMsg) -> Result<(String, Document)> {
+/// array field (but those the command reads raw, which come back beside it), and the
+/// database from `$db`.
+fn command_from_op_msg(
+    msg: basalt_wire::OpMsg,
+) -> Result<(String, Document, Vec<DocumentSequence>)> {
     let mut body = Document::try_from(msg.body.as_ref())?;
     let db = match body.get("$db") {
         Some(Bson::String(db)) => db.clone(),
@@ -217,12 +236,18 @@ fn command_from_op_msg(msg: basalt_wire::OpMsg) -> Result<(String, Document)> {
             ))
         }
     };
+    let command = body.keys().next().cloned().unwrap_or_default();
+    let mut raw = Vec::new();
     for sequence in msg.sequences {
         if body.contains_key(&sequence.identifier) {
             return Err(Error::location(
                 40430,
                 format!("Duplicate field name in OP_MSG: {}", sequence.identifier),
             ));
+        }
+        if reads_sequence_raw(&command, &sequence.identifier) {
+            raw.push(sequence);
+            continue;
         }
         let documents = sequence
             .documents
@@ -231,7 +256,7 @@ fn command_from_op_msg(msg: basalt_wire::OpMsg) -> Result<(String, Document)> {
             .collect::<std::result::Result<Vec<_>, _>>()?;
         body.insert(sequence.identifier, documents);
     }
-    Ok((db, body))
+    Ok((db, body, raw))
 }
 
 /// OP_QUERY survives only for the legacy handshake (`isMaster`/`hello` on `db.$cmd`);
@@ -261,13 +286,13 @@ fn command_from_op_query(query: basalt_wire::OpQuery) -> Result<(String, Documen
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn a_panicking_command_becomes_an_internal_error_reply() {
-        let reply = run_blocking(|| panic!("boom")).await;
+    #[test]
+    fn a_panicking_command_becomes_an_internal_error_reply() {
+        let reply = run_guarded(|| panic!("boom"));
         assert_eq!(reply.get_i32("code").unwrap(), ErrorCode::INTERNAL_ERROR.0);
         assert_eq!(reply.get_str("codeName").unwrap(), "InternalError");
         assert!(reply.get_str("errmsg").unwrap().contains("boom"));
-        let after = run_blocking(|| bson::doc! { "ok": 1.0 }).await;
+        let after = run_guarded(|| bson::doc! { "ok": 1.0 });
         assert_eq!(after.get_f64("ok").unwrap(), 1.0);
     }
 

@@ -1,9 +1,10 @@
 //! The Basalt server: a tokio listener speaking MongoDB's wire protocol, the command
 //! registry, cursors and server-wide state.
 //!
-//! Network I/O stays on tokio; every command runs on the blocking pool, so a long scan
-//! never stalls other connections, and a panic inside one command becomes an
-//! InternalError reply instead of taking the server down.
+//! tokio accepts connections and runs the background tasks; each connection then has a
+//! thread of its own that reads, runs and answers its commands, so a long scan never
+//! stalls other connections, and a panic inside one command becomes an InternalError
+//! reply instead of taking the server down.
 
 mod blocking_sort;
 mod commands;
@@ -11,8 +12,10 @@ mod connection;
 mod cursors;
 mod exec;
 mod log_buffer;
+mod parallel_scan;
 mod request;
 mod stats;
+mod system_js;
 mod ttl_monitor;
 
 pub use log_buffer::LogBuffer;
@@ -49,6 +52,9 @@ pub struct ServerOptions {
     pub scripting_enabled: bool,
     /// Time between TTL monitor passes (mongod's `ttlMonitorSleepSecs` parameter).
     pub ttl_monitor_interval_ms: u64,
+    /// Threads one collection scan may use (`scanWorkers` parameter; default: the
+    /// machine's cores).
+    pub scan_workers: usize,
 }
 
 /// Everything the connections share.
@@ -76,6 +82,11 @@ impl Server {
             log,
             process_id: bson::oid::ObjectId::new(),
         })
+    }
+
+    /// Threads one collection scan may use.
+    pub(crate) fn scan_workers(&self) -> usize {
+        self.options.scan_workers
     }
 
     /// Accepts connections until `shutdown` resolves, then makes every write durable.

@@ -8,10 +8,11 @@
 mod fjall_engine;
 mod memory_engine;
 
-pub use fjall_engine::FjallEngine;
+pub use fjall_engine::{default_cache_bytes, physical_memory_mb, FjallEngine};
 pub use memory_engine::MemoryEngine;
 
 use basalt_error::{Error, ErrorCode, Result};
+use std::ops::Bound;
 use std::ops::ControlFlow;
 
 /// The separate ordered key spaces Basalt keeps. Each is one LSM tree in fjall.
@@ -83,6 +84,17 @@ pub enum ScanStart<'a> {
     After(&'a [u8]),
 }
 
+/// Where a backward scan starts: at the last key with a prefix, or just before a given
+/// key.
+#[derive(Clone, Copy, Debug)]
+pub enum ScanEnd<'a> {
+    /// From the last key of the prefix.
+    End,
+    /// From the last key strictly less than this one (resuming, or the exclusive upper
+    /// end of a range).
+    Before(&'a [u8]),
+}
+
 /// Called with each key and value of a scan; breaks to stop it.
 pub type KeyValueVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<ControlFlow<()>> + 'a;
 
@@ -98,6 +110,16 @@ pub trait Snapshot: Send + Sync {
         space: Space,
         prefix: &[u8],
         start: ScanStart<'_>,
+        visit: &mut KeyValueVisitor<'_>,
+    ) -> Result<()>;
+
+    /// As [`Snapshot::scan_prefix`], in descending key order from `end`: what a sort
+    /// opposite to an index's direction reads.
+    fn scan_prefix_back(
+        &self,
+        space: Space,
+        prefix: &[u8],
+        end: ScanEnd<'_>,
         visit: &mut KeyValueVisitor<'_>,
     ) -> Result<()>;
 
@@ -121,6 +143,22 @@ pub trait Engine: Send + Sync {
 
 /// The smallest key greater than every key with this prefix, or `None` when the prefix
 /// is all 0xFF bytes (no upper bound).
+/// The exclusive upper end of a backward scan of `prefix` from `end`; `None` when the
+/// range is empty. A resume key past the prefix is no tighter than the prefix's own end.
+fn back_scan_upper(prefix: &[u8], end: ScanEnd<'_>) -> Option<Bound<Vec<u8>>> {
+    let limit = prefix_upper_bound(prefix);
+    let upper = match (end, limit) {
+        (ScanEnd::Before(key), Some(limit)) if key >= limit.as_slice() => Bound::Excluded(limit),
+        (ScanEnd::Before(key), _) => Bound::Excluded(key.to_vec()),
+        (ScanEnd::End, Some(limit)) => Bound::Excluded(limit),
+        (ScanEnd::End, None) => Bound::Unbounded,
+    };
+    match &upper {
+        Bound::Excluded(key) if key.as_slice() <= prefix => None,
+        _ => Some(upper),
+    }
+}
+
 pub fn prefix_upper_bound(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
@@ -155,6 +193,16 @@ mod conformance_tests {
         keys
     }
 
+    fn collect_back(snap: &dyn Snapshot, prefix: &[u8], end: ScanEnd<'_>) -> Vec<Vec<u8>> {
+        let mut keys = Vec::new();
+        snap.scan_prefix_back(Space::Records, prefix, end, &mut |k, _| {
+            keys.push(k.to_vec());
+            Ok(ControlFlow::Continue(()))
+        })
+        .unwrap();
+        keys
+    }
+
     pub(crate) fn check_engine(engine: &dyn Engine) {
         let mut batch = WriteBatch::default();
         for k in [b"a1".as_slice(), b"a2", b"a3", b"b1"] {
@@ -178,6 +226,20 @@ mod conformance_tests {
             collect(&*after, b"a", ScanStart::After(b"a1")),
             vec![b"a3".to_vec()]
         );
+        assert_eq!(
+            collect_back(&*before, b"a", ScanEnd::End),
+            vec![b"a3".to_vec(), b"a2".to_vec(), b"a1".to_vec()]
+        );
+        assert_eq!(
+            collect_back(&*before, b"a", ScanEnd::Before(b"a3")),
+            vec![b"a2".to_vec(), b"a1".to_vec()]
+        );
+        assert_eq!(
+            collect_back(&*after, b"a", ScanEnd::Before(b"a2")),
+            vec![b"a1".to_vec()]
+        );
+        assert!(collect_back(&*after, b"b", ScanEnd::Before(b"b1")).is_empty());
+        assert_eq!(collect_back(&*after, b"", ScanEnd::End).len(), 3);
         assert_eq!(
             after.get(Space::Catalog, b"a1").unwrap(),
             Some(b"cat".to_vec())

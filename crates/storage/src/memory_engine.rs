@@ -1,7 +1,9 @@
 //! An in-memory engine: the reference the fjall engine is tested against, and a fast
 //! backend for tests that do not care about disk.
 
-use crate::{Durability, Engine, KeyValueVisitor, ScanStart, Snapshot, Space, WriteBatch, WriteOp};
+use crate::{
+    Durability, Engine, KeyValueVisitor, ScanEnd, ScanStart, Snapshot, Space, WriteBatch, WriteOp,
+};
 use basalt_error::Result;
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
@@ -79,6 +81,27 @@ impl Snapshot for MemorySnapshot {
             if !k.starts_with(prefix) {
                 break;
             }
+            if visit(k, v)?.is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn scan_prefix_back(
+        &self,
+        space: Space,
+        prefix: &[u8],
+        end: ScanEnd<'_>,
+        visit: &mut KeyValueVisitor<'_>,
+    ) -> Result<()> {
+        let Some(upper) = crate::back_scan_upper(prefix, end) else {
+            return Ok(());
+        };
+        for (k, v) in self.spaces[index(space)]
+            .range((Bound::Included(prefix.to_vec()), upper))
+            .rev()
+        {
             if visit(k, v)?.is_break() {
                 break;
             }

@@ -11,6 +11,7 @@ pub mod distinct;
 pub mod key_string;
 pub mod number;
 pub mod path;
+pub mod raw;
 pub mod size;
 
 pub use collation::Collation;

@@ -4,7 +4,7 @@
 use crate::pipeline::DocumentStream;
 use crate::stages::{drain, finished};
 use basalt_error::{Error, Result};
-use bson::{doc, Bson};
+use bson::{doc, Bson, Document};
 
 pub(crate) fn parse(spec: &Bson) -> Result<String> {
     let name = match spec {
@@ -34,13 +34,16 @@ pub(crate) fn apply<'a>(name: &'a str, input: DocumentStream<'a>) -> DocumentStr
         count += 1;
         Ok(())
     });
-    finished(result.map(|()| {
-        if count == 0 {
-            return Vec::new();
-        }
-        let n = i32::try_from(count).map_or(Bson::Int64(count), Bson::Int32);
-        vec![doc! {name: n}]
-    }))
+    finished(result.map(|()| output(name, count)))
+}
+
+/// The stage's output for `count` documents.
+pub(crate) fn output(name: &str, count: i64) -> Vec<Document> {
+    if count == 0 {
+        return Vec::new();
+    }
+    let n = i32::try_from(count).map_or(Bson::Int64(count), Bson::Int32);
+    vec![doc! {name: n}]
 }
 
 #[cfg(test)]

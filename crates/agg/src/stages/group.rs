@@ -7,8 +7,9 @@
 use crate::pipeline::{DocumentStream, ExecContext};
 use crate::stages::{drain, finished};
 use basalt_error::{Error, Result};
-use basalt_expr::{Accumulator, AccumulatorSpec, Expression, OrderedBson, ParseContext};
+use basalt_expr::{Accumulator, AccumulatorSpec, Expression, OrderedBson, ParseContext, Variables};
 use bson::{Bson, Document};
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 #[derive(Debug)]
@@ -56,36 +57,65 @@ impl Group {
         input: DocumentStream<'a>,
         ctx: ExecContext<'a>,
     ) -> DocumentStream<'a> {
-        let mut groups: BTreeMap<OrderedBson, Vec<Accumulator>> = BTreeMap::new();
-        let result = drain(input, |doc| {
-            let key = self.id.evaluate(&doc, ctx.vars)?.unwrap_or(Bson::Null);
-            let accumulators = groups.entry(OrderedBson(key)).or_insert_with(|| {
-                self.fields
-                    .iter()
-                    .map(|(_, spec)| spec.new_accumulator())
-                    .collect()
-            });
-            for ((_, spec), acc) in self.fields.iter().zip(accumulators.iter_mut()) {
-                let value = spec.argument.evaluate_ref(&doc, ctx.vars)?;
-                acc.accumulate(value.as_deref())?;
-            }
-            Ok(())
-        });
-        finished(result.and_then(|()| {
-            groups
-                .into_iter()
-                .map(|(key, accumulators)| {
-                    let mut out = Document::new();
-                    out.insert("_id", key.0);
-                    for ((name, _), acc) in self.fields.iter().zip(accumulators) {
-                        out.insert(name.clone(), acc.finish()?);
-                    }
-                    Ok(out)
-                })
+        let mut groups = Groups::default();
+        let result = drain(input, |doc| self.add(&mut groups, &doc, ctx.vars));
+        finished(result.and_then(|()| self.finish(groups)))
+    }
+
+    /// Adds one input document to its group.
+    pub(crate) fn add(&self, groups: &mut Groups, doc: &Document, vars: &Variables) -> Result<()> {
+        let key = self.id.evaluate(doc, vars)?.unwrap_or(Bson::Null);
+        let accumulators = groups.0.entry(OrderedBson(key)).or_insert_with(|| {
+            self.fields
+                .iter()
+                .map(|(_, spec)| spec.new_accumulator())
                 .collect()
-        }))
+        });
+        for ((_, spec), acc) in self.fields.iter().zip(accumulators.iter_mut()) {
+            let value = spec.argument.evaluate_ref(doc, vars)?;
+            acc.accumulate(value.as_deref())?;
+        }
+        Ok(())
+    }
+
+    /// Merges the groups of input that came after the input of `groups`.
+    pub(crate) fn merge(&self, groups: &mut Groups, later: Groups) -> Result<()> {
+        for (key, accumulators) in later.0 {
+            match groups.0.entry(key) {
+                Entry::Vacant(slot) => {
+                    slot.insert(accumulators);
+                }
+                Entry::Occupied(mut slot) => {
+                    for (acc, later) in slot.get_mut().iter_mut().zip(accumulators) {
+                        acc.merge(later)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One output document per group, in `_id` order.
+    pub(crate) fn finish(&self, groups: Groups) -> Result<Vec<Document>> {
+        groups
+            .0
+            .into_iter()
+            .map(|(key, accumulators)| {
+                let mut out = Document::new();
+                out.insert("_id", key.0);
+                for ((name, _), acc) in self.fields.iter().zip(accumulators) {
+                    out.insert(name.clone(), acc.finish()?);
+                }
+                Ok(out)
+            })
+            .collect()
     }
 }
+
+/// The groups seen so far, each with its accumulators: what `$group` keeps while it
+/// reads, and what a partition of a parallel run hands over to be merged.
+#[derive(Debug, Default)]
+pub(crate) struct Groups(BTreeMap<OrderedBson, Vec<Accumulator>>);
 
 #[cfg(test)]
 mod tests {

@@ -11,7 +11,6 @@ use bson::{Bson, Document};
 
 #[derive(Debug)]
 pub(crate) struct Match {
-    filter: Document,
     /// The filter without its top-level `$expr`: what the query matcher evaluates.
     rest: Document,
     matcher: Matcher,
@@ -38,7 +37,6 @@ impl Match {
             .map(|e| Expression::parse(&e, ctx))
             .transpose()?;
         Ok(Match {
-            filter: filter.clone(),
             matcher: Matcher::new(&rest)?.with_collation(ctx.collation()),
             rest,
             expr,
@@ -53,11 +51,6 @@ impl Match {
             Some(e) => Ok(truthy(e.evaluate_ref(doc, vars)?.as_deref())),
             None => Ok(true),
         }
-    }
-
-    /// The filter, when the query matcher alone can evaluate it.
-    pub(crate) fn pushable_filter(&self) -> Option<&Document> {
-        self.expr.is_none().then_some(&self.filter)
     }
 
     /// Hands the part of the filter the query matcher evaluates to a scan that applies

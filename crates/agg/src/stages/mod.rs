@@ -2,12 +2,18 @@
 //! the document stream; this module maps stage names to files.
 
 mod add_fields;
-mod count;
+mod bucket;
+mod bucket_auto;
+mod coll_stats;
+pub(crate) mod count;
 mod current_op;
+mod densify;
 mod documents;
 mod facet;
+mod fill;
 mod graph_lookup;
-mod group;
+pub(crate) mod group;
+mod index_stats;
 mod limit;
 mod list_local_sessions;
 mod lookup;
@@ -16,12 +22,17 @@ mod merge;
 mod out;
 mod output;
 mod project;
+mod redact;
 mod replace_root;
+mod sample;
+mod set_window_fields;
 mod skip;
 mod sort;
 mod sort_by_count;
+mod time_unit;
 mod union_with;
 mod unwind;
+mod window_functions;
 
 use crate::pipeline::{DocumentStream, ExecContext, Place};
 use crate::projection::Projection;
@@ -53,6 +64,15 @@ pub(crate) enum Stage {
     Facet(facet::Facet),
     Out(output::Target),
     Merge(Box<merge::Merge>),
+    BucketAuto(Box<bucket_auto::BucketAuto>),
+    /// `$sample`: the sample size.
+    Sample(u64),
+    /// `$redact`: the expression deciding each (sub)document's fate.
+    Redact(Expression),
+    SetWindowFields(Box<set_window_fields::SetWindowFields>),
+    Densify(Box<densify::Densify>),
+    CollStats(coll_stats::CollStats),
+    IndexStats,
 }
 
 impl Stage {
@@ -80,6 +100,22 @@ impl Stage {
                 Stage::ReplaceRoot(replace_root::parse(name, args, ctx)?)
             }
             "$sortByCount" => return sort_by_count::parse(args, ctx),
+            "$bucket" => return bucket::parse(args, ctx),
+            "$bucketAuto" => {
+                Stage::BucketAuto(Box::new(bucket_auto::BucketAuto::parse(args, ctx)?))
+            }
+            "$sample" => Stage::Sample(sample::parse(args)?),
+            "$redact" => Stage::Redact(redact::parse(args, ctx)?),
+            "$collStats" => Stage::CollStats(coll_stats::CollStats::parse(args)?),
+            "$indexStats" => {
+                index_stats::parse(args)?;
+                Stage::IndexStats
+            }
+            "$densify" => Stage::Densify(Box::new(densify::Densify::parse(args)?)),
+            "$fill" => return fill::parse(args, ctx),
+            "$setWindowFields" => Stage::SetWindowFields(Box::new(
+                set_window_fields::SetWindowFields::parse(args, ctx)?,
+            )),
             "$documents" => Stage::Documents(documents::parse(args, ctx)?),
             "$listLocalSessions" => {
                 list_local_sessions::parse(args)?;
@@ -118,7 +154,7 @@ impl Stage {
             }),
             Stage::Project(p) => map_documents(input, move |doc| p.apply(doc, ctx.vars).map(Some)),
             Stage::Group(g) => g.apply(input, ctx),
-            Stage::Sort(s) => s.apply(input),
+            Stage::Sort(s) => s.apply(input, ctx),
             Stage::Skip(n) => skip::apply(*n, input),
             Stage::Limit(n) => limit::apply(*n, input),
             Stage::Count(name) => count::apply(name, input),
@@ -135,7 +171,28 @@ impl Stage {
             Stage::Facet(f) => f.apply(input, ctx),
             Stage::Out(target) => finished(out::run(target, input, ctx).map(|()| Vec::new())),
             Stage::Merge(m) => finished(m.run(input, ctx).map(|()| Vec::new())),
+            Stage::BucketAuto(b) => b.apply(input, ctx),
+            Stage::Sample(size) => sample::apply(*size, input),
+            Stage::Redact(e) => map_documents(input, move |doc| redact::apply(e, doc, ctx)),
+            Stage::SetWindowFields(s) => s.apply(input, ctx),
+            Stage::Densify(d) => d.apply(input),
+            Stage::CollStats(c) => finished(c.run(ctx)),
+            Stage::IndexStats => finished(ctx.collections.index_stats()),
         }
+    }
+
+    /// Whether the stage handles each input document on its own, needing nothing from
+    /// other documents or collections: such stages can run on partitions of the input
+    /// in parallel.
+    pub(crate) fn is_per_document(&self) -> bool {
+        matches!(
+            self,
+            Stage::Match(_)
+                | Stage::Project(_)
+                | Stage::ReplaceRoot(_)
+                | Stage::Unwind(_)
+                | Stage::Redact(_)
+        )
     }
 
     /// Whether the stage makes its own documents and ignores its input.
@@ -176,20 +233,22 @@ pub(crate) fn check_placement(
 ) -> Result<()> {
     let writes = matches!(name, "$out" | "$merge");
     let source = is_collectionless_source(name);
+    // Stages that report on the server or the aggregated collection stand first.
+    let first_only = source || matches!(name, "$collStats" | "$indexStats");
     if let (Place::Aggregate { collectionless }, 0) = (place, position) {
         check_namespace(name, collectionless)?;
     }
     let refused = match place {
         Place::Top | Place::Aggregate { .. } => None,
-        Place::Lookup if writes || (source && name != "$documents") => Some((
+        Place::Lookup if writes || (first_only && name != "$documents") => Some((
             51047,
             format!("{name} is not allowed within a $lookup's sub-pipeline"),
         )),
-        Place::UnionWith if writes || (source && name != "$documents") => Some((
+        Place::UnionWith if writes || (first_only && name != "$documents") => Some((
             31441,
             format!("{name} is not allowed within a $unionWith's sub-pipeline"),
         )),
-        Place::Facet if writes || source || name == "$facet" => Some((
+        Place::Facet if writes || first_only || name == "$facet" => Some((
             40600,
             format!("{name} is not allowed to be used within a $facet stage"),
         )),
@@ -209,7 +268,7 @@ pub(crate) fn check_placement(
     if let Some((code, message)) = refused {
         return Err(Error::location(code, message));
     }
-    if source && position != 0 {
+    if first_only && position != 0 {
         return Err(Error::location(
             40602,
             format!("{name} is only valid as the first stage in a pipeline"),

@@ -1,15 +1,22 @@
 //! `$sort`: orders documents by a sort specification (`basalt_query::SortSpec`). Keys
 //! are extracted once per document; the sort is stable, so ties keep input order.
+//!
+//! As in MongoDB, the sort holds at most 100 MB of documents and spills sorted runs to
+//! disk beyond that when the command allows disk use (the default), failing with 292
+//! otherwise; a `$limit` right after it makes it keep only that many (a top-k sort).
 
-use crate::pipeline::DocumentStream;
-use crate::stages::{drain, finished};
+use crate::pipeline::{DocumentStream, ExecContext};
+use crate::stages::drain;
 use basalt_error::{Error, Result};
-use basalt_query::SortSpec;
-use bson::Bson;
+use basalt_query::{BlockingSort, SortSpec, BLOCKING_SORT_MEMORY_LIMIT_BYTES};
+use bson::{Bson, Document};
 
 #[derive(Debug)]
 pub(crate) struct Sort {
+    keys: Document,
     spec: SortSpec,
+    /// How many of the first documents are wanted (a `$limit` that follows).
+    pub(crate) keep: Option<u64>,
 }
 
 impl Sort {
@@ -27,20 +34,33 @@ impl Sort {
             ));
         }
         Ok(Sort {
+            keys: doc.clone(),
             spec: SortSpec::new(doc)?.with_collation(collation),
+            keep: None,
         })
     }
 
-    pub(crate) fn apply<'a>(&'a self, input: DocumentStream<'a>) -> DocumentStream<'a> {
-        let mut keyed = Vec::new();
-        let result = drain(input, |doc| {
-            keyed.push((self.spec.sort_key(&doc), doc));
-            Ok(())
-        });
-        finished(result.map(|()| {
-            keyed.sort_by(|(a, _), (b, _)| self.spec.compare_keys(a, b));
-            keyed.into_iter().map(|(_, doc)| doc).collect()
-        }))
+    /// The sort specification as given.
+    pub(crate) fn keys(&self) -> &Document {
+        &self.keys
+    }
+
+    pub(crate) fn apply<'a>(
+        &'a self,
+        input: DocumentStream<'a>,
+        ctx: ExecContext<'a>,
+    ) -> DocumentStream<'a> {
+        let keep = self.keep.map(|k| usize::try_from(k).unwrap_or(usize::MAX));
+        let mut sort = BlockingSort::new(
+            self.spec.clone(),
+            BLOCKING_SORT_MEMORY_LIMIT_BYTES,
+            ctx.collections.spill_directory(),
+            keep,
+        );
+        match drain(input, |doc| sort.push(doc)).and_then(|()| sort.finish()) {
+            Ok(sorted) => Box::new(sorted),
+            Err(e) => Box::new(std::iter::once(Err(e))),
+        }
     }
 }
 

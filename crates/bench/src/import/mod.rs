@@ -14,6 +14,7 @@ mod json_lines;
 mod progress;
 mod sink;
 mod source;
+mod wire_insert;
 
 use crate::io_error;
 use basalt_error::{Error, Result};
@@ -351,7 +352,7 @@ impl Shared {
                 // Only what comes before the first bad line is written.
                 self.stop.store(true, Ordering::Relaxed);
             }
-            let outcome = self.sink.write(&parsed.docs);
+            let outcome = self.sink.write(parsed.docs);
             let outcome = match outcome {
                 Ok(outcome) => outcome,
                 Err(e) => {

@@ -1,11 +1,13 @@
-//! Writes parsed batches to the server through the official Rust driver: `insert_many`
-//! for `--mode insert`, an `update` command of replacement upserts for `--mode upsert`.
+//! Writes parsed batches to the server: `insert` commands straight over the wire
+//! (`wire_insert.rs`) for `--mode insert` where the URI allows, else the official Rust
+//! driver's `insert_many`; an `update` command of replacement upserts for `--mode upsert`.
 //!
 //! Each worker thread blocks on its own request while the driver's connection pool
 //! carries them in parallel, so the workers stay plain threads that parse between
 //! requests. A failure of one document comes back with its index in the batch; a
 //! failure of the whole request (no server) ends the import.
 
+use super::wire_insert::WireInsert;
 use crate::io_error;
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Bson, Document, RawDocumentBuf};
@@ -31,6 +33,8 @@ pub(super) struct Sink {
     mode: Mode,
     upsert_fields: Vec<String>,
     ordered: bool,
+    /// Inserts over the wire without the driver, where the URI allows.
+    wire: Option<WireInsert>,
 }
 
 /// The result of one batch.
@@ -80,6 +84,7 @@ impl Sink {
             .block_on(db.run_command(doc! {"ping": 1}).into_future())
             .map_err(cannot_connect)?;
         Ok(Sink {
+            wire: WireInsert::for_uri(uri, db.name(), collection, ordered),
             collection: db.collection(collection),
             runtime,
             db,
@@ -100,13 +105,14 @@ impl Sink {
     }
 
     /// Writes one batch; `Err` only when the request as a whole failed.
-    pub(super) fn write(&self, docs: &[RawDocumentBuf]) -> Result<Outcome> {
+    pub(super) fn write(&self, docs: Vec<RawDocumentBuf>) -> Result<Outcome> {
         if docs.is_empty() {
             return Ok(Outcome::default());
         }
-        match self.mode {
-            Mode::Insert => self.insert(docs),
-            Mode::Upsert => self.upsert(docs),
+        match (self.mode, &self.wire) {
+            (Mode::Insert, Some(wire)) => wire.insert(docs),
+            (Mode::Insert, None) => self.insert(&docs),
+            (Mode::Upsert, _) => self.upsert(&docs),
         }
     }
 

@@ -49,6 +49,8 @@ impl Outcome {
 
 pub(crate) struct Report {
     pub machine: Machine,
+    /// Threads Basalt's server used for one collection scan.
+    pub scan_workers: usize,
     pub size: u64,
     pub seed: u64,
     pub runs: usize,

@@ -11,6 +11,7 @@ pub(crate) fn to_json(report: &Report) -> Value {
         "machine": {
             "cpu": m.cpu,
             "cores": m.cores,
+            "basalt_scan_workers": report.scan_workers,
             "memory_gib": m.memory_gib,
             "os": m.os,
             "kernel": m.kernel,
@@ -53,7 +54,7 @@ pub(crate) fn to_json(report: &Report) -> Value {
             "queries": d.queries.iter().map(|q| json!({
                 "name": q.name,
                 "scanned_docs": q.scanned_docs,
-                "basalt": outcome(&q.basalt, q.scanned_docs, m.cores),
+                "basalt": outcome(&q.basalt, q.scanned_docs, report.scan_workers),
                 "peers": report.peers.runs.iter().filter_map(|r| {
                     let o = report.peer_outcome(&r.engine, d.id, q.name)?;
                     Some((r.engine.clone(), outcome(o, q.scanned_docs, r.threads)))

@@ -10,7 +10,7 @@ pub(crate) fn to_table(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "basalt bench --size {} --seed {}: {} cores ({}), {:.1} GiB, {}; basalt {} at {}",
+        "basalt bench --size {} --seed {}: {} cores ({}), {:.1} GiB, {}; basalt {} at {} ({} scan worker{})",
         report.size,
         report.seed,
         m.cores,
@@ -18,7 +18,9 @@ pub(crate) fn to_table(report: &Report) -> String {
         m.memory_gib,
         m.os,
         m.basalt_version,
-        m.git_commit
+        m.git_commit,
+        report.scan_workers,
+        if report.scan_workers == 1 { "" } else { "s" }
     );
     let peers: Vec<String> = report
         .peers
@@ -150,7 +152,7 @@ fn queries(report: &Report) -> String {
     head.push("answers".into());
     let mut rows = vec![head];
     let mut notes = Vec::new();
-    let cores = report.machine.cores as f64;
+    let cores = report.scan_workers as f64;
     for d in &report.datasets {
         for q in &d.queries {
             let label = format!("{} {}", d.id.name(), q.name);

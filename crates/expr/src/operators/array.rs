@@ -1,9 +1,11 @@
 //! Array expression operators: `$size $arrayElemAt $first $last $in $concatArrays
-//! $filter $map $reduce $isArray $slice $range $reverseArray $indexOfArray`.
+//! $filter $map $reduce $isArray $slice $range $reverseArray $indexOfArray $zip
+//! $sortArray`.
 //!
 //! `$filter`, `$map` and `$reduce` bind their per-element variables on the stack (see
 //! `env.rs`), so iterating allocates only the output.
 
+use crate::accumulator::{parse_sort_by, KeyOrder};
 use crate::context::{ParseContext, VarId};
 use crate::env::{Env, Value};
 use crate::expression::{
@@ -34,6 +36,23 @@ pub(crate) enum ArrayOp {
     Range(Vec<Expression>),
     ReverseArray(Box<[Expression; 1]>),
     IndexOfArray(Vec<Expression>),
+    Zip(Box<Zip>),
+    SortArray(Box<SortArray>),
+}
+
+#[derive(Debug)]
+pub(crate) struct Zip {
+    inputs: Vec<Expression>,
+    use_longest_length: bool,
+    defaults: Vec<Expression>,
+}
+
+#[derive(Debug)]
+pub(crate) struct SortArray {
+    input: Expression,
+    /// Field paths with their directions; no fields: the elements themselves.
+    fields: Vec<String>,
+    order: KeyOrder,
 }
 
 #[derive(Debug)]
@@ -77,6 +96,8 @@ impl ArrayOp {
             "$range" => ArrayOp::Range(parse_ranged(name, args, ctx, 2, 3)?),
             "$reverseArray" => ArrayOp::ReverseArray(parse_fixed(name, args, ctx)?),
             "$indexOfArray" => ArrayOp::IndexOfArray(parse_ranged(name, args, ctx, 2, 4)?),
+            "$zip" => ArrayOp::Zip(Box::new(parse_zip(args, ctx)?)),
+            "$sortArray" => ArrayOp::SortArray(Box::new(parse_sort_array(args, ctx)?)),
             _ => return Ok(None),
         }))
     }
@@ -211,7 +232,231 @@ impl ArrayOp {
                 owned(Bson::Array(items))
             }
             ArrayOp::IndexOfArray(args) => index_of_array(args, env),
+            ArrayOp::Zip(zip) => zip.eval(env),
+            ArrayOp::SortArray(sort) => sort.eval(env),
         }
+    }
+}
+
+fn parse_zip(args: &Bson, ctx: &ParseContext) -> Result<Zip> {
+    let Bson::Document(doc) = args else {
+        return Err(Error::location(
+            34460,
+            format!(
+                "$zip only supports an object as an argument, found {}",
+                type_name(Some(args))
+            ),
+        ));
+    };
+    let mut zip = Zip {
+        inputs: Vec::new(),
+        use_longest_length: false,
+        defaults: Vec::new(),
+    };
+    let mut has_defaults = false;
+    for (key, value) in doc {
+        match key.as_str() {
+            "inputs" => {
+                let Bson::Array(items) = value else {
+                    return Err(Error::location(
+                        34461,
+                        format!(
+                            "inputs must be an array of expressions, found {}",
+                            type_name(Some(value))
+                        ),
+                    ));
+                };
+                zip.inputs = items
+                    .iter()
+                    .map(|item| Expression::parse(item, ctx))
+                    .collect::<Result<_>>()?;
+            }
+            "useLongestLength" => {
+                let Bson::Boolean(b) = value else {
+                    return Err(Error::location(
+                        34463,
+                        format!(
+                            "useLongestLength must be a bool, found {}",
+                            type_name(Some(value))
+                        ),
+                    ));
+                };
+                zip.use_longest_length = *b;
+            }
+            "defaults" => {
+                let Bson::Array(items) = value else {
+                    return Err(Error::location(
+                        34462,
+                        format!(
+                            "defaults must be an array of expressions, found {}",
+                            type_name(Some(value))
+                        ),
+                    ));
+                };
+                has_defaults = true;
+                zip.defaults = items
+                    .iter()
+                    .map(|item| Expression::parse(item, ctx))
+                    .collect::<Result<_>>()?;
+            }
+            other => {
+                return Err(Error::location(
+                    34464,
+                    format!("$zip found an unknown argument: {other}"),
+                ))
+            }
+        }
+    }
+    if zip.inputs.is_empty() {
+        return Err(Error::location(
+            34465,
+            "$zip requires at least one input array",
+        ));
+    }
+    if has_defaults && !zip.use_longest_length {
+        return Err(Error::location(
+            34466,
+            "cannot specify defaults unless useLongestLength is true",
+        ));
+    }
+    if has_defaults && zip.defaults.len() != zip.inputs.len() {
+        return Err(Error::location(
+            34467,
+            "defaults and inputs must have the same length",
+        ));
+    }
+    Ok(zip)
+}
+
+impl Zip {
+    fn eval<'a>(&'a self, env: &Env<'a>) -> Result<Value<'a>> {
+        let mut arrays = Vec::with_capacity(self.inputs.len());
+        for input in &self.inputs {
+            let value = input.eval(env)?;
+            if is_nullish(value.as_deref()) {
+                return Ok(Some(Cow::Owned(Bson::Null)));
+            }
+            arrays.push(expect_array(value, |t| {
+                Error::location(
+                    34468,
+                    format!("$zip found a non-array expression in input: {t}"),
+                )
+            })?);
+        }
+        let mut defaults = Vec::with_capacity(self.defaults.len());
+        for default in &self.defaults {
+            defaults.push(default.eval(env)?.map_or(Bson::Null, Cow::into_owned));
+        }
+        let lengths = arrays.iter().map(|a| a.len());
+        let rows = if self.use_longest_length {
+            lengths.max()
+        } else {
+            lengths.min()
+        }
+        .unwrap_or(0);
+        let zipped = (0..rows)
+            .map(|row| {
+                Bson::Array(
+                    arrays
+                        .iter()
+                        .enumerate()
+                        .map(|(i, array)| match array.get(row) {
+                            Some(v) => v.clone(),
+                            None => defaults.get(i).cloned().unwrap_or(Bson::Null),
+                        })
+                        .collect(),
+                )
+            })
+            .collect();
+        Ok(Some(Cow::Owned(Bson::Array(zipped))))
+    }
+}
+
+fn parse_sort_array(args: &Bson, ctx: &ParseContext) -> Result<SortArray> {
+    let Bson::Document(doc) = args else {
+        return Err(Error::location(
+            2942500,
+            format!(
+                "$sortArray requires an object as input, found: {}",
+                type_name(Some(args))
+            ),
+        ));
+    };
+    let (mut input, mut sort_by) = (None, None);
+    for (key, value) in doc {
+        match key.as_str() {
+            "input" => input = Some(Expression::parse(value, ctx)?),
+            "sortBy" => sort_by = Some(value),
+            other => {
+                return Err(Error::location(
+                    2942501,
+                    format!("$sortArray found an unknown argument: {other}"),
+                ))
+            }
+        }
+    }
+    let input = input
+        .ok_or_else(|| Error::location(2942502, "$sortArray requires 'input' to be specified"))?;
+    let sort_by = sort_by
+        .ok_or_else(|| Error::location(2942503, "$sortArray requires 'sortBy' to be specified"))?;
+    let (fields, descending) = match sort_by {
+        Bson::Document(_) => parse_sort_by(sort_by)?,
+        direction => match Number::from_bson(direction).map(Number::to_f64) {
+            Some(d) if d == 1.0 || d == -1.0 => (Vec::new(), vec![d < 0.0]),
+            _ => {
+                return Err(Error::location(
+                    2942504,
+                    "$sortArray: sortBy must be either 1, -1 or an object",
+                ))
+            }
+        },
+    };
+    Ok(SortArray {
+        input,
+        fields,
+        order: KeyOrder::new(descending, ctx.collation().cloned()),
+    })
+}
+
+impl SortArray {
+    fn eval<'a>(&'a self, env: &Env<'a>) -> Result<Value<'a>> {
+        let input = self.input.eval(env)?;
+        if is_nullish(input.as_deref()) {
+            return Ok(Some(Cow::Owned(Bson::Null)));
+        }
+        let items = expect_array(input, |t| {
+            Error::location(
+                2942505,
+                format!("The input argument to $sortArray must be an array, but was of type: {t}"),
+            )
+        })?;
+        let mut keyed: Vec<(Vec<Bson>, Bson)> = items
+            .iter()
+            .map(|item| (self.sort_key(item), item.clone()))
+            .collect();
+        keyed.sort_by(|(a, _), (b, _)| self.order.compare(a, b));
+        Ok(Some(Cow::Owned(Bson::Array(
+            keyed.into_iter().map(|(_, item)| item).collect(),
+        ))))
+    }
+
+    /// The element itself, or the values of the sort fields in it (missing as null).
+    fn sort_key(&self, item: &Bson) -> Vec<Bson> {
+        if self.fields.is_empty() {
+            return vec![item.clone()];
+        }
+        self.fields
+            .iter()
+            .zip(self.order.directions())
+            .map(|(field, descending)| {
+                let value = match item {
+                    Bson::Document(doc) => basalt_value::get_path(doc, field),
+                    _ => None,
+                };
+                self.order
+                    .field_key(value.unwrap_or(&Bson::Null), *descending)
+            })
+            .collect()
     }
 }
 
@@ -627,6 +872,87 @@ fn index_of_array<'a>(args: &'a [Expression], env: &Env<'a>) -> Result<Value<'a>
 mod tests {
     use crate::expression::test_util::*;
     use bson::{bson, Bson};
+
+    #[test]
+    fn zip_rows_and_defaults() {
+        assert_eq!(
+            value(bson!({"$zip": {"inputs": ["$arr", ["a", "b"]]}})),
+            bson!([[1, "a"], [2, "b"]])
+        );
+        assert_eq!(
+            value(
+                bson!({"$zip": {"inputs": ["$arr", ["a"]], "useLongestLength": true, "defaults": [0, "z"]}})
+            ),
+            bson!([[1, "a"], [2, "z"], [3, "z"]])
+        );
+        assert_eq!(
+            value(bson!({"$zip": {"inputs": [[1], []], "useLongestLength": true}})),
+            bson!([[1, null]])
+        );
+        assert_eq!(
+            value(bson!({"$zip": {"inputs": ["$arr", "$nope"]}})),
+            Bson::Null
+        );
+        for (spec, code) in [
+            (bson!({"$zip": 1}), 34460),
+            (bson!({"$zip": {"inputs": 1}}), 34461),
+            (bson!({"$zip": {"inputs": [[1]], "defaults": 1}}), 34462),
+            (
+                bson!({"$zip": {"inputs": [[1]], "useLongestLength": 1}}),
+                34463,
+            ),
+            (bson!({"$zip": {"inputs": [[1]], "x": 1}}), 34464),
+            (bson!({"$zip": {"inputs": []}}), 34465),
+            (bson!({"$zip": {"inputs": [[1]], "defaults": [1]}}), 34466),
+            (
+                bson!({"$zip": {"inputs": [[1]], "useLongestLength": true, "defaults": [1, 2]}}),
+                34467,
+            ),
+            (bson!({"$zip": {"inputs": [[1], "$s"]}}), 34468),
+        ] {
+            assert_eq!(error_code(spec.clone()), code, "{spec}");
+        }
+    }
+
+    #[test]
+    fn sort_array_by_value_and_fields() {
+        assert_eq!(
+            value(bson!({"$sortArray": {"input": [3, "a", 1, null, 2.5], "sortBy": 1}})),
+            bson!([null, 1, 2.5, 3, "a"])
+        );
+        assert_eq!(
+            value(bson!({"$sortArray": {"input": "$arr", "sortBy": -1}})),
+            bson!([3, 2, 1])
+        );
+        assert_eq!(
+            value(bson!({"$sortArray": {
+                "input": [{"n": "b", "a": 2}, {"n": "a", "a": 2}, {"n": "c", "a": 1}],
+                "sortBy": {"a": -1, "n": 1},
+            }})),
+            bson!([{"n": "a", "a": 2}, {"n": "b", "a": 2}, {"n": "c", "a": 1}])
+        );
+        assert_eq!(
+            value(bson!({"$sortArray": {"input": "$nope", "sortBy": 1}})),
+            Bson::Null
+        );
+        for (spec, code) in [
+            (bson!({"$sortArray": 1}), 2942500),
+            (
+                bson!({"$sortArray": {"input": [], "sortBy": 1, "x": 1}}),
+                2942501,
+            ),
+            (bson!({"$sortArray": {"sortBy": 1}}), 2942502),
+            (bson!({"$sortArray": {"input": []}}), 2942503),
+            (bson!({"$sortArray": {"input": [], "sortBy": 2}}), 2942504),
+            (bson!({"$sortArray": {"input": "$s", "sortBy": 1}}), 2942505),
+            (
+                bson!({"$sortArray": {"input": [], "sortBy": {"a": 2}}}),
+                15975,
+            ),
+        ] {
+            assert_eq!(error_code(spec.clone()), code, "{spec}");
+        }
+    }
 
     #[test]
     fn size_elem_first_last() {

@@ -12,6 +12,7 @@ pub(crate) mod function;
 pub(crate) mod group;
 pub(crate) mod miscellaneous;
 pub(crate) mod object;
+pub(crate) mod set;
 pub(crate) mod string;
 pub(crate) mod type_conversion;
 pub(crate) mod variable;
@@ -34,6 +35,7 @@ pub(crate) enum Operator {
     Let(variable::Let),
     Miscellaneous(miscellaneous::Miscellaneous),
     Object(object::ObjectOp),
+    Set(set::SetOp),
     String(string::StringOp),
     Type(type_conversion::TypeOp),
 }
@@ -63,6 +65,9 @@ impl Operator {
         }
         if let Some(op) = object::ObjectOp::parse(name, args, ctx)? {
             return Ok(Operator::Object(op));
+        }
+        if let Some(op) = set::SetOp::parse(name, args, ctx)? {
+            return Ok(Operator::Set(op));
         }
         if let Some(op) = date::DateOp::parse(name, args, ctx)? {
             return Ok(Operator::Date(op));
@@ -98,6 +103,7 @@ impl Operator {
             Operator::Let(op) => op.eval(env),
             Operator::Miscellaneous(op) => op.eval(env),
             Operator::Object(op) => op.eval(env),
+            Operator::Set(op) => op.eval(env),
             Operator::String(op) => op.eval(env),
             Operator::Type(op) => op.eval(env),
         }

@@ -36,8 +36,11 @@ pub fn build_info(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
 }
 
 /// Server parameters getParameter can read, with their values.
-fn parameters() -> Document {
+fn parameters(ctx: &Ctx<'_>) -> Document {
+    let options = &ctx.server.options;
     doc! {
+        "ttlMonitorSleepSecs": (options.ttl_monitor_interval_ms / 1000) as i64,
+        "scanWorkers": options.scan_workers as i64,
         "featureCompatibilityVersion": { "version": "7.0" },
         "authenticationMechanisms": ["SCRAM-SHA-1", "SCRAM-SHA-256"],
         "cursorTimeoutMillis": crate::cursors::CURSOR_IDLE_TIMEOUT_MS as i64,
@@ -51,8 +54,8 @@ fn parameters() -> Document {
     }
 }
 
-pub fn get_parameter(_ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
-    let all = parameters();
+pub fn get_parameter(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let all = parameters(ctx);
     let wants_all = match body.get("getParameter") {
         Some(Bson::String(s)) => s == "*",
         Some(Bson::Document(d)) => d.get_bool("allParameters").unwrap_or(false),
@@ -91,18 +94,6 @@ pub fn get_cmd_line_opts(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
     })
 }
 
-fn meminfo_total_mb() -> i64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find(|l| l.starts_with("MemTotal:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<i64>().ok())
-        })
-        .map_or(0, |kb| kb / 1024)
-}
-
 fn read_trimmed(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()
@@ -132,7 +123,7 @@ pub fn host_info(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
             "currentTime": bson::DateTime::now(),
             "hostname": host_name(),
             "cpuAddrSize": 64,
-            "memSizeMB": meminfo_total_mb(),
+            "memSizeMB": basalt_storage::physical_memory_mb().unwrap_or(0) as i64,
             "numCores": cores,
             "cpuArch": std::env::consts::ARCH,
             "numaEnabled": false,

@@ -3,7 +3,11 @@
 //! `$documents`, `$listLocalSessions`, `$currentOp`), and returns a cursor.
 //!
 //! A leading `$match` is pushed into the scan, so its filter also chooses the access
-//! path; the rest of the pipeline runs over the matching documents. Stages that read or
+//! path, and so is a `$sort` after it when an index scan provides its order; the rest of the pipeline runs over the matching documents, of which the scan
+//! decodes only the fields the pipeline reads. When the stages up to the first `$group`
+//! or `$count` handle each document on its own and the collection is scanned whole, they
+//! run on all scan workers over ranges of the collection, and the partial groups are
+//! merged (`basalt_agg::Partitioned`, [`crate::parallel_scan`]). Stages that read or
 //! write other collections reach them through [`collections::ServerCollections`]. A
 //! pipeline ending in `$out` or `$merge` has written everything before the reply, whose
 //! first batch is then empty.
@@ -13,11 +17,14 @@ pub(super) mod collections;
 use super::write_batch::durability;
 use super::Ctx;
 use crate::cursors::CursorSource;
-use crate::exec::{AccessPath, CollectionScan, Deadline};
+use crate::exec::{execute, AccessPath, CollectionScan, Deadline, ExecStats, Position, Step};
+use crate::parallel_scan;
 use crate::request::Fields;
-use basalt_agg::{DocumentStream, Pipeline};
-use basalt_error::{Error, Result};
+use basalt_agg::{Partial, Partitioned, Pipeline};
+use basalt_catalog::Collection;
+use basalt_error::{Error, ErrorCode, Result};
 use basalt_query::Matcher;
+use basalt_wire::MAX_BSON_OBJECT_SIZE_BYTES;
 use bson::{Bson, Document};
 use collections::ServerCollections;
 
@@ -41,6 +48,8 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     }
     // Accepted for the drivers that send it; there are no validators to bypass yet.
     fields.bool_or("bypassDocumentValidation", false)?;
+    // Whether `$sort` may spill to disk beyond its memory limit (read by the stage).
+    fields.bool_or("allowDiskUse", true)?;
     let batch_size = fields.cursor_batch_size()?;
     let deadline = Deadline::from_max_time_ms(fields.i64_opt("maxTimeMS")?);
     let durability = durability(&fields)?;
@@ -57,38 +66,122 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         None => format!("{}.$cmd.aggregate", ctx.db),
     };
 
-    let input: DocumentStream<'_> = match &name {
-        Some(name) => {
-            // The leading $match becomes the scan's filter (and picks its access path).
-            let filter = pipeline.take_leading_match()?.unwrap_or_default();
-            match ctx.server.catalog.get(ctx.db, name) {
-                Some(collection) => {
-                    let hint = body.get("hint");
-                    let path = AccessPath::choose(&collection, &filter, collation.as_ref(), hint)?;
-                    let scan = CollectionScan::new(
-                        collection,
-                        Matcher::new(&filter)?.with_collation(collation.as_ref()),
-                        path,
-                        None,
-                        0,
-                        None,
+    let collections = ServerCollections::new(ctx, body, &namespace, deadline, durability);
+    let collection = match &name {
+        Some(name) => ctx.server.catalog.get(ctx.db, name),
+        None => None,
+    };
+    // The leading $match becomes the scan's filter (and picks its access path).
+    let filter = match &name {
+        Some(_) => pipeline.take_leading_match()?.unwrap_or_default(),
+        None => Document::new(),
+    };
+    let input_fields = pipeline.input_fields().map(<[String]>::to_vec);
+    let results = match collection {
+        Some(collection) => {
+            let (path, sorted) = AccessPath::choose_sorted(
+                &collection,
+                &filter,
+                collation.as_ref(),
+                body.get("hint"),
+                pipeline.leading_sort(),
+            )?;
+            if sorted {
+                // The index scan returns documents in the `$sort`'s order.
+                pipeline.remove_leading_sort();
+            }
+            let matcher = Matcher::new(&filter)?.with_collation(collation.as_ref());
+            match pipeline.partitioned() {
+                Some(split) if path == AccessPath::CollectionScan => {
+                    let merged = run_partitioned(
+                        ctx,
+                        &collection,
+                        &matcher,
+                        &split,
+                        input_fields.as_deref(),
                         deadline,
-                    );
-                    Box::new(scan.into_stream())
+                    )?;
+                    split
+                        .finish(merged, &collections)?
+                        .collect::<Result<Vec<_>>>()?
                 }
-                None => Box::new(std::iter::empty()),
+                _ => {
+                    let scan =
+                        CollectionScan::new(collection, matcher, path, None, 0, None, deadline)
+                            .with_fields(input_fields);
+                    pipeline
+                        .stream(Box::new(scan.into_stream()), &collections)
+                        .collect::<Result<Vec<_>>>()?
+                }
             }
         }
-        None => Box::new(std::iter::empty()),
+        None => pipeline
+            .stream(Box::new(std::iter::empty()), &collections)
+            .collect::<Result<Vec<_>>>()?,
     };
-    let collections = ServerCollections::new(ctx, body, &namespace, deadline, durability);
-    let results = pipeline
-        .stream(input, &collections)
-        .collect::<Result<Vec<_>>>()?;
+    // Every result must fit in a BSON document, as in MongoDB (a `$group` pushing
+    // too much, a `$lookup` joining too many).
+    for doc in &results {
+        let size = basalt_value::document_size_bytes(doc);
+        if size > MAX_BSON_OBJECT_SIZE_BYTES {
+            return Err(Error::new(
+                ErrorCode::BSON_OBJECT_TOO_LARGE,
+                format!(
+                    "BSONObj size: {size} is invalid. Size must be between 0 and {MAX_BSON_OBJECT_SIZE_BYTES}(16MB)"
+                ),
+            ));
+        }
+    }
     ctx.server.cursors.first_batch_reply(
         namespace.clone(),
         CursorSource::buffered(results),
         batch_size,
         false,
     )
+}
+
+/// Documents a partition hands to the pipeline's stages at a time.
+const PARTITION_BATCH_DOCS: usize = 1024;
+
+/// Runs the stages before the pipeline's first `$group`/`$count`, and that stage's
+/// partial form, over ranges of the collection on the server's scan workers, and
+/// merges the partial results in record order.
+fn run_partitioned(
+    ctx: &Ctx<'_>,
+    collection: &Collection,
+    matcher: &Matcher,
+    split: &Partitioned<'_>,
+    fields: Option<&[String]>,
+    deadline: Deadline,
+) -> Result<Partial> {
+    let snapshot = collection.snapshot();
+    let high_water = collection.record_id_high_water();
+    let partials = parallel_scan::run(high_water, ctx.server.scan_workers(), &|range| {
+        let mut partial = split.empty();
+        let mut batch = Vec::with_capacity(PARTITION_BATCH_DOCS);
+        execute(
+            collection,
+            &*snapshot,
+            matcher,
+            &AccessPath::CollectionScan,
+            &mut Position::records(range.after, range.last),
+            &mut ExecStats::default(),
+            deadline,
+            fields,
+            &mut |_, doc| {
+                batch.push(doc);
+                if batch.len() == PARTITION_BATCH_DOCS {
+                    split.accumulate(&mut partial, Box::new(batch.drain(..).map(Ok)))?;
+                }
+                Ok(Step::Continue)
+            },
+        )?;
+        split.accumulate(&mut partial, Box::new(batch.into_iter().map(Ok)))?;
+        Ok(partial)
+    })?;
+    let mut merged = split.empty();
+    for partial in partials {
+        split.merge(&mut merged, partial)?;
+    }
+    Ok(merged)
 }

@@ -1,12 +1,12 @@
 //! `count`: how many documents match, after skip and limit.
 
 use super::Ctx;
-use crate::exec::{for_each_match, AccessPath, Deadline};
+use crate::exec::{execute, for_each_match, AccessPath, Deadline, ExecStats, Position, Step};
+use crate::parallel_scan;
 use crate::request::Fields;
 use basalt_catalog::Collection;
 use basalt_error::Result;
 use basalt_query::Matcher;
-use basalt_value::Collation;
 use bson::{doc, Document};
 use std::ops::ControlFlow;
 
@@ -30,14 +30,14 @@ pub fn count(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         let total = collection.stats()?.count as i64;
         wanted.map_or(total, |w| total.min(w))
     } else {
+        let path = AccessPath::choose(&collection, &filter, collation.as_ref(), body.get("hint"))?;
         count_matches(
             &collection,
             &matcher,
-            &filter,
-            collation.as_ref(),
-            body,
+            &path,
             wanted,
             deadline,
+            ctx.server.scan_workers(),
         )?
     };
     let n = (matched - skip).max(0);
@@ -48,19 +48,41 @@ pub fn count(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
 fn count_matches(
     collection: &Collection,
     matcher: &Matcher,
-    filter: &Document,
-    collation: Option<&Collation>,
-    body: &Document,
+    path: &AccessPath,
     wanted: Option<i64>,
     deadline: Deadline,
+    workers: usize,
 ) -> Result<i64> {
     let snapshot = collection.snapshot();
+    if *path == AccessPath::CollectionScan && wanted.is_none() {
+        // Counted on all scan workers, each over its ranges of the collection.
+        let high_water = collection.record_id_high_water();
+        let counts = parallel_scan::run(high_water, workers, &|range| {
+            let mut matched = 0i64;
+            execute(
+                collection,
+                &*snapshot,
+                matcher,
+                path,
+                &mut Position::records(range.after, range.last),
+                &mut ExecStats::default(),
+                deadline,
+                Some(&[]),
+                &mut |_, _| {
+                    matched += 1;
+                    Ok(Step::Continue)
+                },
+            )?;
+            Ok(matched)
+        })?;
+        return Ok(counts.into_iter().sum());
+    }
     let mut matched = 0i64;
     for_each_match(
         collection,
         &*snapshot,
         matcher,
-        &AccessPath::choose(collection, filter, collation, body.get("hint"))?,
+        path,
         deadline,
         &mut |_, _| {
             matched += 1;

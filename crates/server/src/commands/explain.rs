@@ -157,6 +157,9 @@ pub fn explain(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         }
         _ => reply.extend(cursor_stage),
     }
+    if let Some(split) = split_pipeline(ctx, &query, inner)? {
+        reply.insert("splitPipeline", split);
+    }
     let mut command = inner.clone();
     command.insert("$db", ctx.db);
     reply.insert("command", command);
@@ -287,6 +290,7 @@ fn run_plan(
         &mut Position::default(),
         &mut stats,
         Deadline::from_max_time_ms(None),
+        Some(&[]),
         &mut |_, _| {
             matched += 1;
             Ok(if wanted.is_some_and(|w| matched >= w) {
@@ -375,4 +379,48 @@ impl Query<'_> {
         }
         stage
     }
+}
+
+/// For an aggregation that runs on several scan workers, how it is split, in the shape
+/// of MongoDB's sharded explain: the stages each range of the collection runs
+/// (`shardsPart`, ending in the partial `$group`/`$count`), those that run once over the
+/// merged result (`mergerPart`), and how many workers and ranges.
+fn split_pipeline(ctx: &Ctx<'_>, query: &Query<'_>, inner: &Document) -> Result<Option<Document>> {
+    let Some(rest) = &query.rest_of_pipeline else {
+        return Ok(None);
+    };
+    let Some(collection) = ctx.server.catalog.get(ctx.db, query.collection) else {
+        return Ok(None);
+    };
+    let fields = Fields::new(inner);
+    let collation = fields.collation()?;
+    let path = crate::exec::AccessPath::choose(
+        &collection,
+        &query.filter,
+        collation.as_ref(),
+        query.hint,
+    )?;
+    let specs = basalt_agg::stage_documents(rest)?;
+    // The stages as they run: optimized, as MongoDB's explain shows them.
+    let specs = basalt_agg::optimize(specs);
+    let pipeline = basalt_agg::Pipeline::parse_aggregate(
+        &specs,
+        fields.document_opt("let")?,
+        false,
+        collation.as_ref(),
+    )?;
+    let Some(split) = pipeline.partitioned() else {
+        return Ok(None);
+    };
+    if path != crate::exec::AccessPath::CollectionScan {
+        return Ok(None);
+    }
+    let head = split.per_document_stages();
+    let workers = ctx.server.scan_workers();
+    Ok(Some(doc! {
+        "shardsPart": specs[..=head].to_vec(),
+        "mergerPart": specs[head + 1..].to_vec(),
+        "workers": workers as i64,
+        "ranges": crate::parallel_scan::range_count(collection.record_id_high_water(), workers) as i64,
+    }))
 }

@@ -10,7 +10,7 @@ use crate::request::Fields;
 use basalt_error::{Error, Result};
 use basalt_query::{Matcher, Projection, SortSpec};
 use basalt_value::Collation;
-use bson::Document;
+use bson::{Bson, Document};
 
 /// How a find orders its results.
 enum Order {
@@ -38,6 +38,36 @@ fn parse_order(sort: Option<&Document>, collation: Option<&Collation>) -> Result
     Ok(Order::Sorted(
         SortSpec::new(sort)?.with_collation(collation),
     ))
+}
+
+/// The top-level fields an inclusion projection reads, when it only names stored
+/// fields (no expressions, `$` operators or positional paths): then a scan decodes
+/// nothing else of each document.
+fn projected_fields(spec: &Document) -> Option<Vec<String>> {
+    let mut fields = vec!["_id".to_string()];
+    let mut inclusion = false;
+    for (path, value) in spec {
+        let included = match value {
+            Bson::Boolean(b) => *b,
+            other => basalt_value::as_f64(other)? != 0.0,
+        };
+        if path.contains('$') {
+            return None;
+        }
+        let top = path.split('.').next().unwrap_or(path);
+        match (top == "_id", included) {
+            (true, false) => fields.retain(|f| f != "_id"),
+            (false, false) => return None,
+            (_, true) => {
+                inclusion = true;
+                if !fields.iter().any(|f| f == top) {
+                    fields.push(top.to_string());
+                }
+            }
+        }
+    }
+    // `{}` and `{_id: 0}` return whole documents.
+    inclusion.then_some(fields)
 }
 
 pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
@@ -77,9 +107,15 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     // An index scan in sort order streams like a natural-order scan: no blocking sort.
     let order = if index_sorted { Order::Natural } else { order };
     let source = match order {
-        Order::Natural => CursorSource::Scan(Box::new(CollectionScan::new(
-            collection, matcher, path, projection, skip, limit, deadline,
-        ))),
+        Order::Natural => {
+            let read = fields
+                .document_opt("projection")?
+                .and_then(projected_fields);
+            CursorSource::Scan(Box::new(
+                CollectionScan::new(collection, matcher, path, projection, skip, limit, deadline)
+                    .with_fields(read),
+            ))
+        }
         Order::Sorted(spec) => {
             // Matches stream into the sorter, which holds at most its memory limit and
             // spills the rest; the sorted result streams out as the cursor is read.
@@ -122,4 +158,29 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     ctx.server
         .cursors
         .first_batch_reply(namespace, source, batch_size, single_batch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    #[test]
+    fn inclusion_projections_name_the_fields_to_decode() {
+        let fields = |spec: Document| projected_fields(&spec);
+        assert_eq!(
+            fields(doc! { "_id": 0, "st": 1, "ts": true, "air.value": 1, "air.q": 1 }),
+            Some(vec!["st".into(), "ts".into(), "air".into()])
+        );
+        assert_eq!(
+            fields(doc! { "a": 1 }),
+            Some(vec!["_id".into(), "a".into()])
+        );
+        assert_eq!(fields(doc! { "a": 0 }), None);
+        assert_eq!(fields(doc! { "_id": 0 }), None);
+        assert_eq!(fields(doc! {}), None);
+        assert_eq!(fields(doc! { "a": "$b" }), None);
+        assert_eq!(fields(doc! { "a.$": 1 }), None);
+        assert_eq!(fields(doc! { "a": { "$slice": 2 } }), None);
+    }
 }

@@ -13,7 +13,11 @@ pub const MAX_WRITE_BATCH_SIZE: i32 = 100_000;
 /// How long an idle logical session lives, as MongoDB's default.
 pub const LOGICAL_SESSION_TIMEOUT_MINUTES: i32 = 30;
 
+/// The longest an awaitable hello waits, whatever `maxAwaitTimeMS` asks.
+const AWAIT_TIME_MS_MAX: u64 = 60_000;
+
 pub fn hello(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    await_topology_change(ctx, body);
     let legacy = body.keys().next().is_some_and(|k| k != "hello");
     let mut reply = Document::new();
     if legacy {
@@ -53,4 +57,22 @@ pub fn hello(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         reply.insert("compression", agreed);
     }
     Ok(reply)
+}
+
+/// An awaitable hello (a driver's monitor sends `topologyVersion` and `maxAwaitTimeMS`)
+/// is answered when the topology changes or the time is up, as mongod does. A standalone's
+/// topology never changes, so it waits the whole time; answering at once would make every
+/// driver's monitor ask again in a tight loop, costing both sides a core.
+fn await_topology_change(ctx: &Ctx<'_>, body: &Document) {
+    let Some(wait_ms) = body.get("maxAwaitTimeMS").and_then(basalt_value::as_i64) else {
+        return;
+    };
+    let current = body.get_document("topologyVersion").is_ok_and(|version| {
+        version.get_object_id("processId").ok() == Some(ctx.server.process_id)
+            && version.get("counter").and_then(basalt_value::as_i64) == Some(0)
+    });
+    if current {
+        let wait_ms = u64::try_from(wait_ms).unwrap_or(0).min(AWAIT_TIME_MS_MAX);
+        std::thread::sleep(std::time::Duration::from_millis(wait_ms));
+    }
 }

@@ -2,48 +2,94 @@
 //!
 //! Ordered inserts stop at the first failing document; unordered ones go on and report
 //! every failure. Valid documents of one command go to storage in one atomic batch.
+//! Documents sent as an OP_MSG document sequence (what drivers do) stay in their wire
+//! bytes all the way to storage: only `_id` is decoded.
 
 use super::write_batch::{check_batch_size, durability, WriteErrors};
 use super::Ctx;
 use crate::request::Fields;
 use crate::stats::Stats;
+use basalt_catalog::{InsertOutcome, Writer};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_wire::MAX_BSON_OBJECT_SIZE_BYTES;
-use bson::{doc, Bson, Document};
+use bson::raw::cstr;
+use bson::{doc, Bson, Document, RawDocument, RawDocumentBuf};
 use std::borrow::Cow;
 
 pub fn insert(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let fields = Fields::new(body);
     let name = fields.collection()?;
-    let documents = fields.documents("documents")?;
-    check_batch_size(documents.len())?;
+    let raw = ctx
+        .raw_sequences
+        .iter()
+        .find(|s| s.identifier == "documents");
+    let decoded = match raw {
+        Some(_) => Vec::new(),
+        None => fields.documents("documents")?,
+    };
+    check_batch_size(raw.map_or(decoded.len(), |s| s.documents.len()))?;
     let ordered = fields.bool_or("ordered", true)?;
     let durability = durability(&fields)?;
+    let target = Target { ctx, name, ordered };
+    let (inserted, errors) = match raw {
+        Some(sequence) => target.store(&sequence.documents, prepare_raw, |writer, docs| {
+            writer.insert_many_raw(docs, ordered, durability)
+        })?,
+        None => target.store(
+            &decoded,
+            |doc| prepare_borrowed(doc),
+            |writer, docs| writer.insert_many(docs, ordered, durability),
+        )?,
+    };
+    Stats::add(&ctx.server.stats.insert, inserted as u64);
+    let mut reply = doc! { "n": inserted as i32 };
+    errors.add_to(&mut reply);
+    Ok(reply)
+}
 
-    let mut errors = WriteErrors::default();
-    let mut prepared = Vec::with_capacity(documents.len());
-    let mut positions = Vec::with_capacity(documents.len());
-    for (i, doc) in documents.iter().enumerate() {
-        match prepare_borrowed(doc) {
-            Ok(ready) => {
-                prepared.push(ready);
-                positions.push(i);
-            }
-            Err(e) => {
-                errors.push(i, e);
-                if ordered {
-                    break;
+/// Where an insert goes, and how.
+struct Target<'c, 'a> {
+    ctx: &'c Ctx<'a>,
+    name: &'c str,
+    ordered: bool,
+}
+
+impl Target<'_, '_> {
+    /// Prepares each document, writes those that are ready in one batch, and says how
+    /// many were inserted and which failed (by their position in the command).
+    fn store<'d, In, Ready>(
+        &self,
+        documents: &'d [In],
+        prepare: impl Fn(&'d In) -> Result<Ready>,
+        write: impl Fn(&mut Writer<'_>, &[Ready]) -> Result<Vec<InsertOutcome>>,
+    ) -> Result<(i64, WriteErrors)> {
+        let mut errors = WriteErrors::default();
+        let mut prepared = Vec::with_capacity(documents.len());
+        let mut positions = Vec::with_capacity(documents.len());
+        for (i, doc) in documents.iter().enumerate() {
+            match prepare(doc) {
+                Ok(ready) => {
+                    prepared.push(ready);
+                    positions.push(i);
+                }
+                Err(e) => {
+                    errors.push(i, e);
+                    if self.ordered {
+                        break;
+                    }
                 }
             }
         }
-    }
-    let mut inserted = 0i64;
-    if !prepared.is_empty() {
-        let outcomes = ctx
+        let mut inserted = 0i64;
+        if prepared.is_empty() {
+            return Ok((inserted, errors));
+        }
+        let outcomes = self
+            .ctx
             .server
             .catalog
-            .write(ctx.db, name, true, |writer| {
-                writer.insert_many(&prepared, ordered, durability)
+            .write(self.ctx.db, self.name, true, |writer| {
+                write(writer, &prepared)
             })?
             .unwrap_or_default();
         for (outcome, &position) in outcomes.into_iter().zip(&positions) {
@@ -52,18 +98,59 @@ pub fn insert(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 Err(e) => {
                     // An ordered batch stops at its first storage error, which comes
                     // before any later validation error: keep only that one.
-                    if ordered {
+                    if self.ordered {
                         errors = WriteErrors::default();
                     }
                     errors.push(position, e);
                 }
             }
         }
+        Ok((inserted, errors))
     }
-    Stats::add(&ctx.server.stats.insert, inserted as u64);
-    let mut reply = doc! { "n": inserted as i32 };
-    errors.add_to(&mut reply);
-    Ok(reply)
+}
+
+/// As [`prepare_borrowed`], for a document in its wire bytes (validated by the wire
+/// decoder): only `_id` is decoded, and the bytes are copied only to put `_id` first.
+fn prepare_raw(doc: &RawDocumentBuf) -> Result<Cow<'_, RawDocument>> {
+    let invalid = |e: bson::error::Error| Error::bad_value(format!("invalid document: {e}"));
+    let first = doc.iter().next().transpose().map_err(invalid)?;
+    if let Some((_, id)) = first.filter(|(key, _)| key.as_str() == "_id") {
+        validate_id(&Bson::try_from(id).map_err(invalid)?)?;
+        check_size_bytes(doc.as_bytes().len())?;
+        return Ok(Cow::Borrowed(doc.as_ref()));
+    }
+    let ready = match doc.get("_id").map_err(invalid)? {
+        Some(id) => {
+            validate_id(&Bson::try_from(id).map_err(invalid)?)?;
+            let mut ready = RawDocumentBuf::new();
+            ready.append(cstr!("_id"), id);
+            for element in doc.iter() {
+                let (key, value) = element.map_err(invalid)?;
+                if key.as_str() != "_id" {
+                    ready.append(key, value);
+                }
+            }
+            ready
+        }
+        None => with_generated_id(doc)?,
+    };
+    check_size_bytes(ready.as_bytes().len())?;
+    Ok(Cow::Owned(ready))
+}
+
+/// `doc` behind a new ObjectId `_id`: its elements are copied as one block (a bulk load
+/// of documents without `_id` goes through here for every document).
+fn with_generated_id(doc: &RawDocument) -> Result<RawDocumentBuf> {
+    const ID_ELEMENT: &[u8] = b"\x07_id\0";
+    let elements = &doc.as_bytes()[4..];
+    let length = 4 + ID_ELEMENT.len() + 12 + elements.len();
+    let mut bytes = Vec::with_capacity(length);
+    bytes.extend_from_slice(&i32::try_from(length).unwrap_or(i32::MAX).to_le_bytes());
+    bytes.extend_from_slice(ID_ELEMENT);
+    bytes.extend_from_slice(&bson::oid::ObjectId::new().bytes());
+    bytes.extend_from_slice(elements);
+    RawDocumentBuf::from_bytes(bytes)
+        .map_err(|e| Error::bad_value(format!("invalid document: {e}")))
 }
 
 /// Checks a document for storage and puts `_id` first, generating one if missing.
@@ -99,7 +186,10 @@ fn prepare_borrowed(doc: &Document) -> Result<Cow<'_, Document>> {
 }
 
 pub fn check_document_size(doc: &Document) -> Result<()> {
-    let size = basalt_value::document_size_bytes(doc);
+    check_size_bytes(basalt_value::document_size_bytes(doc))
+}
+
+fn check_size_bytes(size: usize) -> Result<()> {
     if size > MAX_BSON_OBJECT_SIZE_BYTES {
         return Err(Error::new(
             ErrorCode::BSON_OBJECT_TOO_LARGE,
@@ -164,6 +254,43 @@ fn dollar_prefixed_in_value(value: &Bson) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn raw_documents_get_id_first_and_are_borrowed_when_it_is() {
+        let raw = |d: Document| RawDocumentBuf::try_from(&d).unwrap();
+        let ready = raw(doc! {"_id": 1, "a": 2});
+        assert!(matches!(prepare_raw(&ready).unwrap(), Cow::Borrowed(_)));
+        let unordered = raw(doc! {"a": 2, "_id": 1, "b": 3});
+        let moved = prepare_raw(&unordered).unwrap();
+        assert_eq!(
+            Document::try_from(moved.as_ref()).unwrap(),
+            doc! {"_id": 1, "a": 2, "b": 3}
+        );
+        let without_id = raw(doc! {"a": 2});
+        let generated = prepare_raw(&without_id).unwrap();
+        let generated = Document::try_from(generated.as_ref()).unwrap();
+        assert!(generated.get_object_id("_id").is_ok());
+        assert_eq!(generated.keys().collect::<Vec<_>>(), ["_id", "a"]);
+        assert_eq!(generated.get_i32("a").ok(), Some(2));
+        for (bad, code) in [
+            (doc! {"_id": [1]}, ErrorCode::BAD_VALUE),
+            (
+                doc! {"a": 1, "_id": {"$x": 1}},
+                ErrorCode::DOLLAR_PREFIXED_FIELD_NAME,
+            ),
+        ] {
+            assert_eq!(
+                prepare_raw(&raw(bad.clone())).unwrap_err().code,
+                code,
+                "{bad}"
+            );
+        }
+        let big = raw(doc! {"_id": 1, "s": "x".repeat(MAX_BSON_OBJECT_SIZE_BYTES)});
+        assert_eq!(
+            prepare_raw(&big).unwrap_err().code,
+            ErrorCode::BSON_OBJECT_TOO_LARGE
+        );
+    }
 
     #[test]
     fn id_values() {

@@ -7,14 +7,13 @@
 use super::aggregate::collections::ServerCollections;
 use super::write_batch::durability;
 use super::Ctx;
-use crate::exec::{for_each_match, AccessPath, Deadline};
+use crate::exec::{execute, AccessPath, Deadline, ExecStats, Position, Step};
 use crate::request::Fields;
 use basalt_agg::{Collections, MergeWrite};
-use basalt_error::{Error, Result};
+use basalt_error::{Error, ErrorCode, Result};
 use basalt_js::{MapReduce, MapReduceCounts, MapReduceRun};
 use basalt_query::{Matcher, SortSpec};
 use bson::{doc, Bson, Document};
-use std::ops::ControlFlow;
 use std::time::Instant;
 
 /// Where the results go.
@@ -39,7 +38,6 @@ pub fn map_reduce(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     };
     let output = parse_output(required("out")?, ctx.db)?;
     let scope = fields.document_opt("scope")?.cloned().unwrap_or_default();
-    let scope = with_stored_functions(ctx, scope)?;
     let job = MapReduce::new(
         required("map")?,
         required("reduce")?,
@@ -53,10 +51,21 @@ pub fn map_reduce(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let filter = fields.document_opt("query")?.cloned().unwrap_or_default();
     let collation = fields.collation()?;
     let limit = fields.i64_opt("limit")?.filter(|l| *l > 0);
-    let sort = fields
-        .document_opt("sort")?
+    let sort_spec = fields.document_opt("sort")?;
+    let sort = sort_spec
         .map(|s| SortSpec::new(s).map(|s| s.with_collation(collation.as_ref())))
         .transpose()?;
+    // What `map` reads and the sort orders by is all a collection scan has to decode.
+    let read_fields = job.map_fields_read().map(|map_reads| {
+        let mut read = map_reads.to_vec();
+        for path in sort_spec.iter().flat_map(|s| s.keys()) {
+            let top = path.split('.').next().unwrap_or(path);
+            if !read.iter().any(|f| f == top) {
+                read.push(top.to_string());
+            }
+        }
+        read
+    });
     let deadline = Deadline::from_max_time_ms(fields.i64_opt("maxTimeMS")?);
 
     let mut run = job.start();
@@ -68,6 +77,7 @@ pub fn map_reduce(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         sort,
         limit,
         deadline,
+        read_fields.as_deref(),
         &mut run,
     )?;
     let (results, mut counts) = run.finish()?;
@@ -136,6 +146,9 @@ fn target(own_db: &str, db: &str, collection: &str) -> Bson {
     }
 }
 
+/// `out` as mongod parses it, with its errors: a collection name, `{inline: 1}` alone, or
+/// one of `replace`, `merge` and `reduce` with an optional `db` (and the accepted, no
+/// longer meaningful `sharded: true` and `nonAtomic: true`).
 fn parse_output(out: &Bson, own_db: &str) -> Result<Output> {
     let spec = match out {
         Bson::String(collection) => {
@@ -145,35 +158,84 @@ fn parse_output(out: &Bson, own_db: &str) -> Result<Output> {
             })
         }
         Bson::Document(spec) => spec,
-        _ => return Err(Error::bad_value("'out' has to be a string or an object")),
+        _ => {
+            return Err(Error::bad_value(
+                "'out' must be either a string or an object",
+            ))
+        }
     };
-    if spec.contains_key("inline") {
+    if let Some(inline) = spec.get("inline") {
+        if spec.len() != 1 {
+            return Err(Error::new(
+                ErrorCode::INVALID_OPTIONS,
+                "'inline' must be specified alone",
+            ));
+        }
+        if basalt_value::as_f64(inline) != Some(1.0) {
+            return Err(Error::bad_value("'inline' takes only numeric '1'"));
+        }
         return Ok(Output::Inline);
     }
-    let db = match spec.get("db") {
-        None => own_db.to_string(),
-        Some(Bson::String(db)) => db.clone(),
-        Some(_) => return Err(Error::bad_value("db must be a string")),
-    };
-    for (mode, value) in spec {
-        let Bson::String(collection) = value else {
-            continue;
-        };
-        let collection = collection.clone();
-        match mode.as_str() {
-            "replace" => return Ok(Output::Replace { db, collection }),
-            "merge" => return Ok(Output::Merge { db, collection }),
-            "reduce" => return Ok(Output::Reduce { db, collection }),
-            _ => {}
+    let mut expected_fields = 1;
+    for flag in ["sharded", "nonAtomic"] {
+        if let Some(value) = spec.get(flag) {
+            match value {
+                Bson::Boolean(true) => expected_fields += 1,
+                Bson::Boolean(false) => {
+                    return Err(Error::bad_value(format!("{flag} field value must be true")))
+                }
+                _ => {
+                    return Err(Error::bad_value(format!(
+                        "{flag} field value must be boolean"
+                    )))
+                }
+            }
         }
     }
-    Err(Error::bad_value(
-        "'out' has to be a string or an object with replace, merge, reduce or inline",
-    ))
+    let Some((mode, collection)) = ["replace", "merge", "reduce"]
+        .into_iter()
+        .find_map(|mode| spec.get(mode).map(|name| (mode, name)))
+    else {
+        return Err(Error::bad_value(
+            "'out' requires 'replace', 'merge' or 'reduce'",
+        ));
+    };
+    let Bson::String(collection) = collection else {
+        return Err(Error::bad_value(format!(
+            "'{mode}' supports only string consisting of output collection name"
+        )));
+    };
+    let db = match spec.get("db") {
+        None => own_db.to_string(),
+        Some(Bson::String(db)) if matches!(db.as_str(), "admin" | "local" | "config") => {
+            return Err(Error::new(
+                ErrorCode::COMMAND_NOT_SUPPORTED,
+                "cannot target internal database as output",
+            ))
+        }
+        Some(Bson::String(db)) => {
+            expected_fields += 1;
+            db.clone()
+        }
+        Some(_) => return Err(Error::bad_value("db field value must be string")),
+    };
+    if spec.len() != expected_fields {
+        return Err(Error::bad_value(
+            "'out' supports only output type with collection name, optional 'sharded' and \
+             optional 'db'",
+        ));
+    }
+    let collection = collection.clone();
+    Ok(match mode {
+        "replace" => Output::Replace { db, collection },
+        "merge" => Output::Merge { db, collection },
+        _ => Output::Reduce { db, collection },
+    })
 }
 
 /// Maps the documents `query`, `sort` and `limit` select, in that order. Unsorted input
-/// streams from the scan into `map`; sorted input is sorted whole first.
+/// streams from the scan into `map`; sorted input is sorted whole first. A collection
+/// scan decodes only `read_fields` of each document (all with `None`).
 #[allow(clippy::too_many_arguments)]
 fn map_inputs(
     ctx: &Ctx<'_>,
@@ -183,6 +245,7 @@ fn map_inputs(
     sort: Option<SortSpec>,
     limit: Option<i64>,
     deadline: Deadline,
+    read_fields: Option<&[String]>,
     run: &mut MapReduceRun<'_>,
 ) -> Result<()> {
     let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
@@ -193,58 +256,36 @@ fn map_inputs(
     let limit = limit.map(|l| l as usize);
     let mut sorted = Vec::new();
     let mut seen = 0usize;
-    for_each_match(
+    execute(
         &collection,
         &*collection.snapshot(),
         &matcher,
         &path,
+        &mut Position::default(),
+        &mut ExecStats::default(),
         deadline,
+        read_fields,
         &mut |_, doc| {
             if sort.is_some() {
                 sorted.push(doc);
-                return Ok(ControlFlow::Continue(()));
+                return Ok(Step::Continue);
             }
-            run.map(&doc)?;
+            run.map(doc)?;
             seen += 1;
             Ok(if limit.is_some_and(|l| seen >= l) {
-                ControlFlow::Break(())
+                Step::StopAfter
             } else {
-                ControlFlow::Continue(())
+                Step::Continue
             })
         },
     )?;
     if let Some(sort) = sort {
         sort.sort_by_document(&mut sorted, |d| d);
         sorted.truncate(limit.unwrap_or(usize::MAX));
-        for doc in &sorted {
+        for doc in sorted {
             deadline.check()?;
             run.map(doc)?;
         }
     }
     Ok(())
-}
-
-/// The command's scope with the functions stored in the database's `system.js`
-/// (`{_id: name, value: code}`) added, so map, reduce and finalize can call them.
-pub(crate) fn with_stored_functions(ctx: &Ctx<'_>, mut scope: Document) -> Result<Document> {
-    let Some(stored) = ctx.server.catalog.get(ctx.db, "system.js") else {
-        return Ok(scope);
-    };
-    let everything = Matcher::new(&Document::new())?;
-    for_each_match(
-        &stored,
-        &*stored.snapshot(),
-        &everything,
-        &AccessPath::CollectionScan,
-        Deadline::from_max_time_ms(None),
-        &mut |_, doc| {
-            if let (Some(Bson::String(name)), Some(value)) = (doc.get("_id"), doc.get("value")) {
-                if !scope.contains_key(name) {
-                    scope.insert(name.clone(), value.clone());
-                }
-            }
-            Ok(ControlFlow::Continue(()))
-        },
-    )?;
-    Ok(scope)
 }

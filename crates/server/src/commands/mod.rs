@@ -39,6 +39,16 @@ pub struct Ctx<'a> {
     pub connection: &'a ConnectionInfo,
     /// The database from `$db`.
     pub db: &'a str,
+    /// OP_MSG document sequences left in their wire bytes (an insert's `documents`, see
+    /// [`reads_sequence_raw`]); every other sequence is an array field of the body.
+    pub raw_sequences: &'a [basalt_wire::DocumentSequence],
+}
+
+/// Whether `command` reads the document sequence `identifier` in its wire bytes rather
+/// than as an array of decoded documents in its body: a bulk insert stores the bytes as
+/// they came, so decoding them would only be undone.
+pub fn reads_sequence_raw(command: &str, identifier: &str) -> bool {
+    command == "insert" && identifier == "documents"
 }
 
 type Handler = fn(&Ctx<'_>, &Document) -> Result<Document>;
@@ -306,7 +316,8 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         Counter::OwnCount => {}
     }
     let max_time_ms = body.get("maxTimeMS").and_then(basalt_value::as_i64);
-    basalt_js::with_command_deadline(max_time_ms, || (command.handler)(ctx, body))
+    let stored = crate::system_js::stored_functions(&ctx.server.catalog, ctx.db);
+    basalt_js::with_command(max_time_ms, stored, || (command.handler)(ctx, body))
 }
 
 fn list_commands(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {

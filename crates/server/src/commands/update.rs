@@ -154,15 +154,7 @@ fn parse_pipeline(
     constants: Option<&Document>,
     let_vars: Option<&Document>,
 ) -> Result<Pipeline> {
-    let stages = stages
-        .iter()
-        .map(|stage| match stage {
-            Bson::Document(d) => Ok(d.clone()),
-            _ => Err(Error::type_mismatch(
-                "Each element of the 'pipeline' array must be an object",
-            )),
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let stages = basalt_agg::stage_documents(stages)?;
     let variables = match constants {
         None => let_vars.cloned(),
         Some(constants) => {

@@ -1,7 +1,7 @@
 //! The aggregation pipeline's window on the server ([`basalt_agg::Collections`]): scans of
 //! other collections for `$lookup`, `$graphLookup` and `$unionWith`, the writes of `$out`
-//! and `$merge` through the catalog, and the server state `$listLocalSessions` and
-//! `$currentOp` report.
+//! and `$merge` through the catalog, and the server state `$listLocalSessions`,
+//! `$currentOp`, `$collStats` and `$indexStats` report.
 
 use crate::commands::insert::{check_document_size, prepare_for_insert};
 use crate::commands::Ctx;
@@ -183,6 +183,17 @@ impl Collections for ServerCollections<'_> {
         }])
     }
 
+    fn spill_directory(&self) -> Option<std::path::PathBuf> {
+        // `allowDiskUseByDefault` is on since MongoDB 6.0; the command was validated.
+        let allowed = !matches!(
+            self.command.get("allowDiskUse"),
+            Some(bson::Bson::Boolean(false))
+        );
+        allowed.then(|| {
+            basalt_query::BlockingSort::spill_directory_under(&self.ctx.server.options.dbpath)
+        })
+    }
+
     fn current_ops(&self) -> Result<Vec<Document>> {
         let connection = self.ctx.connection;
         let mut ops = vec![doc! {
@@ -206,6 +217,54 @@ impl Collections for ServerCollections<'_> {
                 .map(index_build_op),
         );
         Ok(ops)
+    }
+
+    fn collection_stats(&self, scale: i64) -> Result<Document> {
+        let mut out = doc! {"ns": self.namespace, "host": crate::commands::admin::host_name()};
+        if let Some(collection) = self.aggregated() {
+            let body = doc! {"collStats": collection.meta().name.clone(), "scale": scale};
+            out.insert(
+                "storageStats",
+                crate::commands::stats::coll_stats(self.ctx, &body)?,
+            );
+        }
+        Ok(out)
+    }
+
+    fn index_stats(&self) -> Result<Vec<Document>> {
+        let Some(collection) = self.aggregated() else {
+            return Ok(Vec::new());
+        };
+        // Index use is not counted yet: every index reports no operations since the
+        // server started.
+        let started = self.ctx.server.started.elapsed().as_millis() as i64;
+        let since = bson::DateTime::from_millis(bson::DateTime::now().timestamp_millis() - started);
+        let host = crate::commands::admin::host_name();
+        Ok(collection
+            .meta()
+            .indexes
+            .iter()
+            .map(|index| {
+                doc! {
+                    "name": index.name.clone(),
+                    "key": index.key.clone(),
+                    "host": host.clone(),
+                    "accesses": {"ops": 0_i64, "since": since},
+                    "spec": index.to_list_document(),
+                }
+            })
+            .collect())
+    }
+}
+
+impl ServerCollections<'_> {
+    /// The collection the pipeline aggregates, when it exists.
+    fn aggregated(&self) -> Option<Arc<Collection>> {
+        let name = self
+            .namespace
+            .strip_prefix(self.ctx.db)?
+            .strip_prefix('.')?;
+        self.ctx.server.catalog.get(self.ctx.db, name)
     }
 }
 
