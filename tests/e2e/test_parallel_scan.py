@@ -189,3 +189,20 @@ def test_explain_shows_the_split(big):
         "explain", {"aggregate": "big", "pipeline": [{"$sort": {"k": 1}}], "cursor": {}}
     )
     assert "splitPipeline" not in plan
+
+
+def test_find_over_ranges_keeps_natural_order_across_batches(big, data):
+    selective = {"k": 3, "nested.x": {"$ne": 1}}
+    expected = [d["_id"] for d in data if d["k"] == 3 and d["nested"]["x"] != 1]
+    for batch_size in (0, 5, 1000):
+        got = [d["_id"] for d in big.find(selective, {"_id": 1}, batch_size=batch_size)]
+        assert got == expected, batch_size
+    threes = [d["_id"] for d in data if d["k"] == 3]
+    got = [d["_id"] for d in big.find({"k": 3}, {"_id": 1}).skip(1000).limit(2500)]
+    assert got == threes[1000:3500]
+    got = [d["_id"] for d in big.find({"k": 3}, {"_id": 1}, batch_size=7).limit(20)]
+    assert got == threes[:20]
+    # Every document matches: batches fill from the first range.
+    got = [d["_id"] for d in big.find({"v": {"$gte": 0}}, {"_id": 1}, batch_size=20_000)]
+    assert got == list(range(N))
+    assert big.find_one({"_id": {"$gt": 59_990}, "k": 0}) == data[59_997]

@@ -69,6 +69,12 @@ impl Matcher {
         self
     }
 
+    /// Whether the filter has no condition (every document matches).
+    pub fn is_empty(&self) -> bool {
+        matches!(&self.root, MatchExpr::And(children) if children.is_empty())
+            || matches!(self.root, MatchExpr::Always(true))
+    }
+
     /// True when the stored document `raw` certainly does not match, found without
     /// decoding it; false says nothing (see [`RawFilter`]).
     pub fn rejects_raw(&self, raw: &bson::RawDocument) -> bool {

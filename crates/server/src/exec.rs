@@ -5,6 +5,7 @@
 //! or an index scan over key ranges that fetches each record. The matcher always
 //! re-checks candidates, so an access path only has to return a superset of the matches.
 
+use crate::parallel_scan::{self, RecordRange};
 use crate::request::Fields;
 use basalt_catalog::Collection;
 use basalt_error::{Error, ErrorCode, Result};
@@ -588,6 +589,8 @@ pub struct CollectionScan {
     /// The top-level fields the consumer reads (`None`: all), for a collection scan to
     /// decode only those.
     fields: Option<Vec<String>>,
+    /// Threads a collection scan with a filter may use to fill a batch.
+    workers: usize,
     position: Position,
     /// Keys and documents examined so far (explain's executionStats).
     pub stats: ExecStats,
@@ -612,6 +615,7 @@ impl CollectionScan {
             remaining: limit,
             deadline,
             fields: None,
+            workers: 1,
             position: Position::default(),
             stats: ExecStats::default(),
         }
@@ -623,6 +627,12 @@ impl CollectionScan {
         self
     }
 
+    /// Lets a collection scan with a filter fill its batches on `workers` threads.
+    pub fn with_workers(mut self, workers: usize) -> CollectionScan {
+        self.workers = workers;
+        self
+    }
+
     pub fn next_batch(
         &mut self,
         max_docs: usize,
@@ -631,6 +641,10 @@ impl CollectionScan {
         let mut batch = Vec::new();
         if self.remaining == Some(0) {
             return Ok((batch, true));
+        }
+        if self.workers > 1 && self.path == AccessPath::CollectionScan && !self.matcher.is_empty()
+        {
+            return self.next_batch_parallel(max_docs, max_bytes);
         }
         let snapshot = self.collection.snapshot();
         let mut bytes = 0usize;
@@ -688,6 +702,128 @@ impl CollectionScan {
         }
         let done = exhausted || self.remaining == Some(0);
         Ok((batch, done))
+    }
+}
+
+/// Records each worker scans per round of a parallel batch.
+const PARALLEL_BATCH_RANGE_RECORDS: u64 = 16_384;
+
+/// What one range of a parallel batch found.
+struct RangeMatches {
+    matches: Vec<(u64, Document)>,
+    /// Whether the range was scanned to its end (not cut short at the batch's need).
+    complete: bool,
+    stats: ExecStats,
+}
+
+impl CollectionScan {
+    /// `next_batch` for a selective collection scan: rounds of consecutive record ranges,
+    /// one per worker, scanned at once; their matches are taken in record order until
+    /// the batch is full. A range after the one that filled the batch was scanned for
+    /// nothing, which is the price of not knowing in advance where the matches are.
+    fn next_batch_parallel(
+        &mut self,
+        max_docs: usize,
+        max_bytes: usize,
+    ) -> Result<(Vec<Document>, bool)> {
+        let snapshot = self.collection.snapshot();
+        let high_water = self.collection.record_id_high_water();
+        let mut batch = Vec::new();
+        let mut bytes = 0usize;
+        loop {
+            let start = self.position.after_record.unwrap_or(0);
+            if start >= high_water {
+                return Ok((batch, true));
+            }
+            let ranges: Vec<RecordRange> = (0..self.workers as u64)
+                .map(|i| start + i * PARALLEL_BATCH_RANGE_RECORDS)
+                .take_while(|after| *after < high_water)
+                .map(|after| RecordRange {
+                    after: Some(after),
+                    last: (after + PARALLEL_BATCH_RANGE_RECORDS).min(high_water),
+                })
+                .collect();
+            // Enough matches from one range fill the batch (after the skip).
+            let room = max_docs - batch.len();
+            let need = self.skip as usize
+                + self
+                    .remaining
+                    .map_or(room, |r| room.min(usize::try_from(r).unwrap_or(usize::MAX)));
+            let (collection, matcher, fields, deadline) = (
+                &self.collection,
+                &self.matcher,
+                self.fields.as_deref(),
+                self.deadline,
+            );
+            let found = parallel_scan::run_ranges(&ranges, self.workers, &|range| {
+                let mut matches = Vec::new();
+                let mut stats = ExecStats::default();
+                execute(
+                    collection,
+                    &*snapshot,
+                    matcher,
+                    &AccessPath::CollectionScan,
+                    &mut Position::records(range.after, range.last),
+                    &mut stats,
+                    deadline,
+                    fields,
+                    &mut |record_id, doc| {
+                        matches.push((record_id, doc));
+                        Ok(if matches.len() >= need {
+                            Step::StopAfter
+                        } else {
+                            Step::Continue
+                        })
+                    },
+                )?;
+                Ok(RangeMatches {
+                    complete: matches.len() < need,
+                    matches,
+                    stats,
+                })
+            })?;
+            for (range, found) in ranges.iter().zip(found) {
+                self.stats.keys_examined += found.stats.keys_examined;
+                self.stats.docs_examined += found.stats.docs_examined;
+                for (record_id, doc) in found.matches {
+                    if batch.len() >= max_docs {
+                        return Ok((batch, false));
+                    }
+                    if self.skip > 0 {
+                        self.skip -= 1;
+                        self.position.after_record = Some(record_id);
+                        continue;
+                    }
+                    let out = match &self.projection {
+                        Some(p) => p.apply(&doc)?,
+                        None => doc,
+                    };
+                    let size = basalt_value::document_size_bytes(&out);
+                    if !batch.is_empty() && bytes + size > max_bytes {
+                        // Not consumed: the next batch starts at this record.
+                        return Ok((batch, false));
+                    }
+                    bytes += size;
+                    batch.push(out);
+                    self.position.after_record = Some(record_id);
+                    if let Some(r) = self.remaining.as_mut() {
+                        *r -= 1;
+                        if *r == 0 {
+                            return Ok((batch, true));
+                        }
+                    }
+                }
+                if !found.complete {
+                    // Cut short at the batch's need: full, unless matches were skipped.
+                    break;
+                }
+                self.position.after_record = Some(range.last);
+            }
+            if batch.len() >= max_docs {
+                let done = self.position.after_record.unwrap_or(0) >= high_water;
+                return Ok((batch, done));
+            }
+        }
     }
 }
 

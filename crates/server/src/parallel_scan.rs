@@ -55,10 +55,19 @@ pub fn run<T: Send>(
     workers: usize,
     work: &(dyn Fn(RecordRange) -> Result<T> + Sync),
 ) -> Result<Vec<T>> {
-    let ranges = record_ranges(high_water, workers);
-    let workers = workers.clamp(1, ranges.len());
+    run_ranges(&record_ranges(high_water, workers), workers, work)
+}
+
+/// Runs `work` over each of `ranges` on up to `workers` threads and returns the results
+/// in the order of `ranges`.
+pub fn run_ranges<T: Send>(
+    ranges: &[RecordRange],
+    workers: usize,
+    work: &(dyn Fn(RecordRange) -> Result<T> + Sync),
+) -> Result<Vec<T>> {
+    let workers = workers.clamp(1, ranges.len().max(1));
     if workers == 1 {
-        return ranges.into_iter().map(work).collect();
+        return ranges.iter().map(|range| work(*range)).collect();
     }
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);

@@ -113,7 +113,8 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 .and_then(projected_fields);
             CursorSource::Scan(Box::new(
                 CollectionScan::new(collection, matcher, path, projection, skip, limit, deadline)
-                    .with_fields(read),
+                    .with_fields(read)
+                    .with_workers(ctx.server.scan_workers()),
             ))
         }
         Order::Sorted(spec) => {
