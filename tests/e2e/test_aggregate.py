@@ -184,3 +184,20 @@ def test_set_operator_errors(db):
         with pytest.raises(OperationFailure) as info:
             list(db.c.aggregate([{"$project": {"r": expression}}]))
         assert info.value.code == code, expression
+
+
+def test_group_memory_limit_spill(db):
+    """$group holds 100 MB of groups: beyond it, it fails with 292 when disk use is
+    refused, and otherwise spills and still gives every group whole."""
+    big = "x" * (1024 * 1024)
+    for start in range(0, 110, 10):
+        db.c.insert_many([{"_id": i, "k": i % 55, "big": big} for i in range(start, start + 10)])
+    pipeline = [
+        {"$group": {"_id": "$k", "bigs": {"$push": "$big"}, "ids": {"$push": "$_id"}}},
+        {"$project": {"n": {"$size": "$bigs"}, "ids": 1}},
+        {"$sort": {"_id": 1}},
+    ]
+    with raises_code("QueryExceededMemoryLimitNoDiskUseAllowed"):
+        list(db.c.aggregate(pipeline, allowDiskUse=False))
+    out = list(db.c.aggregate(pipeline))
+    assert out == [{"_id": k, "ids": [k, k + 55], "n": 2} for k in range(55)]

@@ -96,6 +96,15 @@ def test_date_diff_weeks_and_zones(coll):
     assert evaluate(coll, {"$dateDiff": day}) == 0
     assert evaluate(coll, {"$dateDiff": {**day, "timezone": NY}}) == 1
     assert evaluate(coll, {"$dateDiff": {**day, "timezone": NY, "unit": "year"}}) == 1
+    # Midnight to midnight across New York's spring-forward (05:00Z, then 04:00Z under
+    # UTC-4) is one day of 23 hours.
+    dst = {
+        "startDate": datetime(2021, 3, 14, 5),
+        "endDate": datetime(2021, 3, 15, 4),
+        "timezone": NY,
+    }
+    assert evaluate(coll, {"$dateDiff": {**dst, "unit": "day"}}) == 1
+    assert evaluate(coll, {"$dateDiff": {**dst, "unit": "hour"}}) == 23
 
 
 @pytest.mark.parametrize(
@@ -145,7 +154,7 @@ def test_date_from_parts_carries_over(coll):
 def test_date_strings(coll):
     from_string = {"$dateFromString": {"dateString": "2021-03-20 07:30:05.2", "timezone": NY}}
     assert evaluate(coll, from_string) == T
-    formatted = {"dateString": "20/Mar/2021 11h30", "format": "%d/%b/%Y %Hh%M"}
+    formatted = {"dateString": "20/Mar/2021 11h30m00", "format": "%d/%b/%Y %Hh%Mm%S"}
     assert evaluate(coll, {"$dateFromString": formatted}) == datetime(2021, 3, 20, 11, 30)
     bad = {"dateString": "2021-02-30", "onError": "invalid"}
     assert evaluate(coll, {"$dateFromString": bad}) == "invalid"
@@ -167,7 +176,8 @@ def test_date_strings(coll):
         ({"$dateAdd": {"startDate": "$t", "unit": "day", "amount": 1.5}}, 5166405, None),
         ({"$dateAdd": {"startDate": "x", "unit": "day", "amount": 1}}, 5166403, None),
         ({"$dateAdd": {"startDate": "$t", "unit": "fortnight", "amount": 1}}, 9, "FailedToParse"),
-        ({"$dateAdd": {"startDate": "$t", "unit": "day", "amount": 2**62}}, 5166406, None),
+        ({"$dateAdd": {"startDate": "$t", "unit": "day", "amount": 2**62}}, 5976500, None),
+        ({"$dateAdd": {"startDate": "$t", "unit": "day", "amount": 2 * 10**11}}, 5166406, None),
         ({"$dateDiff": {"startDate": "$t", "unit": "day"}}, 5166304, None),
         ({"$dateDiff": {"startDate": "$t", "endDate": 1, "unit": "day"}}, 5166307, None),
         ({"$dateDiff": {"startDate": "$t", "endDate": "$t", "unit": 1}}, 5439013, None),

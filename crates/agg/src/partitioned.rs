@@ -81,6 +81,12 @@ impl<'p> Partitioned<'p> {
         Ok(())
     }
 
+    /// Whether `partial` holds more than its stage may keep in memory: the caller then
+    /// runs the pipeline in one pass instead, where `$group` can spill to disk.
+    pub fn exceeds_memory(&self, partial: &Partial) -> bool {
+        matches!(&partial.0, State::Group(groups) if groups.over_limit())
+    }
+
     /// Merges the partial of the partition that follows `partial`'s in input order.
     pub fn merge(&self, partial: &mut Partial, later: Partial) -> Result<()> {
         match (self.head(), &mut partial.0, later.0) {

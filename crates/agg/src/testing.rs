@@ -15,6 +15,8 @@ pub(crate) struct MemoryCollections {
     unique_indexes: RefCell<Vec<(Namespace, Vec<String>)>>,
     /// The collection a test pipeline aggregates, which `$collStats`/`$indexStats` see.
     aggregated: RefCell<String>,
+    /// Where blocking stages may spill; none (disk use refused) by default.
+    spill: Option<std::path::PathBuf>,
 }
 
 fn namespace(db: &str, coll: &str) -> Namespace {
@@ -37,6 +39,7 @@ impl MemoryCollections {
             collections: RefCell::default(),
             unique_indexes: RefCell::default(),
             aggregated: RefCell::default(),
+            spill: None,
         }
     }
 
@@ -73,9 +76,21 @@ impl MemoryCollections {
     }
 }
 
+impl MemoryCollections {
+    /// Lets blocking stages spill under `directory`.
+    pub(crate) fn with_spill_directory(mut self, directory: &std::path::Path) -> Self {
+        self.spill = Some(directory.to_path_buf());
+        self
+    }
+}
+
 impl Collections for MemoryCollections {
     fn database(&self) -> &str {
         &self.db
+    }
+
+    fn spill_directory(&self) -> Option<std::path::PathBuf> {
+        self.spill.clone()
     }
 
     fn scan(&self, db: &str, collection: &str) -> Result<DocumentStream<'_>> {

@@ -3,11 +3,14 @@
 //! A document yields one key per index, or several when an indexed path reaches an array
 //! (a multikey index, as in MongoDB: one entry per element, an empty array indexed as
 //! `undefined`, a missing field as `null`). Keys are encoded with
-//! `basalt_value::key_string`, so bytewise order is MongoDB's value order.
+//! `basalt_value::key_string`, so bytewise order is MongoDB's value order — under the
+//! index's collation when it has one, so a case-insensitive unique index sees "ABC" and
+//! "abc" as one key.
 
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_query::Matcher;
-use basalt_value::key_string::encode_key;
+use basalt_value::key_string::{encode_key_with, encode_value_with};
+use basalt_value::Collation;
 use bson::{doc, Bson, Document};
 use std::sync::Arc;
 
@@ -29,6 +32,8 @@ pub struct IndexSpec {
     pub expire_after_seconds: Option<i64>,
     /// A partial index: only documents matching this filter are indexed.
     pub partial: Option<PartialFilter>,
+    /// The collation its string keys are ordered by; `None` for binary order.
+    pub collation: Option<Collation>,
 }
 
 /// A partial index's `partialFilterExpression`, parsed once.
@@ -82,6 +87,7 @@ impl IndexSpec {
             multikey: false,
             expire_after_seconds: None,
             partial: None,
+            collation: None,
         }
     }
 
@@ -114,6 +120,9 @@ impl IndexSpec {
                 i32::try_from(seconds).map_or(Bson::Int64(seconds), Bson::Int32),
             );
         }
+        if let Some(collation) = &self.collation {
+            d.insert("collation", collation.spec().clone());
+        }
         d
     }
 
@@ -131,6 +140,9 @@ impl IndexSpec {
         }
         if let Some(partial) = &self.partial {
             d.insert("partialFilterExpression", partial.expression.clone());
+        }
+        if let Some(collation) = &self.collation {
+            d.insert("collation", collation.spec().clone());
         }
         d
     }
@@ -152,6 +164,10 @@ impl IndexSpec {
                 .ok()
                 .map(|e| PartialFilter::new(e.clone()))
                 .transpose()?,
+            collation: match d.get_document("collation") {
+                Ok(spec) => Collation::parse(spec)?,
+                Err(_) => None,
+            },
         })
     }
 
@@ -175,7 +191,7 @@ impl IndexSpec {
             .iter()
             .zip(self.key.values().map(is_descending))
             .collect();
-        encode_key(&parts)
+        encode_key_with(&parts, self.collation.as_ref())
     }
 
     /// Every distinct key `doc` produces for this index; none for a sparse index when
@@ -212,7 +228,10 @@ impl IndexSpec {
                         "Error: hashed indexes do not currently support array values",
                     ));
                 }
-                values = values.iter().map(hashed_value).collect();
+                values = values
+                    .iter()
+                    .map(|v| hashed_value(v, self.collation.as_ref()))
+                    .collect();
             }
             if reached_array {
                 array_fields += 1;
@@ -270,12 +289,13 @@ pub fn is_hashed(direction: &Bson) -> bool {
 }
 
 /// The key a hashed index stores for `value`: a 64-bit hash of the value's key
-/// encoding, so numerically equal values (1, 1.0, NumberLong(1)) hash alike. FNV-1a
-/// with a final avalanche (SplitMix64's), written out because the hashes are persisted
-/// and must never change between builds.
-pub fn hashed_value(value: &Bson) -> Bson {
+/// encoding (under the index's collation, so strings it finds equal hash alike), so
+/// numerically equal values (1, 1.0, NumberLong(1)) hash alike. FNV-1a with a final
+/// avalanche (SplitMix64's), written out because the hashes are persisted and must never
+/// change between builds.
+pub fn hashed_value(value: &Bson, collation: Option<&Collation>) -> Bson {
     let mut encoded = Vec::new();
-    basalt_value::key_string::encode_value(&mut encoded, value, false);
+    encode_value_with(&mut encoded, value, false, collation);
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in encoded {
         h ^= u64::from(byte);
@@ -360,6 +380,7 @@ mod tests {
             multikey: false,
             expire_after_seconds: None,
             partial: None,
+            collation: None,
         }
     }
 
@@ -368,10 +389,16 @@ mod tests {
         let s = spec(doc! { "a": "hashed" });
         let one = s.keys_for(&doc! { "a": 1 }).unwrap();
         assert_eq!(one, s.keys_for(&doc! { "a": 1.0 }).unwrap());
-        assert_eq!(one[0].values, vec![hashed_value(&Bson::Int32(1))]);
-        assert_ne!(hashed_value(&Bson::Int32(1)), hashed_value(&Bson::Int32(2)));
+        assert_eq!(one[0].values, vec![hashed_value(&Bson::Int32(1), None)]);
+        assert_ne!(
+            hashed_value(&Bson::Int32(1), None),
+            hashed_value(&Bson::Int32(2), None)
+        );
         // Persisted: the hash of a value must never change.
-        assert_eq!(hashed_value(&Bson::Int32(1)), hashed_value(&Bson::Int64(1)));
+        assert_eq!(
+            hashed_value(&Bson::Int32(1), None),
+            hashed_value(&Bson::Int64(1), None)
+        );
         let err = s.keys_for(&doc! { "a": [1, 2] }).unwrap_err();
         assert_eq!(err.code.0, 16766);
     }
@@ -427,5 +454,57 @@ mod tests {
         let a = s.keys_for(&doc! { "_id": 1 }).unwrap();
         let b = s.keys_for(&doc! { "_id": 1.0 }).unwrap();
         assert_eq!(a[0].encoded, b[0].encoded);
+    }
+
+    fn case_insensitive() -> Collation {
+        Collation::parse(&doc! { "locale": "en", "strength": 2 })
+            .unwrap()
+            .unwrap()
+    }
+
+    #[test]
+    fn collated_keys_equal_for_strings_the_collation_equates() {
+        let mut s = spec(doc! { "a": 1, "b": -1 });
+        s.collation = Some(case_insensitive());
+        let upper = s.keys_for(&doc! { "a": "ABC", "b": ["X", 2] }).unwrap();
+        let lower = s.keys_for(&doc! { "a": "abc", "b": ["x", 2] }).unwrap();
+        assert_eq!(upper.len(), 2);
+        assert_eq!(
+            upper.iter().map(|k| &k.encoded).collect::<Vec<_>>(),
+            lower.iter().map(|k| &k.encoded).collect::<Vec<_>>()
+        );
+        // The values stay as stored, for keyValue in DuplicateKey errors.
+        assert_eq!(upper[0].values, vec![Bson::from("ABC"), Bson::from("X")]);
+        // Keys without strings are those of a binary index.
+        let numbers = doc! { "a": 1, "b": 2.5 };
+        assert_eq!(
+            s.keys_for(&numbers).unwrap(),
+            spec(doc! { "a": 1, "b": -1 }).keys_for(&numbers).unwrap()
+        );
+        let mut hashed = spec(doc! { "a": "hashed" });
+        hashed.collation = Some(case_insensitive());
+        assert_eq!(
+            hashed.keys_for(&doc! { "a": "Q" }).unwrap(),
+            hashed.keys_for(&doc! { "a": "q" }).unwrap()
+        );
+    }
+
+    #[test]
+    fn collation_survives_the_catalog_and_shows_in_list_indexes() {
+        let mut s = spec(doc! { "a": 1 });
+        s.collation = Some(case_insensitive());
+        let stored = s.to_catalog_document();
+        assert_eq!(IndexSpec::from_catalog_document(&stored).unwrap(), s);
+        let listed = s.to_list_document();
+        let collation = listed.get_document("collation").unwrap();
+        assert_eq!(collation.get_str("locale").unwrap(), "en");
+        assert_eq!(collation.get_i32("strength").unwrap(), 2);
+        assert_eq!(collation.get_str("version").unwrap(), "57.1");
+        assert!(!spec(doc! { "a": 1 })
+            .to_list_document()
+            .contains_key("collation"));
+        assert!(!spec(doc! { "a": 1 })
+            .to_catalog_document()
+            .contains_key("collation"));
     }
 }

@@ -598,6 +598,7 @@ mod tests {
             multikey: false,
             expire_after_seconds: None,
             partial: None,
+            collation: None,
         };
         let err = cat.add_index(&coll, unique_a.clone()).unwrap_err();
         assert_eq!(err.code, ErrorCode::DUPLICATE_KEY);

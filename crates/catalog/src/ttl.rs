@@ -124,6 +124,7 @@ mod tests {
             multikey: false,
             expire_after_seconds: Some(seconds),
             partial: None,
+            collation: None,
         }
     }
 

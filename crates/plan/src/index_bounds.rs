@@ -8,11 +8,17 @@
 //! field are intersected only when the index is not multikey (an array can satisfy
 //! `$gt` and `$lt` through different elements). Exclusive ends are scanned as inclusive:
 //! the executor re-checks each document, so bounds need only be a superset.
+//!
+//! An index with a collation holds strings as collation sort keys, so its bounds on
+//! strings are built, ordered and encoded under that collation, and a query may bound
+//! strings on it only when it compares strings by the same collation (a binary index
+//! only for a binary query). Conditions on values without strings bound any index, as in
+//! MongoDB: numbers, dates and the rest encode alike under every collation.
 
 use crate::predicate::Condition;
 use basalt_catalog::IndexSpec;
-use basalt_value::compare_values;
-use basalt_value::key_string::{encode_value, encoded_len};
+use basalt_value::key_string::{encode_value_with, encoded_len};
+use basalt_value::{compare_values_with, Collation};
 use bson::oid::ObjectId;
 use bson::{Bson, DateTime, Document, Timestamp};
 use std::cmp::Ordering;
@@ -49,23 +55,24 @@ impl Interval {
         }
     }
 
-    pub fn is_point(&self) -> bool {
+    /// Whether the interval holds one value, `collation` deciding which strings are one.
+    pub fn is_point(&self, collation: Option<&Collation>) -> bool {
         self.start_inclusive
             && self.end_inclusive
-            && compare_values(&self.start, &self.end) == Ordering::Equal
+            && compare_values_with(&self.start, &self.end, collation) == Ordering::Equal
     }
 
     fn is_all_values(&self) -> bool {
         self == &Interval::all_values()
     }
 
-    fn contains(&self, v: &Bson) -> bool {
-        let after_start = match compare_values(&self.start, v) {
+    fn contains(&self, v: &Bson, collation: Option<&Collation>) -> bool {
+        let after_start = match compare_values_with(&self.start, v, collation) {
             Ordering::Less => true,
             Ordering::Equal => self.start_inclusive,
             Ordering::Greater => false,
         };
-        let before_end = match compare_values(v, &self.end) {
+        let before_end = match compare_values_with(v, &self.end, collation) {
             Ordering::Less => true,
             Ordering::Equal => self.end_inclusive,
             Ordering::Greater => false,
@@ -73,18 +80,19 @@ impl Interval {
         after_start && before_end
     }
 
-    fn intersect(&self, other: &Interval) -> Option<Interval> {
-        let (start, start_inclusive) = match compare_values(&self.start, &other.start) {
+    fn intersect(&self, other: &Interval, collation: Option<&Collation>) -> Option<Interval> {
+        let compare = |a: &Bson, b: &Bson| compare_values_with(a, b, collation);
+        let (start, start_inclusive) = match compare(&self.start, &other.start) {
             Ordering::Less => (&other.start, other.start_inclusive),
             Ordering::Greater => (&self.start, self.start_inclusive),
             Ordering::Equal => (&self.start, self.start_inclusive && other.start_inclusive),
         };
-        let (end, end_inclusive) = match compare_values(&self.end, &other.end) {
+        let (end, end_inclusive) = match compare(&self.end, &other.end) {
             Ordering::Less => (&self.end, self.end_inclusive),
             Ordering::Greater => (&other.end, other.end_inclusive),
             Ordering::Equal => (&self.end, self.end_inclusive && other.end_inclusive),
         };
-        let non_empty = match compare_values(start, end) {
+        let non_empty = match compare(start, end) {
             Ordering::Less => true,
             Ordering::Equal => start_inclusive && end_inclusive,
             Ordering::Greater => false,
@@ -99,12 +107,15 @@ impl Interval {
 
     /// MongoDB's explain form, e.g. `[1, 1]`, `(5, inf.0]`, `[MaxKey, MinKey]` (listed
     /// high to low for a descending field).
-    fn to_explain(&self, descending: bool) -> String {
+    fn to_explain(&self, descending: bool, collation: Option<&Collation>) -> String {
         let (open, close) = (
             if self.start_inclusive { '[' } else { '(' },
             if self.end_inclusive { ']' } else { ')' },
         );
-        let (start, end) = (bound_to_string(&self.start), bound_to_string(&self.end));
+        let (start, end) = (
+            bound_to_string(&self.start, collation),
+            bound_to_string(&self.end, collation),
+        );
         if descending {
             let (open, close) = (
                 if self.end_inclusive { '[' } else { '(' },
@@ -117,8 +128,18 @@ impl Interval {
     }
 }
 
-fn bound_to_string(v: &Bson) -> String {
+/// A bound as explain shows it; under a collation a string bound is its sort key, as
+/// MongoDB shows `CollationKey(0x...)`.
+fn bound_to_string(v: &Bson, collation: Option<&Collation>) -> String {
     match v {
+        Bson::String(s) | Bson::Symbol(s) if collation.is_some() => {
+            let mut sort_key = Vec::new();
+            if let Some(collation) = collation {
+                collation.write_sort_key(s, &mut sort_key);
+            }
+            let hex: String = sort_key.iter().map(|b| format!("{b:02x}")).collect();
+            format!("CollationKey(0x{hex})")
+        }
         Bson::MinKey => "MinKey".into(),
         Bson::MaxKey => "MaxKey".into(),
         Bson::Double(d) if d.is_infinite() => if *d > 0.0 { "inf.0" } else { "-inf.0" }.into(),
@@ -133,17 +154,21 @@ pub struct IndexBounds {
     /// Per key-pattern field: path, direction (true = descending), intervals in
     /// ascending value order (disjoint).
     pub fields: Vec<(String, bool, Vec<Interval>)>,
+    /// The index's collation, which orders and encodes its string bounds.
+    pub collation: Option<Collation>,
 }
 
 impl IndexBounds {
-    /// Bounds of `index` for the conditions `conditions_of` gives per field path.
-    /// `collation` means strings compare by a collation the index does not use, so no
-    /// string-bearing condition may narrow the bounds.
+    /// Bounds of `index` for the conditions `conditions_of` gives per field path, for a
+    /// query comparing strings by `query_collation` (binary when `None`). When that is
+    /// not the index's collation, no string-bearing condition may narrow the bounds.
     pub fn for_index<'a>(
         index: &IndexSpec,
         conditions_of: impl Fn(&str) -> &'a [Condition],
-        collation: bool,
+        query_collation: Option<&Collation>,
     ) -> IndexBounds {
+        let collation = index.collation.as_ref();
+        let strings_usable = collation == query_collation;
         let fields = index
             .key
             .iter()
@@ -154,22 +179,38 @@ impl IndexBounds {
                 let mut lists = conditions_of(path)
                     .iter()
                     .filter(|c| !hashed || matches!(c, Condition::Eq(_) | Condition::In(_)))
-                    .filter_map(|c| condition_intervals(c, collation))
-                    .map(|list| if hashed { hash_points(&list) } else { list });
+                    .filter_map(|c| condition_intervals(c, strings_usable, collation))
+                    .map(|list| {
+                        if hashed {
+                            hash_points(&list, collation)
+                        } else {
+                            list
+                        }
+                    });
                 let intervals = match lists.next() {
                     None => vec![Interval::all_values()],
                     Some(first) if index.multikey => first,
-                    Some(first) => lists.fold(first, |acc, next| intersect_lists(&acc, &next)),
+                    Some(first) => {
+                        lists.fold(first, |acc, next| intersect_lists(&acc, &next, collation))
+                    }
                 };
                 (path.clone(), descending, intervals)
             })
             .collect();
-        IndexBounds { fields }
+        IndexBounds {
+            fields,
+            collation: index.collation.clone(),
+        }
     }
 
     /// Bounds scanning the whole index (a hinted index with no usable condition).
     pub fn whole_index(index: &IndexSpec) -> IndexBounds {
-        IndexBounds::for_index(index, |_| &[], false)
+        IndexBounds::for_index(index, |_| &[], None)
+    }
+
+    /// Whether the field's intervals are one point each, under the index's collation.
+    fn all_points(&self, list: &[Interval]) -> bool {
+        list.iter().all(|i| i.is_point(self.collation.as_ref()))
     }
 
     /// Whether the first field is narrowed (an index is worth using only then).
@@ -182,9 +223,10 @@ impl IndexBounds {
     /// Whether any document missing the leading field could match (a sparse index
     /// does not hold such documents).
     pub fn leading_field_admits_null(&self) -> bool {
-        self.fields
-            .first()
-            .is_some_and(|(_, _, list)| list.iter().any(|i| i.contains(&Bson::Null)))
+        self.fields.first().is_some_and(|(_, _, list)| {
+            list.iter()
+                .any(|i| i.contains(&Bson::Null, self.collation.as_ref()))
+        })
     }
 
     /// Whether the bounds are empty (a contradiction such as `{a: {$gt: 5, $lt: 1}}`).
@@ -198,7 +240,7 @@ impl IndexBounds {
         let points = self
             .fields
             .iter()
-            .take_while(|(_, _, list)| !list.is_empty() && list.iter().all(Interval::is_point))
+            .take_while(|(_, _, list)| !list.is_empty() && self.all_points(list))
             .count();
         let bounded = self
             .fields
@@ -217,7 +259,7 @@ impl IndexBounds {
                 let reading_down = *descending != backward;
                 let mut shown: Vec<Bson> = list
                     .iter()
-                    .map(|i| Bson::String(i.to_explain(reading_down)))
+                    .map(|i| Bson::String(i.to_explain(reading_down, self.collation.as_ref())))
                     .collect();
                 if reading_down {
                     shown.reverse();
@@ -233,13 +275,15 @@ impl IndexBounds {
         let encoded: Vec<EncodedIntervals> = self
             .fields
             .iter()
-            .map(|(_, descending, list)| encode_intervals(list, *descending))
+            .map(|(_, descending, list)| {
+                encode_intervals(list, *descending, self.collation.as_ref())
+            })
             .collect();
         let mut prefixes: Vec<Vec<u8>> = vec![Vec::new()];
         let mut field = 0;
         while field < self.fields.len() {
             let list = &self.fields[field].2;
-            let all_points = list.iter().all(Interval::is_point);
+            let all_points = self.all_points(list);
             if !all_points || prefixes.len() * list.len() > EXPANDED_RANGES_MAX {
                 break;
             }
@@ -452,10 +496,14 @@ fn seek_back(head: &[u8], component: &[u8], intervals: &EncodedIntervals) -> Opt
     }
 }
 
-fn encode_intervals(list: &[Interval], descending: bool) -> EncodedIntervals {
+fn encode_intervals(
+    list: &[Interval],
+    descending: bool,
+    collation: Option<&Collation>,
+) -> EncodedIntervals {
     let encode = |v: &Bson| {
         let mut out = Vec::new();
-        encode_value(&mut out, v, descending);
+        encode_value_with(&mut out, v, descending, collation);
         out
     };
     let mut encoded: EncodedIntervals = list
@@ -474,9 +522,15 @@ fn encode_intervals(list: &[Interval], descending: bool) -> EncodedIntervals {
     encoded
 }
 
-/// The intervals one condition allows, or `None` when it gives no bounds.
-fn condition_intervals(condition: &Condition, collation: bool) -> Option<Vec<Interval>> {
-    let usable = |v: &Bson| !(collation && holds_strings(v));
+/// The intervals one condition allows, or `None` when it gives no bounds: values holding
+/// strings give none unless `strings_usable`. Intervals are ordered by `collation`.
+fn condition_intervals(
+    condition: &Condition,
+    strings_usable: bool,
+    collation: Option<&Collation>,
+) -> Option<Vec<Interval>> {
+    let usable = |v: &Bson| strings_usable || !holds_strings(v);
+    let compare = |a: &Bson, b: &Bson| compare_values_with(a, b, collation);
     match condition {
         Condition::Eq(v) => point_value(v)
             .filter(usable)
@@ -486,8 +540,8 @@ fn condition_intervals(condition: &Condition, collation: bool) -> Option<Vec<Int
                 .iter()
                 .map(|v| point_value(v).filter(usable).map(Interval::point))
                 .collect::<Option<Vec<_>>>()?;
-            points.sort_by(|a, b| compare_values(&a.start, &b.start));
-            points.dedup_by(|a, b| compare_values(&a.start, &b.start) == Ordering::Equal);
+            points.sort_by(|a, b| compare(&a.start, &b.start));
+            points.dedup_by(|a, b| compare(&a.start, &b.start) == Ordering::Equal);
             Some(points)
         }
         Condition::Gt(v) | Condition::Gte(v) => {
@@ -565,22 +619,22 @@ fn holds_strings(value: &Bson) -> bool {
 }
 
 /// Point intervals of values, as point intervals of their hashes (in hash order).
-fn hash_points(points: &[Interval]) -> Vec<Interval> {
+fn hash_points(points: &[Interval], collation: Option<&Collation>) -> Vec<Interval> {
     let mut hashed: Vec<Interval> = points
         .iter()
-        .map(|p| Interval::point(basalt_catalog::hashed_value(&p.start)))
+        .map(|p| Interval::point(basalt_catalog::hashed_value(&p.start, collation)))
         .collect();
-    hashed.sort_by(|a, b| compare_values(&a.start, &b.start));
+    hashed.sort_by(|a, b| compare_values_with(&a.start, &b.start, None));
     hashed.dedup();
     hashed
 }
 
-fn intersect_lists(a: &[Interval], b: &[Interval]) -> Vec<Interval> {
+fn intersect_lists(a: &[Interval], b: &[Interval], collation: Option<&Collation>) -> Vec<Interval> {
     let mut out: Vec<Interval> = a
         .iter()
-        .flat_map(|x| b.iter().filter_map(move |y| x.intersect(y)))
+        .flat_map(|x| b.iter().filter_map(move |y| x.intersect(y, collation)))
         .collect();
-    out.sort_by(|x, y| compare_values(&x.start, &y.start));
+    out.sort_by(|x, y| compare_values_with(&x.start, &y.start, collation));
     out
 }
 
@@ -600,12 +654,13 @@ mod tests {
             multikey,
             expire_after_seconds: None,
             partial: None,
+            collation: None,
         }
     }
 
     fn bounds(filter: Document, index: &IndexSpec) -> IndexBounds {
         let p = Predicates::parse(&filter);
-        IndexBounds::for_index(index, |path| p.conditions(path), false)
+        IndexBounds::for_index(index, |path| p.conditions(path), None)
     }
 
     #[test]
@@ -634,7 +689,7 @@ mod tests {
     #[test]
     fn hashed_fields_take_equalities_only() {
         let index = spec(doc! { "a": "hashed" }, false);
-        let hash = |v: Bson| Interval::point(basalt_catalog::hashed_value(&v));
+        let hash = |v: Bson| Interval::point(basalt_catalog::hashed_value(&v, None));
         let eq = bounds(doc! { "a": 5 }, &index);
         assert_eq!(eq.fields[0].2, vec![hash(Bson::Int32(5))]);
         let set = bounds(doc! { "a": { "$in": [1, 1.0, 2] } }, &index);

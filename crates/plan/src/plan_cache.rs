@@ -4,8 +4,8 @@
 //!
 //! A shape is the filter with each value replaced by what decides how it bounds an index
 //! (its BSON type; for `$in`, the set of its elements' types; for `$exists`, whether it
-//! asks for presence), plus the sort as given and whether a collation applies (any
-//! non-simple collation keeps string conditions off the binary keys alike). MongoDB's
+//! asks for presence), plus the sort as given and the query's collation (which decides
+//! the indexes its strings may use and which of them provide its sort). MongoDB's
 //! shape also holds the projection, because it decides whether a plan can be covered;
 //! Basalt's plans always fetch, so the projection would only split entries.
 //!
@@ -17,6 +17,7 @@ use crate::planner::{candidate, plan_sorted, whole_index_in_order, Plan, PlanCho
 use crate::predicate::Predicates;
 use basalt_catalog::{CachedPlan, CollectionMeta, PlanCache};
 use basalt_error::Result;
+use basalt_value::Collation;
 use bson::{Bson, Document};
 use std::sync::Arc;
 
@@ -24,8 +25,8 @@ use std::sync::Arc;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct QueryShapeParts<'a> {
     pub sort: Option<&'a Document>,
-    /// Whether the query compares strings by a non-simple collation.
-    pub collation: bool,
+    /// The collation the query compares strings by; `None` for binary.
+    pub collation: Option<&'a Collation>,
 }
 
 /// The cache key of a query: see the module comment.
@@ -36,7 +37,11 @@ pub fn query_shape(filter: &Document, parts: QueryShapeParts<'_>) -> Vec<u8> {
     if let Some(sort) = parts.sort {
         shape.extend_from_slice(sort.to_string().as_bytes());
     }
-    shape.push(u8::from(parts.collation));
+    // No UTF-8 text holds 0xFF, so the sort and the collation cannot run together.
+    shape.push(0xFF);
+    if let Some(collation) = parts.collation {
+        shape.extend_from_slice(collation.spec().to_string().as_bytes());
+    }
     shape
 }
 
@@ -94,7 +99,7 @@ pub fn plan_with_cache(
 ) -> Result<(Plan, bool)> {
     let collation = parts.collation;
     let shape = query_shape(filter, parts);
-    let sort = parts.sort.filter(|s| !s.is_empty() && !collation);
+    let sort = parts.sort.filter(|s| !s.is_empty());
     if let Some(cached) = cache.get(&shape) {
         if let Some(reused) = reuse(&cached, &meta.indexes, filter, collation, sort) {
             return Ok(reused);
@@ -112,7 +117,7 @@ fn reuse(
     cached: &CachedPlan,
     indexes: &[basalt_catalog::IndexSpec],
     filter: &Document,
-    collation: bool,
+    collation: Option<&Collation>,
     sort: Option<&Document>,
 ) -> Option<(Plan, bool)> {
     let named = |name: &str| indexes.iter().find(|i| i.name == name);
@@ -121,11 +126,11 @@ fn reuse(
         CachedPlan::CollectionScan => Some((Plan::CollectionScan, false)),
         CachedPlan::Index(name) => {
             let (_, mut scan) = candidate(named(name)?, &Predicates::parse(filter), collation)?;
-            let sorted = sort.is_some_and(|sort| scan.serve_sort(sort));
+            let sorted = sort.is_some_and(|sort| scan.serve_sort(sort, collation));
             Some((Plan::IndexScan(Box::new(scan)), sorted))
         }
         CachedPlan::IndexInSortOrder(name) => {
-            let scan = whole_index_in_order(std::slice::from_ref(named(name)?), sort?)?;
+            let scan = whole_index_in_order(std::slice::from_ref(named(name)?), sort?, collation)?;
             Some((Plan::IndexScan(Box::new(scan)), true))
         }
     }
@@ -167,6 +172,7 @@ mod tests {
             multikey: false,
             expire_after_seconds: None,
             partial: None,
+            collation: None,
         }
     }
 
@@ -217,6 +223,23 @@ mod tests {
             )
         };
         assert_ne!(sorted(doc! { "a": 1 }), sorted(doc! { "a": -1 }));
+        let collated = |spec: Option<Document>| {
+            let collation = spec.map(|s| Collation::parse(&s).unwrap().unwrap());
+            query_shape(
+                &doc! { "a": "x" },
+                QueryShapeParts {
+                    collation: collation.as_ref(),
+                    ..QueryShapeParts::default()
+                },
+            )
+        };
+        let english = || Some(doc! { "locale": "en" });
+        assert_eq!(collated(english()), collated(english()));
+        assert_ne!(collated(english()), collated(None));
+        assert_ne!(
+            collated(english()),
+            collated(Some(doc! { "locale": "en", "strength": 2 }))
+        );
     }
 
     #[test]

@@ -8,11 +8,16 @@
 //!
 //! An index scan runs forward or backward: a sort opposite to the index's key order
 //! reads it from its last key down, as MongoDB does, instead of sorting.
+//!
+//! Collations: an index answers a query's string conditions and provides its sort only
+//! when both use the same collation (or neither); conditions on other values may use
+//! any index (see `index_bounds`).
 
 use crate::index_bounds::{IndexBounds, KeyFilter, KeyRange};
 use crate::predicate::{Condition, Predicates};
 use basalt_catalog::IndexSpec;
 use basalt_error::{Error, Result};
+use basalt_value::Collation;
 use bson::{doc, Bson, Document};
 use std::cmp::Reverse;
 
@@ -64,9 +69,9 @@ impl IndexScanPlan {
         let fields = &self.bounds.fields;
         let first = sort.keys().next()?;
         let start = fields.iter().position(|(path, _, _)| path == first)?;
-        let pinned = fields[..start]
-            .iter()
-            .all(|(_, _, list)| list.len() == 1 && list[0].is_point());
+        let pinned = fields[..start].iter().all(|(_, _, list)| {
+            list.len() == 1 && list[0].is_point(self.bounds.collation.as_ref())
+        });
         if self.index.multikey || !pinned || sort.len() > fields.len() - start {
             return None;
         }
@@ -81,8 +86,13 @@ impl IndexScanPlan {
         flips.all(|flip| flip == Some(backward)).then_some(backward)
     }
 
-    /// Turns the scan to read in `sort` order, when it can; says whether it did.
-    pub(crate) fn serve_sort(&mut self, sort: &Document) -> bool {
+    /// Turns the scan to read in `sort` order for a query sorting strings by `collation`,
+    /// when it can; says whether it did. Keys are in the order of the index's collation,
+    /// so only a query with the same one can take it.
+    pub(crate) fn serve_sort(&mut self, sort: &Document, collation: Option<&Collation>) -> bool {
+        if self.index.collation.as_ref() != collation {
+            return false;
+        }
         match self.sort_direction(sort) {
             Some(backward) => {
                 self.backward = backward;
@@ -92,12 +102,18 @@ impl IndexScanPlan {
         }
     }
 
-    /// The IXSCAN stage of explain.
+    /// The IXSCAN stage of explain; an index with a collation shows it after its name,
+    /// as MongoDB does.
     pub fn to_explain(&self) -> Document {
-        doc! {
+        let mut stage = doc! {
             "stage": "IXSCAN",
             "keyPattern": self.index.key.clone(),
             "indexName": self.index.name.clone(),
+        };
+        if let Some(collation) = &self.index.collation {
+            stage.insert("collation", collation.spec().clone());
+        }
+        stage.extend(doc! {
             "isMultiKey": self.index.multikey,
             "isUnique": self.index.unique,
             "isSparse": self.index.sparse,
@@ -105,7 +121,8 @@ impl IndexScanPlan {
             "indexVersion": 2,
             "direction": if self.backward { "backward" } else { "forward" },
             "indexBounds": self.bounds.to_explain(self.backward),
-        }
+        });
+        stage
     }
 }
 
@@ -163,9 +180,9 @@ pub struct PlanChoice {
     pub rejected: Vec<Plan>,
 }
 
-/// Plans `filter` over `indexes`. `collation` says the query compares strings by a
-/// (non-simple) collation, which the binary index keys do not follow.
-pub fn plan(indexes: &[IndexSpec], filter: &Document, collation: bool) -> PlanChoice {
+/// Plans `filter` over `indexes` for a query comparing strings by `collation` (binary
+/// when `None`).
+pub fn plan(indexes: &[IndexSpec], filter: &Document, collation: Option<&Collation>) -> PlanChoice {
     let predicates = Predicates::parse(filter);
     let mut candidates: Vec<(Score, IndexScanPlan)> = indexes
         .iter()
@@ -194,7 +211,7 @@ pub fn plan(indexes: &[IndexSpec], filter: &Document, collation: bool) -> PlanCh
 pub(crate) fn candidate(
     index: &IndexSpec,
     predicates: &Predicates,
-    collation: bool,
+    collation: Option<&Collation>,
 ) -> Option<(Score, IndexScanPlan)> {
     let bounds = IndexBounds::for_index(index, |path| predicates.conditions(path), collation);
     let usable = bounds.leading_field_bounded()
@@ -218,7 +235,11 @@ pub(crate) fn candidate(
 /// Index union for a top-level `$or`: each branch (with the filter's other top-level
 /// conditions) planned on its own; only when every branch gets an index, since one
 /// branch without would need a collection scan anyway.
-fn or_plan(indexes: &[IndexSpec], filter: &Document, collation: bool) -> Option<Plan> {
+fn or_plan(
+    indexes: &[IndexSpec],
+    filter: &Document,
+    collation: Option<&Collation>,
+) -> Option<Plan> {
     let Some(Bson::Array(branches)) = filter.get("$or") else {
         return None;
     };
@@ -246,7 +267,7 @@ fn or_plan(indexes: &[IndexSpec], filter: &Document, collation: bool) -> Option<
 pub fn plan_hinted(
     indexes: &[IndexSpec],
     filter: &Document,
-    collation: bool,
+    collation: Option<&Collation>,
     hint: &Bson,
 ) -> Result<PlanChoice> {
     let winner = match resolve_hint(indexes, hint)? {
@@ -267,12 +288,13 @@ pub fn plan_hinted(
 /// Plans a query that may have a sort (and a hint): the usual choice, and whether the
 /// winning index scan already returns documents in sort order, so no blocking sort is
 /// needed. When no index serves the filter, a non-sparse index whose key order is the
-/// sort is scanned whole rather than scanning the collection and sorting it. Under a
-/// collation strings do not sort in key order, so then no index provides a sort.
+/// sort is scanned whole rather than scanning the collection and sorting it. Only an
+/// index with the query's collation provides its sort: strings sort in key order only
+/// under the index's own collation.
 pub fn plan_sorted(
     indexes: &[IndexSpec],
     filter: &Document,
-    collation: bool,
+    collation: Option<&Collation>,
     hint: Option<&Bson>,
     sort: Option<&Document>,
 ) -> Result<(PlanChoice, bool)> {
@@ -280,17 +302,19 @@ pub fn plan_sorted(
         Some(hint) => plan_hinted(indexes, filter, collation, hint)?,
         None => plan(indexes, filter, collation),
     };
-    let Some(sort) = sort.filter(|s| !s.is_empty() && !collation) else {
+    let Some(sort) = sort.filter(|s| !s.is_empty()) else {
         return Ok((choice, false));
     };
     let points = |plan: &Plan| match plan {
         Plan::IndexScan(scan) => Some(scan.bounds.selectivity().0),
         Plan::CollectionScan | Plan::Or(_) => None,
     };
-    let provides =
-        |plan: &Plan| matches!(plan, Plan::IndexScan(scan) if scan.sort_direction(sort).is_some());
+    let provides = |plan: &Plan| {
+        matches!(plan, Plan::IndexScan(scan)
+            if scan.index.collation.as_ref() == collation && scan.sort_direction(sort).is_some())
+    };
     if let Plan::IndexScan(scan) = &mut choice.winner {
-        if scan.serve_sort(sort) {
+        if scan.serve_sort(sort, collation) {
             return Ok((choice, true));
         }
     }
@@ -304,14 +328,14 @@ pub fn plan_sorted(
     {
         let mut ordered = choice.rejected.remove(position);
         if let Plan::IndexScan(scan) = &mut ordered {
-            scan.serve_sort(sort);
+            scan.serve_sort(sort, collation);
         }
         let previous = std::mem::replace(&mut choice.winner, ordered);
         choice.rejected.insert(0, previous);
         return Ok((choice, true));
     }
     if hint.is_none() && choice.winner == Plan::CollectionScan {
-        if let Some(scan) = whole_index_in_order(indexes, sort) {
+        if let Some(scan) = whole_index_in_order(indexes, sort, collation) {
             let collection_scan =
                 std::mem::replace(&mut choice.winner, Plan::IndexScan(Box::new(scan)));
             choice.rejected.push(collection_scan);
@@ -321,18 +345,19 @@ pub fn plan_sorted(
     Ok((choice, false))
 }
 
-/// A whole-index scan returning every document in `sort` order, from the first index
-/// (neither sparse nor partial, so it holds every document) whose key order is the
-/// sort or its reverse.
+/// A whole-index scan returning every document in `sort` order (strings by
+/// `collation`), from the first index (neither sparse nor partial, so it holds every
+/// document) whose key order is the sort or its reverse.
 pub(crate) fn whole_index_in_order(
     indexes: &[IndexSpec],
     sort: &Document,
+    collation: Option<&Collation>,
 ) -> Option<IndexScanPlan> {
     indexes
         .iter()
         .filter(|index| !index.sparse && index.partial.is_none())
         .map(|index| IndexScanPlan::new(index, IndexBounds::whole_index(index)))
-        .find_map(|mut scan| scan.serve_sort(sort).then_some(scan))
+        .find_map(|mut scan| scan.serve_sort(sort, collation).then_some(scan))
 }
 
 /// Whether every document matching the query matches a partial index's filter, so the
@@ -401,6 +426,7 @@ mod tests {
             multikey: false,
             expire_after_seconds: None,
             partial: None,
+            collation: None,
         }
     }
 
@@ -424,23 +450,23 @@ mod tests {
     fn picks_the_most_pinned_index() {
         let all = indexes();
         assert_eq!(
-            winner_name(&plan(&all, &doc! { "a": 1, "b": 2 }, false)),
+            winner_name(&plan(&all, &doc! { "a": 1, "b": 2 }, None)),
             Some("a_1_b_1")
         );
         assert_eq!(
-            winner_name(&plan(&all, &doc! { "a": 1 }, false)),
+            winner_name(&plan(&all, &doc! { "a": 1 }, None)),
             Some("a_1")
         );
         assert_eq!(
-            winner_name(&plan(&all, &doc! { "b": { "$gt": 1 } }, false)),
+            winner_name(&plan(&all, &doc! { "b": { "$gt": 1 } }, None)),
             Some("b_1")
         );
         assert_eq!(
-            winner_name(&plan(&all, &doc! { "_id": 3, "a": 1 }, false)),
+            winner_name(&plan(&all, &doc! { "_id": 3, "a": 1 }, None)),
             Some("_id_")
         );
-        assert_eq!(winner_name(&plan(&all, &doc! { "c": 1 }, false)), None);
-        let choice = plan(&all, &doc! { "a": 1, "b": 2 }, false);
+        assert_eq!(winner_name(&plan(&all, &doc! { "c": 1 }, None)), None);
+        let choice = plan(&all, &doc! { "a": 1, "b": 2 }, None);
         assert_eq!(choice.rejected.len(), 2);
     }
 
@@ -450,25 +476,127 @@ mod tests {
         let union = plan(
             &all,
             &doc! { "$or": [{ "a": 1 }, { "b": { "$gt": 3 } }] },
-            false,
+            None,
         );
         let Plan::Or(scans) = &union.winner else {
             panic!("expected an OR plan, got {:?}", union.winner);
         };
         let names: Vec<&str> = scans.iter().map(|s| s.index.name.as_str()).collect();
         assert_eq!(names, ["a_1", "b_1"]);
-        let partly = plan(&all, &doc! { "$or": [{ "a": 1 }, { "c": 3 }] }, false);
+        let partly = plan(&all, &doc! { "$or": [{ "a": 1 }, { "c": 3 }] }, None);
         assert_eq!(partly.winner, Plan::CollectionScan);
+    }
+
+    fn collation(spec: Document) -> Collation {
+        Collation::parse(&spec).unwrap().unwrap()
     }
 
     #[test]
     fn collation_keeps_string_conditions_off_indexes() {
         let all = indexes();
-        assert_eq!(winner_name(&plan(&all, &doc! { "a": "x" }, true)), None);
+        let english = collation(doc! { "locale": "en" });
         assert_eq!(
-            winner_name(&plan(&all, &doc! { "a": 5 }, true)),
+            winner_name(&plan(&all, &doc! { "a": "x" }, Some(&english))),
+            None
+        );
+        assert_eq!(
+            winner_name(&plan(&all, &doc! { "a": 5 }, Some(&english))),
             Some("a_1")
         );
+    }
+
+    /// `a_1` binary, `a_ci` case-insensitive, both on `a`.
+    fn binary_and_collated() -> (Vec<IndexSpec>, Collation) {
+        let case_insensitive = collation(doc! { "locale": "en", "strength": 2 });
+        let mut collated = spec("a_ci", doc! { "a": 1 }, false);
+        collated.collation = Some(case_insensitive.clone());
+        (
+            vec![spec("a_1", doc! { "a": 1 }, false), collated],
+            case_insensitive,
+        )
+    }
+
+    #[test]
+    fn string_bounds_need_the_index_collation() {
+        let (all, case_insensitive) = binary_and_collated();
+        let ci = Some(&case_insensitive);
+        assert_eq!(
+            winner_name(&plan(&all, &doc! { "a": "x" }, ci)),
+            Some("a_ci")
+        );
+        assert_eq!(
+            winner_name(&plan(&all, &doc! { "a": "x" }, None)),
+            Some("a_1")
+        );
+        let other = collation(doc! { "locale": "fr" });
+        assert_eq!(
+            winner_name(&plan(&all, &doc! { "a": "x" }, Some(&other))),
+            None
+        );
+        // Numbers bound every index, whatever the collations.
+        let numbers = plan(&all, &doc! { "a": { "$gt": 5 } }, Some(&other));
+        assert_eq!(winner_name(&numbers), Some("a_1"));
+        assert_eq!(numbers.rejected.len(), 1);
+        // Strings the collation equates are one point; ranges intersect under it.
+        let Plan::IndexScan(scan) = plan(&all, &doc! { "a": { "$in": ["abc", "ABC"] } }, ci).winner
+        else {
+            panic!("expected an index scan");
+        };
+        assert_eq!(scan.ranges.len(), 1);
+        let explained = scan.to_explain();
+        assert_eq!(
+            explained
+                .get_document("collation")
+                .unwrap()
+                .get_i32("strength")
+                .unwrap(),
+            2
+        );
+        let shown = explained
+            .get_document("indexBounds")
+            .unwrap()
+            .get_array("a")
+            .unwrap();
+        assert!(
+            matches!(&shown[0], Bson::String(s) if s.starts_with("[CollationKey(0x")),
+            "{shown:?}"
+        );
+        // Ranges intersect under the collation: ("b", "C") is empty only in binary order.
+        let range = doc! { "a": { "$gt": "b", "$lt": "C" } };
+        let bounds_empty =
+            |collation: Option<&Collation>| match plan(&all, &range, collation).winner {
+                Plan::IndexScan(scan) => scan.bounds.is_empty(),
+                other => panic!("expected an index scan, got {other:?}"),
+            };
+        assert!(!bounds_empty(ci));
+        assert!(bounds_empty(None));
+    }
+
+    #[test]
+    fn only_an_index_with_the_query_collation_provides_its_sort() {
+        let (all, case_insensitive) = binary_and_collated();
+        let sort = doc! { "a": 1 };
+        let sorted = |collation: Option<&Collation>| {
+            let (choice, provided) =
+                plan_sorted(&all, &doc! {}, collation, None, Some(&sort)).unwrap();
+            (winner_name(&choice).map(str::to_string), provided)
+        };
+        assert_eq!(sorted(Some(&case_insensitive)), (Some("a_ci".into()), true));
+        assert_eq!(sorted(None), (Some("a_1".into()), true));
+        assert_eq!(
+            sorted(Some(&collation(doc! { "locale": "fr" }))),
+            (None, false)
+        );
+        // A number range may use the collated index, but not for a binary sort.
+        let (choice, provided) = plan_sorted(
+            &all[1..],
+            &doc! { "a": { "$gt": 1 } },
+            None,
+            None,
+            Some(&sort),
+        )
+        .unwrap();
+        assert_eq!((winner_name(&choice), provided), (Some("a_ci"), false));
     }
 
     #[test]
@@ -476,9 +604,9 @@ mod tests {
         let mut sparse = spec("a_1", doc! { "a": 1 }, false);
         sparse.sparse = true;
         let all = vec![sparse];
-        assert_eq!(winner_name(&plan(&all, &doc! { "a": null }, false)), None);
+        assert_eq!(winner_name(&plan(&all, &doc! { "a": null }, None)), None);
         assert_eq!(
-            winner_name(&plan(&all, &doc! { "a": 1 }, false)),
+            winner_name(&plan(&all, &doc! { "a": 1 }, None)),
             Some("a_1")
         );
     }
@@ -487,7 +615,7 @@ mod tests {
     fn indexes_provide_sorts_in_their_key_order() {
         let all = indexes();
         let sorted = |filter: Document, sort: Document| {
-            let (choice, provided) = plan_sorted(&all, &filter, false, None, Some(&sort)).unwrap();
+            let (choice, provided) = plan_sorted(&all, &filter, None, None, Some(&sort)).unwrap();
             (winner_name(&choice).map(str::to_string), provided)
         };
         assert_eq!(
@@ -530,7 +658,7 @@ mod tests {
         let all = vec![spec("a_1_b_-1", doc! { "a": 1, "b": -1 }, false)];
         let direction = |sort: Document| {
             let (choice, provided) =
-                plan_sorted(&all, &doc! { "a": { "$gt": 1 } }, false, None, Some(&sort)).unwrap();
+                plan_sorted(&all, &doc! { "a": { "$gt": 1 } }, None, None, Some(&sort)).unwrap();
             match choice.winner {
                 Plan::IndexScan(scan) if provided => Some(scan.to_explain()),
                 _ => None,
@@ -565,17 +693,17 @@ mod tests {
         );
         let all = vec![partial];
         let implied = doc! { "a": 1, "b": { "$gt": 5 }, "c": 3 };
-        assert_eq!(winner_name(&plan(&all, &implied, false)), Some("a_1"));
+        assert_eq!(winner_name(&plan(&all, &implied, None)), Some("a_1"));
         assert_eq!(
             winner_name(&plan(
                 &all,
                 &doc! { "a": 1, "b": { "$gt": 6 }, "c": 3 },
-                false
+                None
             )),
             None
         );
         assert_eq!(
-            winner_name(&plan(&all, &doc! { "a": 1, "b": { "$gt": 5 } }, false)),
+            winner_name(&plan(&all, &doc! { "a": 1, "b": { "$gt": 5 } }, None)),
             None
         );
     }
@@ -584,14 +712,13 @@ mod tests {
     fn hints_by_name_key_or_natural() {
         let all = indexes();
         let f = doc! {};
-        let by_key = plan_hinted(&all, &f, false, &Bson::Document(doc! { "b": 1.0 })).unwrap();
+        let by_key = plan_hinted(&all, &f, None, &Bson::Document(doc! { "b": 1.0 })).unwrap();
         assert_eq!(winner_name(&by_key), Some("b_1"));
-        let by_name = plan_hinted(&all, &f, false, &Bson::String("a_1".into())).unwrap();
+        let by_name = plan_hinted(&all, &f, None, &Bson::String("a_1".into())).unwrap();
         assert_eq!(winner_name(&by_name), Some("a_1"));
-        let natural =
-            plan_hinted(&all, &f, false, &Bson::Document(doc! { "$natural": 1 })).unwrap();
+        let natural = plan_hinted(&all, &f, None, &Bson::Document(doc! { "$natural": 1 })).unwrap();
         assert_eq!(natural.winner, Plan::CollectionScan);
-        let err = plan_hinted(&all, &f, false, &Bson::String("nope".into())).unwrap_err();
+        let err = plan_hinted(&all, &f, None, &Bson::String("nope".into())).unwrap_err();
         assert_eq!(err.code, basalt_error::ErrorCode::BAD_VALUE);
     }
 }

@@ -94,10 +94,7 @@ impl AccessPath {
             return Ok((choice.winner.into(), sorted));
         }
         let (meta, generation) = collection.meta_for_planning();
-        let parts = basalt_plan::QueryShapeParts {
-            sort,
-            collation: collation.is_some(),
-        };
+        let parts = basalt_plan::QueryShapeParts { sort, collation };
         let (plan, sorted) = basalt_plan::plan_with_cache(
             collection.plan_cache(),
             (&meta, generation),
@@ -134,7 +131,7 @@ pub fn plan_choice(
 ) -> Result<(PlanChoice, bool)> {
     let meta = collection.meta();
     let hint = hint.filter(|h| !is_empty_hint(h));
-    basalt_plan::plan_sorted(&meta.indexes, filter, collation.is_some(), hint, sort)
+    basalt_plan::plan_sorted(&meta.indexes, filter, collation, hint, sort)
 }
 
 /// What a scan examined, for explain's executionStats.
@@ -705,6 +702,38 @@ impl CollectionScan {
     }
 }
 
+/// What every range of a parallel collection scan shares (`crate::parallel_scan`): one
+/// snapshot, the filter, the deadline and the fields to decode.
+pub struct RangeScan<'a> {
+    pub collection: &'a Collection,
+    pub snapshot: &'a dyn Snapshot,
+    pub matcher: &'a Matcher,
+    pub deadline: Deadline,
+    pub fields: Option<&'a [String]>,
+}
+
+impl RangeScan<'_> {
+    /// Visits the matches among the records of `range`, in record order.
+    pub fn visit(
+        &self,
+        range: RecordRange,
+        stats: &mut ExecStats,
+        visit: &mut dyn FnMut(u64, Document) -> Result<Step>,
+    ) -> Result<()> {
+        execute(
+            self.collection,
+            self.snapshot,
+            self.matcher,
+            &AccessPath::CollectionScan,
+            &mut Position::records(range.after, range.last),
+            stats,
+            self.deadline,
+            self.fields,
+            visit,
+        )
+    }
+}
+
 /// Records each worker scans per round of a parallel batch.
 const PARALLEL_BATCH_RANGE_RECORDS: u64 = 16_384;
 
@@ -749,33 +778,24 @@ impl CollectionScan {
                 + self
                     .remaining
                     .map_or(room, |r| room.min(usize::try_from(r).unwrap_or(usize::MAX)));
-            let (collection, matcher, fields, deadline) = (
-                &self.collection,
-                &self.matcher,
-                self.fields.as_deref(),
-                self.deadline,
-            );
+            let scan = RangeScan {
+                collection: &self.collection,
+                snapshot: &*snapshot,
+                matcher: &self.matcher,
+                deadline: self.deadline,
+                fields: self.fields.as_deref(),
+            };
             let found = parallel_scan::run_ranges(&ranges, self.workers, &|range| {
                 let mut matches = Vec::new();
                 let mut stats = ExecStats::default();
-                execute(
-                    collection,
-                    &*snapshot,
-                    matcher,
-                    &AccessPath::CollectionScan,
-                    &mut Position::records(range.after, range.last),
-                    &mut stats,
-                    deadline,
-                    fields,
-                    &mut |record_id, doc| {
-                        matches.push((record_id, doc));
-                        Ok(if matches.len() >= need {
-                            Step::StopAfter
-                        } else {
-                            Step::Continue
-                        })
-                    },
-                )?;
+                scan.visit(range, &mut stats, &mut |record_id, doc| {
+                    matches.push((record_id, doc));
+                    Ok(if matches.len() >= need {
+                        Step::StopAfter
+                    } else {
+                        Step::Continue
+                    })
+                })?;
                 Ok(RangeMatches {
                     complete: matches.len() < need,
                     matches,

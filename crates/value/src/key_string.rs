@@ -29,6 +29,15 @@
 //!   1970. Timestamps: seconds then increment, unsigned. DBPointer: length, then its raw
 //!   BSON value (namespace, ObjectId), as MongoDB compares them.
 //!
+//! # Collations
+//!
+//! An index with a collation encodes each string (and symbol), also inside arrays and
+//! objects, by its collation sort key (ICU's, via [`Collation::write_sort_key`]) framed as
+//! a string is framed above: sort keys compare bytewise as their strings compare under the
+//! collation, so byte order is [`compare_values_with`](crate::compare_values_with) under
+//! it. Field names, regexes and JavaScript code stay binary, as the comparator keeps them.
+//! Without a collation the encoding is the binary one above, byte for byte.
+//!
 //! # Numbers
 //!
 //! int32, int64, double and decimal128 share one encoding that orders by exact
@@ -59,6 +68,7 @@
 //! string vs symbol), so a key cannot be turned back into the original BSON value; MongoDB
 //! keeps "type bits" beside the key for covered queries, which this module does not.
 
+use crate::collation::Collation;
 use crate::decimal::{ascii_digits, compare_double_with_decimal, trim_zeros, Dec};
 use bson::{Bson, Decimal128, Document};
 use std::cmp::Ordering;
@@ -102,8 +112,18 @@ const DECIMAL_TAIL: u8 = 0x01;
 /// Appends the order-preserving encoding of `value` to `out`; `descending` inverts it so
 /// that larger values sort first.
 pub fn encode_value(out: &mut Vec<u8>, value: &Bson, descending: bool) {
+    encode_value_with(out, value, descending, None);
+}
+
+/// As [`encode_value`], with strings ordered by `collation` (binary when `None`).
+pub fn encode_value_with(
+    out: &mut Vec<u8>,
+    value: &Bson,
+    descending: bool,
+    collation: Option<&Collation>,
+) {
     let start = out.len();
-    write_value(out, value);
+    write_value(out, value, collation);
     if descending {
         invert(&mut out[start..]);
     }
@@ -112,9 +132,14 @@ pub fn encode_value(out: &mut Vec<u8>, value: &Bson, descending: bool) {
 /// The encoding of a compound key: each component with its direction (`true` for
 /// descending), concatenated. Keys compare component by component.
 pub fn encode_key(parts: &[(&Bson, bool)]) -> Vec<u8> {
+    encode_key_with(parts, None)
+}
+
+/// As [`encode_key`], with strings ordered by `collation` (binary when `None`).
+pub fn encode_key_with(parts: &[(&Bson, bool)], collation: Option<&Collation>) -> Vec<u8> {
     let mut out = Vec::with_capacity(parts.len() * 10);
     for &(value, descending) in parts {
-        encode_value(&mut out, value, descending);
+        encode_value_with(&mut out, value, descending, collation);
     }
     out
 }
@@ -223,7 +248,7 @@ fn invert(bytes: &mut [u8]) {
     }
 }
 
-fn write_value(out: &mut Vec<u8>, value: &Bson) {
+fn write_value(out: &mut Vec<u8>, value: &Bson, collation: Option<&Collation>) {
     match value {
         Bson::MinKey => out.push(MIN_KEY),
         Bson::Undefined => out.push(UNDEFINED),
@@ -234,16 +259,23 @@ fn write_value(out: &mut Vec<u8>, value: &Bson) {
         Bson::Decimal128(d) => write_decimal(out, d),
         Bson::String(s) | Bson::Symbol(s) => {
             out.push(STRING);
-            write_escaped(out, s.as_bytes());
+            match collation {
+                None => write_escaped(out, s.as_bytes()),
+                Some(collation) => {
+                    let mut sort_key = Vec::with_capacity(s.len() * 3);
+                    collation.write_sort_key(s, &mut sort_key);
+                    write_escaped(out, &sort_key);
+                }
+            }
         }
         Bson::Document(doc) => {
             out.push(OBJECT);
-            write_document(out, doc);
+            write_document(out, doc, collation);
         }
         Bson::Array(items) => {
             out.push(ARRAY);
             for item in items {
-                write_value(out, item);
+                write_value(out, item, collation);
             }
             out.push(END);
         }
@@ -286,7 +318,8 @@ fn write_value(out: &mut Vec<u8>, value: &Bson) {
         Bson::JavaScriptCodeWithScope(cws) => {
             out.push(CODE_WITH_SCOPE);
             write_escaped(out, cws.code.as_bytes());
-            write_document(out, &cws.scope);
+            // The comparator compares scopes binary, whatever the collation.
+            write_document(out, &cws.scope, None);
         }
         Bson::MaxKey => out.push(MAX_KEY),
     }
@@ -317,11 +350,11 @@ fn generic_type_byte(value: &Bson) -> u8 {
     }
 }
 
-fn write_document(out: &mut Vec<u8>, doc: &Document) {
+fn write_document(out: &mut Vec<u8>, doc: &Document, collation: Option<&Collation>) {
     for (name, value) in doc {
         out.push(generic_type_byte(value));
         write_escaped(out, name.as_bytes());
-        write_value(out, value);
+        write_value(out, value, collation);
     }
     out.push(END);
 }
@@ -905,10 +938,19 @@ mod tests {
         ]
     }
 
-    /// One strategy per kind of leaf value, each over a small pool.
-    fn leaf_kinds() -> Vec<BoxedStrategy<Bson>> {
-        let text = || {
-            prop::collection::vec(prop::sample::select(vec!['\0', 'a', 'b', 'é']), 0..4)
+    /// Characters of the strings drawn for binary keys.
+    const BINARY_CHARS: &[char] = &['\0', 'a', 'b', 'é'];
+    /// Characters of the strings drawn for collated keys: case, accents, digits (numeric
+    /// ordering), punctuation and spaces (alternate handling), an ignorable NUL.
+    const COLLATED_CHARS: &[char] = &[
+        '\0', 'a', 'A', 'b', 'B', 'é', 'E', 'e', 'ß', '1', '2', '0', '-', ' ', 'ǆ',
+    ];
+
+    /// One strategy per kind of leaf value, each over a small pool; strings (and code)
+    /// are drawn from `chars`.
+    fn leaf_kinds(chars: &'static [char]) -> Vec<BoxedStrategy<Bson>> {
+        let text = move || {
+            prop::collection::vec(prop::sample::select(chars), 0..4)
                 .prop_map(|chars| chars.into_iter().collect::<String>())
         };
         let cstring = || prop::sample::select(vec!["", "a", "ab", "b"]);
@@ -960,8 +1002,8 @@ mod tests {
     }
 
     /// Any value, nested up to depth 2.
-    fn value_strategy() -> impl Strategy<Value = Bson> {
-        let leaf = prop::strategy::Union::new(leaf_kinds());
+    fn value_strategy(chars: &'static [char]) -> impl Strategy<Value = Bson> {
+        let leaf = prop::strategy::Union::new(leaf_kinds(chars));
         leaf.prop_recursive(2, 16, 3, |inner| {
             let document = prop::collection::vec((field_name(), inner.clone()), 0..3)
                 .prop_map(|fields| fields.into_iter().collect::<Document>())
@@ -978,8 +1020,8 @@ mod tests {
 
     /// Two values of the same kind, and for arrays and documents element by element, so
     /// that comparisons reach past the type byte into the deepest parts of both.
-    fn close_pair_strategy() -> impl Strategy<Value = (Bson, Bson)> {
-        let kinds = leaf_kinds();
+    fn close_pair_strategy(chars: &'static [char]) -> impl Strategy<Value = (Bson, Bson)> {
+        let kinds = leaf_kinds(chars);
         let leaf_pair =
             (0..kinds.len()).prop_flat_map(move |i| (kinds[i].clone(), kinds[i].clone()));
         leaf_pair.prop_recursive(2, 16, 3, |inner| {
@@ -1102,13 +1144,93 @@ mod tests {
         Ok(())
     }
 
+    /// Collations that differ in every way a sort key can: strength, case level and case
+    /// order, numeric ordering, shifted punctuation, French accents, another alphabet.
+    fn collation_strategy() -> impl Strategy<Value = Collation> {
+        prop::sample::select(vec![
+            doc! { "locale": "en", "strength": 1 },
+            doc! { "locale": "en", "strength": 2 },
+            doc! { "locale": "en" },
+            doc! { "locale": "en", "strength": 1, "caseLevel": true },
+            doc! { "locale": "en", "caseFirst": "upper" },
+            doc! { "locale": "en", "numericOrdering": true },
+            doc! { "locale": "en", "alternate": "shifted", "strength": 4 },
+            doc! { "locale": "fr_CA" },
+            doc! { "locale": "de", "strength": 5 },
+            doc! { "locale": "sv" },
+        ])
+        .prop_map(|spec| Collation::parse(&spec).unwrap().unwrap())
+    }
+
+    fn assert_orders_like_collation(
+        a: &Bson,
+        b: &Bson,
+        collation: &Collation,
+    ) -> Result<(), TestCaseError> {
+        let expected = crate::compare_values_with(a, b, Some(collation));
+        let encode =
+            |v: &Bson, descending: bool| encode_key_with(&[(v, descending)], Some(collation));
+        prop_assert_eq!(
+            encode(a, false).cmp(&encode(b, false)),
+            expected,
+            "{:?} vs {:?} under {:?}",
+            a,
+            b,
+            collation
+        );
+        prop_assert_eq!(encode(a, true).cmp(&encode(b, true)), expected.reverse());
+        let both = encode_key_with(&[(a, true), (b, false)], Some(collation));
+        prop_assert_eq!(encoded_len(&both, true), Some(encode(a, true).len()));
+        Ok(())
+    }
+
+    #[test]
+    fn collated_strings_order_by_sort_key() {
+        let case_insensitive = Collation::parse(&doc! { "locale": "en", "strength": 2 })
+            .unwrap()
+            .unwrap();
+        let encode = |v: &Bson| encode_key_with(&[(v, false)], Some(&case_insensitive));
+        assert_eq!(encode(&string("ABC")), encode(&string("abc")));
+        assert_ne!(encode(&string("abc")), encode(&string("abd")));
+        assert!(encode(&string("B")) > encode(&string("a")));
+        assert_eq!(
+            encode(&Bson::Array(vec![string("X"), doc! { "k": "Y" }.into()])),
+            encode(&Bson::Array(vec![string("x"), doc! { "k": "y" }.into()]))
+        );
+        // Field names stay binary.
+        assert_ne!(
+            encode(&doc! { "K": 1 }.into()),
+            encode(&doc! { "k": 1 }.into())
+        );
+        // Values without strings encode as they do without a collation.
+        let plain = doc! { "n": 1.5, "d": [true, null] }.into();
+        assert_eq!(encode(&plain), key(&plain));
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(10_000))]
 
         #[test]
+        fn collated_byte_order_matches_collated_value_order(
+            a in value_strategy(COLLATED_CHARS),
+            b in value_strategy(COLLATED_CHARS),
+            collation in collation_strategy(),
+        ) {
+            assert_orders_like_collation(&a, &b, &collation)?;
+        }
+
+        #[test]
+        fn collated_byte_order_matches_for_close_values(
+            pair in close_pair_strategy(COLLATED_CHARS),
+            collation in collation_strategy(),
+        ) {
+            assert_orders_like_collation(&pair.0, &pair.1, &collation)?;
+        }
+
+        #[test]
         fn encoded_len_finds_the_end_of_each_component(
-            a in value_strategy(),
-            b in value_strategy(),
+            a in value_strategy(BINARY_CHARS),
+            b in value_strategy(BINARY_CHARS),
             descending in any::<bool>(),
         ) {
             let first = encode_key(&[(&a, descending)]);
@@ -1121,12 +1243,12 @@ mod tests {
         }
 
         #[test]
-        fn byte_order_matches_value_order(a in value_strategy(), b in value_strategy()) {
+        fn byte_order_matches_value_order(a in value_strategy(BINARY_CHARS), b in value_strategy(BINARY_CHARS)) {
             assert_orders_like_compare_values(&a, &b)?;
         }
 
         #[test]
-        fn byte_order_matches_value_order_for_close_values(pair in close_pair_strategy()) {
+        fn byte_order_matches_value_order_for_close_values(pair in close_pair_strategy(BINARY_CHARS)) {
             assert_orders_like_compare_values(&pair.0, &pair.1)?;
         }
 
@@ -1140,8 +1262,8 @@ mod tests {
 
         #[test]
         fn compound_keys_order_component_wise(
-            first in close_pair_strategy(),
-            second in close_pair_strategy(),
+            first in close_pair_strategy(BINARY_CHARS),
+            second in close_pair_strategy(BINARY_CHARS),
             share_first in any::<bool>(),
             directions in (any::<bool>(), any::<bool>()),
         ) {

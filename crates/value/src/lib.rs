@@ -19,4 +19,4 @@ pub use compare::{canonical_type_rank, compare_values, compare_values_with, valu
 pub use distinct::DistinctValues;
 pub use number::{as_f64, as_i64, is_number, Number};
 pub use path::{get_path, FieldPath, Reached};
-pub use size::document_size_bytes;
+pub use size::{document_size_bytes, value_size_bytes};

@@ -42,7 +42,8 @@ fn string_size_bytes(s: &str) -> usize {
     4 + s.len() + 1
 }
 
-fn value_size_bytes(value: &Bson) -> usize {
+/// The number of bytes `value` takes as a BSON element's value.
+pub fn value_size_bytes(value: &Bson) -> usize {
     match value {
         Bson::Double(_) | Bson::DateTime(_) | Bson::Timestamp(_) | Bson::Int64(_) => 8,
         Bson::Int32(_) => 4,

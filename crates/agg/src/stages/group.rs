@@ -3,13 +3,24 @@
 //! Groups are keyed by MongoDB's value comparison, so `1`, `1.0` and `NumberLong(1)`
 //! fall into one group; a missing `_id` value groups as null. Output comes in `_id`
 //! order (MongoDB leaves it unspecified).
+//!
+//! The groups may hold 100 MB (MongoDB's `internalDocumentSourceGroupMaxMemoryBytes`).
+//! Beyond that the stage fails with 292 when the command refuses disk use; otherwise the
+//! groups held so far stay as they are and every later document goes, with its group
+//! key, into a sort that spills to disk (`basalt_query::BlockingSort`). The output then
+//! walks the held groups and the sorted documents together in key order, finishing each
+//! group from its held state and its later documents, which the stable sort keeps in
+//! input order, so `$first`, `$last` and `$push` are as if nothing had spilled.
 
 use crate::pipeline::{DocumentStream, ExecContext};
 use crate::stages::{drain, finished};
-use basalt_error::{Error, Result};
+use basalt_error::{Error, ErrorCode, Result};
+use basalt_query::{BlockingSort, SortSpec, SortedDocuments, BLOCKING_SORT_MEMORY_LIMIT_BYTES};
+use std::cmp::Ordering;
+use std::iter::Peekable;
 use basalt_expr::{Accumulator, AccumulatorSpec, Expression, OrderedBson, ParseContext, Variables};
-use bson::{Bson, Document};
-use std::collections::btree_map::Entry;
+use bson::{doc, Bson, Document};
+use std::collections::btree_map::{self, Entry};
 use std::collections::BTreeMap;
 
 #[derive(Debug)]
@@ -57,31 +68,117 @@ impl Group {
         input: DocumentStream<'a>,
         ctx: ExecContext<'a>,
     ) -> DocumentStream<'a> {
+        self.apply_within(input, ctx, GROUP_MEMORY_LIMIT_BYTES)
+    }
+
+    /// [`Group::apply`] with the groups held in at most `limit` bytes.
+    fn apply_within<'a>(
+        &'a self,
+        input: DocumentStream<'a>,
+        ctx: ExecContext<'a>,
+        limit: usize,
+    ) -> DocumentStream<'a> {
         let mut groups = Groups::default();
-        let result = drain(input, |doc| self.add(&mut groups, &doc, ctx.vars));
-        finished(result.and_then(|()| self.finish(groups)))
+        let mut overflow: Option<BlockingSort> = None;
+        let result = drain(input, |doc| {
+            if let Some(sort) = overflow.as_mut() {
+                let key = self.key(&doc, ctx.vars)?;
+                return sort.push(doc! {"k": {"v": key}, "d": doc});
+            }
+            self.add(&mut groups, &doc, ctx.vars)?;
+            if groups.bytes > limit {
+                let Some(directory) = ctx.collections.spill_directory() else {
+                    return Err(Error::new(
+                        ErrorCode::QUERY_EXCEEDED_MEMORY_LIMIT_NO_DISK_USE_ALLOWED,
+                        "Exceeded memory limit for $group, but didn't allow external sort. \
+                         Pass allowDiskUse:true to opt in.",
+                    ));
+                };
+                let by_key = SortSpec::new(&doc! {"k": 1})?;
+                overflow = Some(BlockingSort::new(
+                    by_key,
+                    BLOCKING_SORT_MEMORY_LIMIT_BYTES,
+                    Some(directory),
+                    None,
+                ));
+            }
+            Ok(())
+        });
+        let sorted = match (result, overflow) {
+            (Err(e), _) => return finished(Err(e)),
+            (Ok(()), None) => return finished(self.finish(groups)),
+            (Ok(()), Some(sort)) => match sort.finish() {
+                Ok(sorted) => sorted,
+                Err(e) => return finished(Err(e)),
+            },
+        };
+        Box::new(OverflowGroups {
+            group: self,
+            vars: ctx.vars,
+            held: groups.groups.into_iter().peekable(),
+            sorted: sorted.peekable(),
+        })
+    }
+
+    /// The group key of `doc`; missing groups as null.
+    fn key(&self, doc: &Document, vars: &Variables) -> Result<Bson> {
+        Ok(self.id.evaluate(doc, vars)?.unwrap_or(Bson::Null))
+    }
+
+    fn new_accumulators(&self) -> Vec<Accumulator> {
+        self.fields
+            .iter()
+            .map(|(_, spec)| spec.new_accumulator())
+            .collect()
+    }
+
+    /// Feeds `doc` to a group's accumulators; returns the bytes they grew by.
+    fn accumulate(
+        &self,
+        accumulators: &mut [Accumulator],
+        doc: &Document,
+        vars: &Variables,
+    ) -> Result<usize> {
+        let mut grown = 0;
+        for ((_, spec), acc) in self.fields.iter().zip(accumulators.iter_mut()) {
+            let value = spec.argument.evaluate_ref(doc, vars)?;
+            acc.accumulate(value.as_deref())?;
+            // Accumulators that keep every value grow with it.
+            if matches!(
+                acc,
+                Accumulator::Push(_)
+                    | Accumulator::AddToSet(_)
+                    | Accumulator::MergeObjects(_)
+                    | Accumulator::Quantile(_)
+                    | Accumulator::JavaScript(_)
+            ) {
+                grown += value.as_deref().map_or(0, basalt_value::value_size_bytes);
+            }
+        }
+        Ok(grown)
     }
 
     /// Adds one input document to its group.
     pub(crate) fn add(&self, groups: &mut Groups, doc: &Document, vars: &Variables) -> Result<()> {
-        let key = self.id.evaluate(doc, vars)?.unwrap_or(Bson::Null);
-        let accumulators = groups.0.entry(OrderedBson(key)).or_insert_with(|| {
-            self.fields
-                .iter()
-                .map(|(_, spec)| spec.new_accumulator())
-                .collect()
-        });
-        for ((_, spec), acc) in self.fields.iter().zip(accumulators.iter_mut()) {
-            let value = spec.argument.evaluate_ref(doc, vars)?;
-            acc.accumulate(value.as_deref())?;
-        }
+        let key = OrderedBson(self.key(doc, vars)?);
+        let accumulators = match groups.groups.entry(key) {
+            Entry::Occupied(slot) => slot.into_mut(),
+            Entry::Vacant(slot) => {
+                groups.bytes += basalt_value::value_size_bytes(&slot.key().0)
+                    + GROUP_OVERHEAD_BYTES
+                    + ACCUMULATOR_OVERHEAD_BYTES * self.fields.len();
+                slot.insert(self.new_accumulators())
+            }
+        };
+        groups.bytes += self.accumulate(accumulators, doc, vars)?;
         Ok(())
     }
 
     /// Merges the groups of input that came after the input of `groups`.
     pub(crate) fn merge(&self, groups: &mut Groups, later: Groups) -> Result<()> {
-        for (key, accumulators) in later.0 {
-            match groups.0.entry(key) {
+        groups.bytes += later.bytes;
+        for (key, accumulators) in later.groups {
+            match groups.groups.entry(key) {
                 Entry::Vacant(slot) => {
                     slot.insert(accumulators);
                 }
@@ -98,24 +195,111 @@ impl Group {
     /// One output document per group, in `_id` order.
     pub(crate) fn finish(&self, groups: Groups) -> Result<Vec<Document>> {
         groups
-            .0
+            .groups
             .into_iter()
-            .map(|(key, accumulators)| {
-                let mut out = Document::new();
-                out.insert("_id", key.0);
-                for ((name, _), acc) in self.fields.iter().zip(accumulators) {
-                    out.insert(name.clone(), acc.finish()?);
-                }
-                Ok(out)
-            })
+            .map(|(key, accumulators)| self.output(key.0, accumulators))
             .collect()
+    }
+
+    fn output(&self, key: Bson, accumulators: Vec<Accumulator>) -> Result<Document> {
+        let mut out = Document::new();
+        out.insert("_id", key);
+        for ((name, _), acc) in self.fields.iter().zip(accumulators) {
+            out.insert(name.clone(), acc.finish()?);
+        }
+        Ok(out)
     }
 }
 
-/// The groups seen so far, each with its accumulators: what `$group` keeps while it
-/// reads, and what a partition of a parallel run hands over to be merged.
+/// MongoDB's `internalDocumentSourceGroupMaxMemoryBytes`.
+pub(crate) const GROUP_MEMORY_LIMIT_BYTES: usize = 100 * 1024 * 1024;
+/// What a group costs beyond its key: the map entry and the accumulator vector.
+const GROUP_OVERHEAD_BYTES: usize = 64;
+const ACCUMULATOR_OVERHEAD_BYTES: usize = 48;
+
+/// The groups seen so far, each with its accumulators, and about how many bytes they
+/// hold: what `$group` keeps while it reads, and what a partition of a parallel run hands
+/// over to be merged.
 #[derive(Debug, Default)]
-pub(crate) struct Groups(BTreeMap<OrderedBson, Vec<Accumulator>>);
+pub(crate) struct Groups {
+    groups: BTreeMap<OrderedBson, Vec<Accumulator>>,
+    bytes: usize,
+}
+
+impl Groups {
+    /// Whether the groups hold more than `$group` may.
+    pub(crate) fn over_limit(&self) -> bool {
+        self.bytes > GROUP_MEMORY_LIMIT_BYTES
+    }
+}
+
+/// The output of a `$group` that spilled: the groups held in memory and the later
+/// documents sorted by group key, walked together in key order.
+struct OverflowGroups<'a> {
+    group: &'a Group,
+    vars: &'a Variables,
+    held: Peekable<btree_map::IntoIter<OrderedBson, Vec<Accumulator>>>,
+    sorted: Peekable<SortedDocuments>,
+}
+
+impl OverflowGroups<'_> {
+    /// The key of the next sorted document, if any.
+    fn sorted_key(&mut self) -> Result<Option<Bson>> {
+        match self.sorted.peek() {
+            None => Ok(None),
+            Some(Err(_)) => Err(self.sorted.next().and_then(Result::err).expect("peeked an error")),
+            Some(Ok(doc)) => Ok(Some(spilled_key(doc)?)),
+        }
+    }
+
+    fn next_group(&mut self) -> Result<Option<Document>> {
+        let sorted_key = self.sorted_key()?;
+        let (key, mut accumulators) = match (self.held.peek(), sorted_key) {
+            (None, None) => return Ok(None),
+            (Some((held, _)), Some(sorted))
+                if held.cmp(&OrderedBson(sorted.clone())) == Ordering::Greater =>
+            {
+                (sorted, self.group.new_accumulators())
+            }
+            (None, Some(sorted)) => (sorted, self.group.new_accumulators()),
+            (Some(_), _) => {
+                let (key, accumulators) = self.held.next().expect("peeked");
+                (key.0, accumulators)
+            }
+        };
+        let wanted = OrderedBson(key);
+        while let Some(next) = self.sorted_key()? {
+            if OrderedBson(next) != wanted {
+                break;
+            }
+            let mut spilled = self.sorted.next().expect("peeked")?;
+            let doc = match spilled.remove("d") {
+                Some(Bson::Document(doc)) => doc,
+                _ => return Err(Error::internal("a spilled $group document lost its body")),
+            };
+            self.group.accumulate(&mut accumulators, &doc, self.vars)?;
+        }
+        self.group.output(wanted.0, accumulators).map(Some)
+    }
+}
+
+/// The group key a spilled document was stored with (`{k: {v: key}}`: wrapped, so the
+/// sort compares keys as whole values, arrays included).
+fn spilled_key(doc: &Document) -> Result<Bson> {
+    doc.get_document("k")
+        .ok()
+        .and_then(|k| k.get("v"))
+        .cloned()
+        .ok_or_else(|| Error::internal("a spilled $group document lost its key"))
+}
+
+impl Iterator for OverflowGroups<'_> {
+    type Item = Result<Document>;
+
+    fn next(&mut self) -> Option<Result<Document>> {
+        self.next_group().transpose()
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -186,6 +370,48 @@ mod tests {
             run(vec![doc! {"$group": {"_id": null}}], vec![]).unwrap(),
             Vec::<Document>::new()
         );
+    }
+
+    /// Runs `$group` with its memory limit at `limit` bytes over `input`, spilling under
+    /// `spill` when given.
+    fn run_within(
+        spec: Document,
+        input: Vec<Document>,
+        limit: usize,
+        spill: Option<&std::path::Path>,
+    ) -> basalt_error::Result<Vec<Document>> {
+        let group = super::Group::parse(&bson::Bson::Document(spec), &Default::default())?;
+        let mut collections = crate::testing::MemoryCollections::new("db");
+        if let Some(dir) = spill {
+            collections = collections.with_spill_directory(dir);
+        }
+        let vars = basalt_expr::Variables::new();
+        let ctx = crate::pipeline::ExecContext {
+            vars: &vars,
+            collections: &collections,
+        };
+        group
+            .apply_within(Box::new(input.into_iter().map(Ok)), ctx, limit)
+            .collect()
+    }
+
+    #[test]
+    fn groups_beyond_the_memory_limit_spill_or_fail() {
+        let input: Vec<Document> = (0..3000)
+            .map(|i| doc! {"k": (i * 7919) % 500, "i": i, "arr": [i % 3]})
+            .collect();
+        let spec = doc! {
+            "_id": {"k": "$k", "a": "$arr"}, "n": {"$sum": 1}, "first": {"$first": "$i"},
+            "last": {"$last": "$i"}, "all": {"$push": "$i"}, "avg": {"$avg": "$i"},
+        };
+        let whole = run_within(spec.clone(), input.clone(), usize::MAX, None).unwrap();
+        assert_eq!(whole.len(), 1500);
+        let dir = tempfile::tempdir().unwrap();
+        let spilled = run_within(spec.clone(), input.clone(), 4096, Some(dir.path())).unwrap();
+        assert_eq!(spilled, whole);
+        let err = run_within(spec, input, 4096, None).unwrap_err();
+        assert_eq!(err.code.0, 292);
+        assert!(err.message.contains("Exceeded memory limit for $group"));
     }
 
     #[test]

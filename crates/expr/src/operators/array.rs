@@ -153,16 +153,14 @@ impl ArrayOp {
                 } else {
                     "$last"
                 };
-                let array = arg[0].eval(env)?;
-                if is_nullish(array.as_deref()) {
-                    return owned(Bson::Null);
-                }
-                let items = expect_array(array, |t| {
+                let Some(items) = nullable_array(&arg[0], env, |t| {
                     Error::location(
                         28689,
                         format!("{name}'s argument must be an array, but is {t}"),
                     )
-                })?;
+                })? else {
+                    return owned(Bson::Null);
+                };
                 Ok(element(items, if name == "$first" { 0 } else { -1 }))
             }
             ArrayOp::In(args) => {
@@ -420,16 +418,14 @@ fn parse_sort_array(args: &Bson, ctx: &ParseContext) -> Result<SortArray> {
 
 impl SortArray {
     fn eval<'a>(&'a self, env: &Env<'a>) -> Result<Value<'a>> {
-        let input = self.input.eval(env)?;
-        if is_nullish(input.as_deref()) {
-            return Ok(Some(Cow::Owned(Bson::Null)));
-        }
-        let items = expect_array(input, |t| {
+        let Some(items) = nullable_array(&self.input, env, |t| {
             Error::location(
                 2942505,
                 format!("The input argument to $sortArray must be an array, but was of type: {t}"),
             )
-        })?;
+        })? else {
+            return Ok(Some(Cow::Owned(Bson::Null)));
+        };
         let mut keyed: Vec<(Vec<Bson>, Bson)> = items
             .iter()
             .map(|item| (self.sort_key(item), item.clone()))
@@ -458,6 +454,20 @@ impl SortArray {
             })
             .collect()
     }
+}
+
+/// The array `expression` evaluates to, `None` when it is null or missing (the
+/// operator's result is then null); `err` gets the type name of anything else.
+fn nullable_array<'a>(
+    expression: &'a Expression,
+    env: &Env<'a>,
+    err: impl FnOnce(&str) -> Error,
+) -> Result<Option<Cow<'a, [Bson]>>> {
+    let value = expression.eval(env)?;
+    if is_nullish(value.as_deref()) {
+        return Ok(None);
+    }
+    expect_array(value, err).map(Some)
 }
 
 /// The array inside `value`, borrowed when `value` is; `err` gets the type name.
@@ -545,13 +555,11 @@ fn var_name(spec: Option<&Bson>) -> Result<&str> {
 
 impl Filter {
     fn eval<'a>(&'a self, env: &Env<'a>) -> Result<Value<'a>> {
-        let input = self.input.eval(env)?;
-        if is_nullish(input.as_deref()) {
-            return Ok(Some(Cow::Owned(Bson::Null)));
-        }
-        let items = expect_array(input, |t| {
+        let Some(items) = nullable_array(&self.input, env, |t| {
             Error::location(28651, format!("input to $filter must be an array not {t}"))
-        })?;
+        })? else {
+            return Ok(Some(Cow::Owned(Bson::Null)));
+        };
         let limit = match &self.limit {
             None => None,
             Some(l) => match l.eval(env)?.as_deref() {
@@ -618,13 +626,11 @@ fn parse_map(args: &Bson, ctx: &ParseContext) -> Result<Map> {
 
 impl Map {
     fn eval<'a>(&'a self, env: &Env<'a>) -> Result<Value<'a>> {
-        let input = self.input.eval(env)?;
-        if is_nullish(input.as_deref()) {
-            return Ok(Some(Cow::Owned(Bson::Null)));
-        }
-        let items = expect_array(input, |t| {
+        let Some(items) = nullable_array(&self.input, env, |t| {
             Error::location(16883, format!("input to $map must be an array not {t}"))
-        })?;
+        })? else {
+            return Ok(Some(Cow::Owned(Bson::Null)));
+        };
         let mut out = Vec::with_capacity(items.len());
         for item in items.iter() {
             let binding = env.binding(self.var, Some(item));
@@ -678,16 +684,14 @@ fn parse_reduce(args: &Bson, ctx: &ParseContext) -> Result<Reduce> {
 
 impl Reduce {
     fn eval<'a>(&'a self, env: &Env<'a>) -> Result<Value<'a>> {
-        let input = self.input.eval(env)?;
-        if is_nullish(input.as_deref()) {
-            return Ok(Some(Cow::Owned(Bson::Null)));
-        }
-        let items = expect_array(input, |t| {
+        let Some(items) = nullable_array(&self.input, env, |t| {
             Error::location(
                 40080,
                 format!("$reduce requires that 'input' be an array, found: {t}"),
             )
-        })?;
+        })? else {
+            return Ok(Some(Cow::Owned(Bson::Null)));
+        };
         let mut acc = self.initial.eval_owned(env)?;
         for item in items.iter() {
             let value = env.binding(self.value, acc.as_ref());
@@ -827,16 +831,14 @@ fn range<'a>(args: &'a [Expression], env: &Env<'a>) -> Result<Value<'a>> {
 }
 
 fn index_of_array<'a>(args: &'a [Expression], env: &Env<'a>) -> Result<Value<'a>> {
-    let array = args[0].eval(env)?;
-    if is_nullish(array.as_deref()) {
-        return Ok(Some(Cow::Owned(Bson::Null)));
-    }
-    let items = expect_array(array, |t| {
+    let Some(items) = nullable_array(&args[0], env, |t| {
         Error::location(
             40090,
             format!("$indexOfArray requires an array as a first argument, found: {t}"),
         )
-    })?;
+    })? else {
+        return Ok(Some(Cow::Owned(Bson::Null)));
+    };
     let needle = args[1].eval(env)?;
     let bound = |i: usize, what: &str| -> Result<Option<usize>> {
         let Some(e) = args.get(i) else {

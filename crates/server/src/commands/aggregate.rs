@@ -17,7 +17,7 @@ pub(super) mod collections;
 use super::write_batch::durability;
 use super::Ctx;
 use crate::cursors::CursorSource;
-use crate::exec::{execute, AccessPath, CollectionScan, Deadline, ExecStats, Position, Step};
+use crate::exec::{AccessPath, CollectionScan, Deadline, ExecStats, RangeScan, Step};
 use crate::parallel_scan;
 use crate::request::Fields;
 use basalt_agg::{Partial, Partitioned, Pipeline};
@@ -91,21 +91,25 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 pipeline.remove_leading_sort();
             }
             let matcher = Matcher::new(&filter)?.with_collation(collation.as_ref());
-            match pipeline.partitioned() {
-                Some(split) if path == AccessPath::CollectionScan => {
-                    let merged = run_partitioned(
-                        ctx,
-                        &collection,
-                        &matcher,
-                        &split,
-                        input_fields.as_deref(),
-                        deadline,
-                    )?;
-                    split
-                        .finish(merged, &collections)?
-                        .collect::<Result<Vec<_>>>()?
-                }
-                _ => {
+            let parallel = match pipeline.partitioned() {
+                Some(split) if path == AccessPath::CollectionScan => run_partitioned(
+                    ctx,
+                    &collection,
+                    &matcher,
+                    &split,
+                    input_fields.as_deref(),
+                    deadline,
+                )?
+                .map(|merged| (split, merged)),
+                _ => None,
+            };
+            match parallel {
+                Some((split, merged)) => split
+                    .finish(merged, &collections)?
+                    .collect::<Result<Vec<_>>>()?,
+                // Not splittable, or too many groups for memory: one pass (where
+                // $group can spill).
+                None => {
                     let scan =
                         CollectionScan::new(collection, matcher, path, None, 0, None, deadline)
                             .with_fields(input_fields);
@@ -145,7 +149,8 @@ const PARTITION_BATCH_DOCS: usize = 1024;
 
 /// Runs the stages before the pipeline's first `$group`/`$count`, and that stage's
 /// partial form, over ranges of the collection on the server's scan workers, and
-/// merges the partial results in record order.
+/// merges the partial results in record order. `None` when a range's groups outgrow
+/// the `$group` memory limit.
 fn run_partitioned(
     ctx: &Ctx<'_>,
     collection: &Collection,
@@ -153,35 +158,41 @@ fn run_partitioned(
     split: &Partitioned<'_>,
     fields: Option<&[String]>,
     deadline: Deadline,
-) -> Result<Partial> {
+) -> Result<Option<Partial>> {
     let snapshot = collection.snapshot();
     let high_water = collection.record_id_high_water();
+    let scan = RangeScan {
+        collection,
+        snapshot: &*snapshot,
+        matcher,
+        deadline,
+        fields,
+    };
     let partials = parallel_scan::run(high_water, ctx.server.scan_workers(), &|range| {
         let mut partial = split.empty();
         let mut batch = Vec::with_capacity(PARTITION_BATCH_DOCS);
-        execute(
-            collection,
-            &*snapshot,
-            matcher,
-            &AccessPath::CollectionScan,
-            &mut Position::records(range.after, range.last),
-            &mut ExecStats::default(),
-            deadline,
-            fields,
-            &mut |_, doc| {
-                batch.push(doc);
-                if batch.len() == PARTITION_BATCH_DOCS {
-                    split.accumulate(&mut partial, Box::new(batch.drain(..).map(Ok)))?;
+        scan.visit(range, &mut ExecStats::default(), &mut |_, doc| {
+            batch.push(doc);
+            if batch.len() == PARTITION_BATCH_DOCS {
+                split.accumulate(&mut partial, Box::new(batch.drain(..).map(Ok)))?;
+                if split.exceeds_memory(&partial) {
+                    return Ok(Step::StopAfter);
                 }
-                Ok(Step::Continue)
-            },
-        )?;
+            }
+            Ok(Step::Continue)
+        })?;
         split.accumulate(&mut partial, Box::new(batch.into_iter().map(Ok)))?;
-        Ok(partial)
+        Ok((!split.exceeds_memory(&partial)).then_some(partial))
     })?;
     let mut merged = split.empty();
     for partial in partials {
+        let Some(partial) = partial else {
+            return Ok(None);
+        };
         split.merge(&mut merged, partial)?;
+        if split.exceeds_memory(&merged) {
+            return Ok(None);
+        }
     }
-    Ok(merged)
+    Ok(Some(merged))
 }

@@ -1,7 +1,7 @@
 //! `count`: how many documents match, after skip and limit.
 
 use super::Ctx;
-use crate::exec::{execute, for_each_match, AccessPath, Deadline, ExecStats, Position, Step};
+use crate::exec::{for_each_match, AccessPath, Deadline, ExecStats, RangeScan, Step};
 use crate::parallel_scan;
 use crate::request::Fields;
 use basalt_catalog::Collection;
@@ -57,22 +57,19 @@ fn count_matches(
     if *path == AccessPath::CollectionScan && wanted.is_none() {
         // Counted on all scan workers, each over its ranges of the collection.
         let high_water = collection.record_id_high_water();
+        let scan = RangeScan {
+            collection,
+            snapshot: &*snapshot,
+            matcher,
+            deadline,
+            fields: Some(&[]),
+        };
         let counts = parallel_scan::run(high_water, workers, &|range| {
             let mut matched = 0i64;
-            execute(
-                collection,
-                &*snapshot,
-                matcher,
-                path,
-                &mut Position::records(range.after, range.last),
-                &mut ExecStats::default(),
-                deadline,
-                Some(&[]),
-                &mut |_, _| {
-                    matched += 1;
-                    Ok(Step::Continue)
-                },
-            )?;
+            scan.visit(range, &mut ExecStats::default(), &mut |_, _| {
+                matched += 1;
+                Ok(Step::Continue)
+            })?;
             Ok(matched)
         })?;
         return Ok(counts.into_iter().sum());

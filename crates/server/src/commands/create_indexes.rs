@@ -3,14 +3,17 @@
 //!
 //! Built today: single-field and compound indexes in either direction, multikey, unique,
 //! sparse, TTL (`expireAfterSeconds`, expired by the TTL monitor), partial
-//! (`partialFilterExpression`) and hashed (one hashed field, equality lookups only).
-//! Index kinds and options that need more (text, geo, wildcard, collation) are refused by
-//! name rather than built as something else.
+//! (`partialFilterExpression`), hashed (one hashed field, equality lookups only) and
+//! collated (`collation`: string keys in the collation's order, e.g. case-insensitive).
+//! An index is told from another by its key pattern and collation, so the same keys may
+//! be indexed under two collations (with two names). Index kinds and options that need
+//! more (text, geo, wildcard) are refused by name rather than built as something else.
 
 use super::Ctx;
 use crate::request::Fields;
 use basalt_catalog::{IndexSpec, PartialFilter};
 use basalt_error::{Error, ErrorCode, Result};
+use basalt_value::Collation;
 use bson::{doc, Bson, Document};
 
 /// Index options that are accepted and have their MongoDB meaning here.
@@ -24,10 +27,10 @@ const SUPPORTED_OPTIONS: &[&str] = &[
     "ns",
     "expireAfterSeconds",
     "partialFilterExpression",
+    "collation",
 ];
 /// Real MongoDB index options whose behaviour Basalt does not have yet.
 const UNSUPPORTED_OPTIONS: &[&str] = &[
-    "collation",
     "hidden",
     "weights",
     "default_language",
@@ -67,6 +70,7 @@ pub fn create_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 && same_name.sparse == spec.sparse
                 && same_name.expire_after_seconds == spec.expire_after_seconds
                 && same_name.partial == spec.partial
+                && same_name.collation == spec.collation
             {
                 continue;
             }
@@ -79,7 +83,10 @@ pub fn create_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 ),
             ));
         }
-        if let Some(same_key) = existing.iter().find(|i| i.key == spec.key) {
+        if let Some(same_key) = existing
+            .iter()
+            .find(|i| i.key == spec.key && i.collation == spec.collation)
+        {
             return Err(Error::new(
                 ErrorCode::INDEX_OPTIONS_CONFLICT,
                 format!(
@@ -211,6 +218,23 @@ fn parse_spec(spec: &Document) -> Result<IndexSpec> {
             ))
         }
     };
+    let collation = match spec.get("collation") {
+        None => None,
+        Some(Bson::Document(collation)) => Collation::parse(collation)?,
+        Some(other) => {
+            return Err(Error::type_mismatch(format!(
+                "The field 'collation' must be an object, but got {}",
+                crate::request::type_name(other)
+            )))
+        }
+    };
+    if let (true, Some(collation)) = (on_id_only, &collation) {
+        // Basalt collections keep no default collation yet, so theirs is the simple one.
+        return Err(Error::bad_value(format!(
+            "The _id index must have the same collation as the collection. Index collation: {}, collection collation: {{ locale: \"simple\" }}",
+            collation.spec()
+        )));
+    }
     Ok(IndexSpec {
         id: 0,
         name,
@@ -220,6 +244,7 @@ fn parse_spec(spec: &Document) -> Result<IndexSpec> {
         multikey: false,
         expire_after_seconds,
         partial,
+        collation,
     })
 }
 

@@ -275,7 +275,9 @@ impl DateAdd {
             })?;
         }
         let overflow = || Error::location(5166406, "dateAdd overflowed");
-        if unit != TimeUnit::Millisecond && amount.abs() >= unit.max_amount() {
+        if unit != TimeUnit::Millisecond
+            && amount.unsigned_abs() >= unit.max_amount().unsigned_abs()
+        {
             return Err(Error::location(
                 5976500,
                 format!(
@@ -398,8 +400,8 @@ impl DateDiff {
                 None => (week_start(end_days, first_day) - week_start(start_days, first_day)) / 7,
                 Some(months) => {
                     let index = |days| {
-                        let c = Civil::from_millis(days * DAY_MS);
-                        (c.year * 12 + i64::from(c.month) - 1).div_euclid(months)
+                        let (year, month, _) = civil_from_days(days);
+                        (year * 12 + i64::from(month) - 1).div_euclid(months)
                     };
                     index(end_days) - index(start_days)
                 }
@@ -499,11 +501,7 @@ impl DateTrunc {
             let days = local.div_euclid(DAY_MS);
             let start_days = match unit.months() {
                 None if unit == TimeUnit::Day => floor_to(days, reference_days, bin),
-                None => floor_to(
-                    days,
-                    week_start(reference_days + 6, first_day),
-                    bin * 7,
-                ),
+                None => floor_to(days, week_start(reference_days + 6, first_day), bin * 7),
                 Some(months) => {
                     let c = Civil::from_millis(local);
                     let index = c.year * 12 + i64::from(c.month) - 1;
@@ -511,7 +509,10 @@ impl DateTrunc {
                     days_from_month_index(start, 1)
                 }
             };
-            zone.to_utc(start_days * DAY_MS)
+            let local_start = start_days
+                .checked_mul(DAY_MS)
+                .ok_or_else(|| overflow(5439004))?;
+            zone.to_utc(local_start)
         };
         Ok(date_value(truncated))
     }
@@ -650,20 +651,17 @@ mod tests {
             ),
             6045000
         );
-        assert_eq!(
+        let add_code = |unit: &str, amount: i64| {
             code(
                 "$dateAdd",
-                bson!({"startDate": ymd(2021, 1, 1), "unit": "day", "amount": i64::MAX})
-            ),
-            5166406
-        );
-        assert_eq!(
-            code(
-                "$dateAdd",
-                bson!({"startDate": ymd(2021, 1, 1), "unit": "second", "amount": i64::MAX})
-            ),
-            5166406
-        );
+                bson!({"startDate": ymd(2021, 1, 1), "unit": unit, "amount": amount}),
+            )
+        };
+        assert_eq!(add_code("day", i64::MAX), 5976500);
+        assert_eq!(add_code("year", 600_000_000), 5976500);
+        assert_eq!(add_code("second", i64::MAX), 5976500);
+        assert_eq!(add_code("day", 200_000_000_000), 5166406);
+        assert_eq!(add_code("millisecond", i64::MAX), 5166406);
     }
 
     #[test]
@@ -693,6 +691,21 @@ mod tests {
             );
         }
         assert_eq!(diff(b.clone(), a.clone(), "year"), Bson::Int64(-1));
+        // Midnight to midnight across New York's spring-forward is a day of 23 hours.
+        let ny_midnights = bson!({
+            "startDate": date(2021, 3, 14, (5, 0, 0), 0),
+            "endDate": date(2021, 3, 15, (4, 0, 0), 0),
+            "timezone": "America/New_York",
+        });
+        for (unit, expected) in [("day", 1_i64), ("hour", 23), ("minute", 23 * 60)] {
+            let mut spec = ny_midnights.as_document().unwrap().clone();
+            spec.insert("unit", unit);
+            assert_eq!(
+                value(bson!({"$dateDiff": spec})),
+                Bson::Int64(expected),
+                "{unit}"
+            );
+        }
         // Saturday to Sunday crosses a Sunday-started week but not a Monday-started one.
         assert_eq!(
             diff(ymd(2021, 1, 2), ymd(2021, 1, 3), "week"),
@@ -791,6 +804,27 @@ mod tests {
             ),
             date(2021, 3, 19, (4, 0, 0), 0)
         );
+        // Two-hour bins count from 2000-01-01 local midnight (05:00Z, under EST), so in
+        // summer they start at odd hours of EDT.
+        assert_eq!(
+            value(
+                bson!({"$dateTrunc": {"date": date(2021, 7, 1, (14, 30, 0), 0), "unit": "hour", "binSize": 2, "timezone": "America/New_York"}})
+            ),
+            date(2021, 7, 1, (13, 0, 0), 0)
+        );
+        assert_eq!(
+            error_code(
+                bson!({"$dateTrunc": {"date": t.clone(), "unit": "day", "binSize": 200_000_000_000_i64}})
+            ),
+            5439006
+        );
+        let far_past = Bson::DateTime(DateTime::from_millis(-(1 << 62)));
+        assert_eq!(
+            error_code(
+                bson!({"$dateTrunc": {"date": far_past, "unit": "year", "binSize": 100_000_000_000_i64}})
+            ),
+            5439004
+        );
         assert_eq!(
             value(bson!({"$dateTrunc": {"date": t.clone(), "unit": "day", "binSize": null}})),
             Bson::Null
@@ -814,5 +848,43 @@ mod tests {
             code(bson!({"date": t, "unit": "day", "timezone": "Bad/Zone"})),
             40485
         );
+    }
+
+    /// Extreme dates and amounts give a value or MongoDB's error, never a panic.
+    #[test]
+    fn extremes_do_not_panic() {
+        let units = [
+            "millisecond",
+            "second",
+            "minute",
+            "hour",
+            "day",
+            "week",
+            "month",
+            "quarter",
+            "year",
+        ];
+        for ms in [i64::MIN, -(1 << 62), -1, 0, 1 << 62, i64::MAX] {
+            let d = Bson::DateTime(DateTime::from_millis(ms));
+            for zone in ["UTC", "+14:00", "America/New_York"] {
+                for unit in units {
+                    for n in [i64::MIN, -1, 1, 100_000_000_000, i64::MAX] {
+                        for op in ["$dateAdd", "$dateSubtract"] {
+                            let _ = eval(
+                                bson!({op: {"startDate": d.clone(), "unit": unit, "amount": n, "timezone": zone}}),
+                            );
+                        }
+                        let _ = eval(
+                            bson!({"$dateTrunc": {"date": d.clone(), "unit": unit, "binSize": n.max(1), "timezone": zone}}),
+                        );
+                    }
+                    let _ = eval(
+                        bson!({"$dateDiff": {"startDate": d.clone(), "endDate": Bson::DateTime(DateTime::from_millis(-ms.saturating_add(1))), "unit": unit, "timezone": zone}}),
+                    );
+                }
+                let _ = eval(bson!({"$dateToParts": {"date": d.clone(), "timezone": zone}}));
+                let _ = eval(bson!({"$dateToString": {"date": d.clone(), "timezone": zone}}));
+            }
+        }
     }
 }

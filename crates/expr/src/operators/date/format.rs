@@ -66,11 +66,10 @@ impl DateToString {
     }
 
     pub(crate) fn eval<'a>(&'a self, env: &Env<'a>) -> Result<Value<'a>> {
+        // MongoDB validates the format and the zone before looking at the date, and
+        // lets a null date (onNull) win over a null zone or format.
         let format = match &self.format {
-            Some(f) => match format_string(f.eval(env)?.as_deref(), Direction::ToString)? {
-                Some(f) => Some(f),
-                None => return Ok(Some(Cow::Owned(Bson::Null))),
-            },
+            Some(f) => Some(format_string(f.eval(env)?.as_deref(), Direction::ToString)?),
             None => None,
         };
         let zone = self.timezone.eval(env)?;
@@ -84,12 +83,13 @@ impl DateToString {
         let Some(zone) = zone else {
             return Ok(Some(Cow::Owned(Bson::Null)));
         };
+        let format = match &format {
+            None if zone.is_utc() => ISO_FORMAT,
+            None => ISO_FORMAT_LOCAL,
+            Some(Some(f)) => f.as_str(),
+            Some(None) => return Ok(Some(Cow::Owned(Bson::Null))),
+        };
         let ms = date_millis(d.as_deref())?;
-        let format = format.as_deref().unwrap_or(if zone.is_utc() {
-            ISO_FORMAT
-        } else {
-            ISO_FORMAT_LOCAL
-        });
         let offset_minutes = zone.offset_ms(ms) / 60_000;
         let civil = Civil::from_millis(zone.to_local(ms));
         Ok(Some(Cow::Owned(Bson::String(render(
@@ -371,22 +371,31 @@ fn from_string(text: &str, zone: &Zone, format: Option<&str>) -> Result<i64> {
         )
     };
     let (local, offset) = match format {
-        Some(format) => parse_with_format(text, format).map_err(|why| fail(&why))?,
+        Some(format) => match parse_with_format(text, format).map_err(|why| fail(&why))? {
+            Some(parsed) => parsed,
+            None => {
+                return Err(Error::new(
+                    ErrorCode::CONVERSION_FAILURE,
+                    format!(
+                        "an incomplete date/time string has been found, with elements missing: \"{text}\""
+                    ),
+                ))
+            }
+        },
         None => parse_iso(text).ok_or_else(|| fail("could not parse it as an ISO 8601 date"))?,
     };
     match offset {
         None => Ok(zone.to_utc(local)),
         Some(_) if !zone.is_utc() => Err(Error::new(
             ErrorCode::CONVERSION_FAILURE,
-            format!(
-                "you cannot pass in a date/time string with time zone information ('{text}') together with a timezone argument"
-            ),
+            "you cannot pass in a date/time string with GMT offset together with a timezone argument",
         )),
         Some(offset) => Ok(local - offset),
     }
 }
 
-/// Fields read by a format; absent ones default to 1970-01-01T00:00:00.000.
+/// Fields read by a format. A date needs its year, month and day (or ISO week date, or
+/// year and day of year); the time may be absent altogether, but not in part.
 #[derive(Default)]
 struct Fields {
     year: Option<i64>,
@@ -396,12 +405,17 @@ struct Fields {
     iso_year: Option<i64>,
     iso_week: Option<i64>,
     iso_day: Option<i64>,
-    hms_ms: [i64; 4],
+    hms: [Option<i64>; 3],
+    millis: i64,
     offset_ms: Option<i64>,
 }
 
-/// Reads `text` with `format`'s specifiers: local milliseconds and the offset it names.
-fn parse_with_format(text: &str, format: &str) -> std::result::Result<(i64, Option<i64>), String> {
+/// Reads `text` with `format`'s specifiers: local milliseconds and the offset it names,
+/// or `None` when fields are missing.
+fn parse_with_format(
+    text: &str,
+    format: &str,
+) -> std::result::Result<Option<(i64, Option<i64>)>, String> {
     let mut f = Fields::default();
     let mut rest = text;
     let mut chars = format.chars();
@@ -418,12 +432,12 @@ fn parse_with_format(text: &str, format: &str) -> std::result::Result<(i64, Opti
             'Y' => f.year = Some(digits(4)?),
             'm' => f.month = Some(digits(2)?),
             'd' => f.day = Some(digits(2)?),
-            'H' => f.hms_ms[0] = digits(2)?,
-            'M' => f.hms_ms[1] = digits(2)?,
-            'S' => f.hms_ms[2] = digits(2)?,
+            'H' => f.hms[0] = Some(digits(2)?),
+            'M' => f.hms[1] = Some(digits(2)?),
+            'S' => f.hms[2] = Some(digits(2)?),
             'L' => {
                 let (v, n) = take_digits(&mut rest, 3, spec)?;
-                f.hms_ms[3] = v * 10_i64.pow(3 - n as u32);
+                f.millis = v * 10_i64.pow(3 - n as u32);
             }
             'j' => f.day_of_year = Some(digits(3)?),
             'G' => f.iso_year = Some(digits(4)?),
@@ -466,37 +480,47 @@ fn parse_with_format(text: &str, format: &str) -> std::result::Result<(i64, Opti
     if !rest.is_empty() {
         return Err(format!("trailing data '{rest}'"));
     }
-    let [hour, minute, second, millis] = f.hms_ms;
+    let [hour, minute, second] = match f.hms {
+        [None, None, None] => [0; 3],
+        [Some(h), Some(m), Some(s)] => [h, m, s],
+        _ => return Ok(None),
+    };
     if hour > 23 || minute > 59 || second > 59 {
         return Err("the parsed time was invalid".to_string());
     }
+    let invalid = || Err("the parsed date was invalid".to_string());
     let days = if let Some(iso_year) = f.iso_year {
         let (week, day) = (f.iso_week.unwrap_or(1), f.iso_day.unwrap_or(1));
         if !(1..=53).contains(&week) || !(1..=7).contains(&day) {
-            return Err("the parsed date was invalid".to_string());
+            return invalid();
         }
         iso_year_start(iso_year) + (week - 1) * 7 + day - 1
     } else {
-        let year = f.year.unwrap_or(1970);
-        if let Some(day_of_year) = f.day_of_year {
-            let len = days_from_civil(year + 1, 1, 1) - days_from_civil(year, 1, 1);
-            if !(1..=len).contains(&day_of_year) {
-                return Err("the parsed date was invalid".to_string());
+        let Some(year) = f.year else {
+            return Ok(None);
+        };
+        match (f.day_of_year, f.month, f.day) {
+            (Some(day_of_year), _, _) => {
+                let len = days_from_civil(year + 1, 1, 1) - days_from_civil(year, 1, 1);
+                if !(1..=len).contains(&day_of_year) {
+                    return invalid();
+                }
+                days_from_civil(year, 1, 1) + day_of_year - 1
             }
-            days_from_civil(year, 1, 1) + day_of_year - 1
-        } else {
-            let (month, day) = (f.month.unwrap_or(1), f.day.unwrap_or(1));
-            if !(1..=12).contains(&month)
-                || day < 1
-                || day > i64::from(days_in_month(year, month as u32))
-            {
-                return Err("the parsed date was invalid".to_string());
+            (None, Some(month), Some(day)) => {
+                if !(1..=12).contains(&month)
+                    || day < 1
+                    || day > i64::from(days_in_month(year, month as u32))
+                {
+                    return invalid();
+                }
+                days_from_civil(year, month as u32, day as u32)
             }
-            days_from_civil(year, month as u32, day as u32)
+            _ => return Ok(None),
         }
     };
-    let local = days * DAY_MS + hour * 3_600_000 + minute * 60_000 + second * 1000 + millis;
-    Ok((local, f.offset_ms))
+    let local = days * DAY_MS + hour * 3_600_000 + minute * 60_000 + second * 1000 + f.millis;
+    Ok(Some((local, f.offset_ms)))
 }
 
 /// Up to `max` leading digits of `rest`, consumed: their value and how many there were.
@@ -561,6 +585,10 @@ mod tests {
         assert_eq!(
             value(bson!({"$dateToString": {"date": "$nope", "onNull": "none"}})),
             bson!("none")
+        );
+        assert_eq!(
+            value(bson!({"$dateToString": {"date": "$nope", "format": "$nope", "onNull": 0}})),
+            bson!(0)
         );
         assert_eq!(value(bson!({"$dateToString": {"date": "$n"}})), Bson::Null);
         assert_eq!(
@@ -628,6 +656,14 @@ mod tests {
         );
         let code = |spec| error_code(bson!({ "$dateFromString": spec }));
         assert_eq!(code(bson!({"dateString": "2017-02-30"})), 241);
+        assert_eq!(
+            code(bson!({"dateString": "2017-02", "format": "%Y-%m"})),
+            241
+        );
+        assert_eq!(
+            code(bson!({"dateString": "2017-02-01 10", "format": "%Y-%m-%d %H"})),
+            241
+        );
         assert_eq!(code(bson!({"dateString": "tomorrow"})), 241);
         assert_eq!(code(bson!({"dateString": 5})), 241);
         assert_eq!(

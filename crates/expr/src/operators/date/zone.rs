@@ -85,7 +85,9 @@ pub(crate) fn parse_offset_minutes(text: &str) -> Option<i64> {
     };
     let digits = |range: std::ops::Range<usize>| -> Option<i64> {
         let s = text.get(range)?;
-        s.bytes().all(|c| c.is_ascii_digit()).then(|| s.parse().ok())?
+        s.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| s.parse().ok())?
     };
     let (h, m) = match text.len() {
         3 => (digits(1..3)?, 0),
@@ -125,7 +127,28 @@ mod tests {
             3_600_000
         );
         assert_eq!(Zone::parse("GMT").unwrap().offset_ms(0), 0);
-        for bad in ["Mars/Base", "+5", "+0:530", "+05:3", "Z", "america/new_york", ""] {
+        // Links and Etc zones (whose sign is inverted by POSIX convention) resolve too.
+        assert_eq!(
+            Zone::parse("US/Eastern").unwrap().offset_ms(0),
+            -5 * 3_600_000
+        );
+        assert_eq!(
+            Zone::parse("Etc/GMT+5").unwrap().offset_ms(0),
+            -5 * 3_600_000
+        );
+        assert_eq!(
+            Zone::parse("Asia/Kolkata").unwrap().offset_ms(0),
+            330 * 60_000
+        );
+        for bad in [
+            "Mars/Base",
+            "+5",
+            "+0:530",
+            "+05:3",
+            "Z",
+            "america/new_york",
+            "",
+        ] {
             assert_eq!(Zone::parse(bad).unwrap_err().code.0, 40485, "{bad}");
         }
     }
