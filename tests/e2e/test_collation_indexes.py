@@ -162,7 +162,9 @@ def test_sort_is_provided_only_by_an_index_with_the_query_collation(words):
     sort = [("s", 1)]
     scan, plan = _scan(words, {}, collation=CASE_INSENSITIVE, sort=sort)
     assert plan["stage"] != "SORT" and scan["indexName"] == "s_ci"
-    got = _same_as_collection_scan(words, {}, collation=CASE_INSENSITIVE, sort=[("s", 1), ("_id", 1)])
+    got = _same_as_collection_scan(
+        words, {}, collation=CASE_INSENSITIVE, sort=[("s", 1), ("_id", 1)]
+    )
     assert [WORDS[i].lower() for i in got] == sorted(w.lower() for w in WORDS)
     # Descending reads the index backward.
     scan, plan = _scan(words, {}, collation=CASE_INSENSITIVE, sort=[("s", -1)])
@@ -228,6 +230,14 @@ def test_same_keys_under_another_collation_need_another_name(words):
         words.create_index("n", name="s_ci", collation=CASE_INSENSITIVE)
     assert (info.value.code, info.value.details["codeName"]) == (86, "IndexKeySpecsConflict")
     assert [i["name"] for i in words.list_indexes()] == ["_id_", "s_ci", "s_fr"]
+    # Dropping by a key pattern that names both is ambiguous; by name is not.
+    drop_by_key = {"dropIndexes": words.name, "index": {"s": 1}}
+    with pytest.raises(OperationFailure) as info:
+        words.database.command(drop_by_key)
+    assert (info.value.code, info.value.details["codeName"]) == (181, "AmbiguousIndexKeyPattern")
+    words.drop_index("s_fr")
+    words.database.command(drop_by_key)
+    assert [i["name"] for i in words.list_indexes()] == ["_id_"]
 
 
 @pytest.mark.parametrize(
@@ -247,6 +257,23 @@ def test_invalid_collations_are_refused(coll, collation, code):
         coll.database.command("createIndexes", coll.name, indexes=[spec])
     assert info.value.code == code, info.value.details
     assert [i["name"] for i in coll.list_indexes()] == ["_id_"]
+
+
+def test_indexes_take_the_collection_default_collation(db):
+    coll = db.create_collection("c", collation=CASE_INSENSITIVE)
+    coll.create_index("s", unique=True)
+    coll.create_index("t", collation={"locale": "simple"})
+    specs = {i["name"]: i for i in coll.list_indexes()}
+    assert specs["s_1"]["collation"]["strength"] == 2
+    assert "collation" not in specs["t_1"]
+    coll.insert_one({"s": "abc", "t": "x"})
+    with raises_code("DuplicateKey"):
+        coll.insert_one({"s": "ABC"})
+    # Basalt's _id index stays binary: another _id index is refused either way.
+    with raises_code("IndexOptionsConflict"):
+        coll.create_index("_id", name="id_again")
+    with raises_code("BadValue"):
+        coll.create_index("_id", name="id_ci", collation=CASE_INSENSITIVE)
 
 
 def test_id_index_cannot_take_a_collation(coll):

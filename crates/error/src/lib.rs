@@ -63,6 +63,7 @@ error_codes! {
     INDEX_OPTIONS_CONFLICT = 85, "IndexOptionsConflict";
     INDEX_KEY_SPECS_CONFLICT = 86, "IndexKeySpecsConflict";
     OPERATION_FAILED = 96, "OperationFailed";
+    AMBIGUOUS_INDEX_KEY_PATTERN = 181, "AmbiguousIndexKeyPattern";
     COMMAND_NOT_SUPPORTED = 115, "CommandNotSupported";
     JS_INTERPRETER_FAILURE = 139, "JSInterpreterFailure";
     INVALID_PIPELINE_OPERATOR = 168, "InvalidPipelineOperator";

@@ -25,4 +25,4 @@ pub use dependencies::FieldSet;
 pub use env::Value;
 pub use expression::{type_name, Expression};
 pub use operators::boolean::truthy;
-pub use operators::date::{civil_from_days, days_from_civil};
+pub use operators::date::{civil_from_days, days_from_civil, TimeUnit};

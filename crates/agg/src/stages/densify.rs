@@ -11,10 +11,11 @@
 
 use crate::field_path;
 use crate::pipeline::DocumentStream;
-use crate::stages::time_unit::TimeUnit;
+use crate::stages::time_unit::parse_unit;
 use crate::stages::{drain, finished};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_expr::OrderedBson;
+use basalt_expr::TimeUnit;
 use basalt_value::display::type_name;
 use basalt_value::number::{arithmetic, ArithmeticOp, Int64Overflow};
 use basalt_value::{compare_values, Number};
@@ -79,7 +80,7 @@ impl Densify {
             match name.as_str() {
                 "step" => step = Some(value),
                 "unit" => match value {
-                    Bson::String(u) => unit = Some(TimeUnit::parse(u)?),
+                    Bson::String(u) => unit = Some(parse_unit(u)?),
                     other => return Err(wrong_type("range.unit", other, "string")),
                 },
                 "bounds" => bounds = Some(value),
@@ -263,7 +264,7 @@ impl Densify {
     fn increment(&self, value: &Bson) -> Result<Bson> {
         match (value, self.unit) {
             (Bson::DateTime(d), Some(unit)) => Ok(Bson::DateTime(DateTime::from_millis(
-                unit.add(d.timestamp_millis(), self.step.to_i64_exact().unwrap_or(0)),
+                unit.add_utc(d.timestamp_millis(), self.step.to_i64_exact().unwrap_or(0)),
             ))),
             _ => {
                 let n = Number::from_bson(value).expect("checked numeric");

@@ -15,10 +15,11 @@
 
 use crate::field_path;
 use crate::pipeline::{DocumentStream, ExecContext};
-use crate::stages::time_unit::TimeUnit;
+use crate::stages::time_unit::parse_unit;
 use crate::stages::window_functions::{self, WindowFunction};
 use crate::stages::{drain, finished};
 use basalt_error::{Error, ErrorCode, Result};
+use basalt_expr::TimeUnit;
 use basalt_expr::{AccumulatorSpec, Expression, OrderedBson, ParseContext};
 use basalt_query::SortSpec;
 use basalt_value::display::{type_name, value_to_string};
@@ -110,7 +111,7 @@ impl Window {
         };
         let unit = match unit {
             None => None,
-            Some(Bson::String(u)) => Some(TimeUnit::parse(u)?),
+            Some(Bson::String(u)) => Some(parse_unit(u)?),
             Some(_) => return Err(Error::failed_to_parse("'unit' must be a string")),
         };
         if spec.len() != 1 + usize::from(unit.is_some()) {
@@ -172,7 +173,7 @@ impl Window {
                     .iter()
                     .map(|&v| {
                         let offset = |b: Bound<f64>| match (b, unit) {
-                            (Bound::At(d), Some(unit)) => unit.add(v as i64, d as i64) as f64,
+                            (Bound::At(d), Some(unit)) => unit.add_utc(v as i64, d as i64) as f64,
                             (Bound::At(d), None) => v + d,
                             _ => v,
                         };

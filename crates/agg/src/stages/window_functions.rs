@@ -7,8 +7,9 @@
 
 use crate::pipeline::ExecContext;
 use crate::stages::set_window_fields::{SortBy, Window};
-use crate::stages::time_unit::TimeUnit;
+use crate::stages::time_unit::parse_unit;
 use basalt_error::{Error, Result};
+use basalt_expr::TimeUnit;
 use basalt_expr::{Accumulator, AccumulatorSpec, Expression, ParseContext};
 use basalt_query::SortSpec;
 use basalt_value::display::value_to_string;
@@ -201,8 +202,8 @@ pub(crate) fn parse(
                 match (key.as_str(), value) {
                     ("input", v) => input = Some(Expression::parse(v, ctx)?),
                     ("unit", Bson::String(u)) => {
-                        let parsed = TimeUnit::parse(u)?;
-                        if parsed.fixed_millis().is_none() {
+                        let parsed = parse_unit(u)?;
+                        if parsed.utc_length_ms().is_none() {
                             return Err(Error::location(5490710, "unit must be 'week' or smaller"));
                         }
                         unit = Some(parsed);
@@ -549,7 +550,7 @@ impl<'a> SlidingWindow<'a> {
 /// The x coordinate of `$derivative`/`$integral`/`$linearFill`: a number, or a date in
 /// `unit`s.
 fn calculus_x(key: &Bson, unit: Option<TimeUnit>) -> Result<f64> {
-    match (key, unit.and_then(TimeUnit::fixed_millis)) {
+    match (key, unit.and_then(TimeUnit::utc_length_ms)) {
         (Bson::DateTime(d), Some(ms)) => Ok(d.timestamp_millis() as f64 / ms as f64),
         (Bson::DateTime(_), None) => Err(Error::location(
             5624901,

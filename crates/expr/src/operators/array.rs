@@ -158,7 +158,8 @@ impl ArrayOp {
                         28689,
                         format!("{name}'s argument must be an array, but is {t}"),
                     )
-                })? else {
+                })?
+                else {
                     return owned(Bson::Null);
                 };
                 Ok(element(items, if name == "$first" { 0 } else { -1 }))
@@ -423,7 +424,8 @@ impl SortArray {
                 2942505,
                 format!("The input argument to $sortArray must be an array, but was of type: {t}"),
             )
-        })? else {
+        })?
+        else {
             return Ok(Some(Cow::Owned(Bson::Null)));
         };
         let mut keyed: Vec<(Vec<Bson>, Bson)> = items
@@ -557,7 +559,8 @@ impl Filter {
     fn eval<'a>(&'a self, env: &Env<'a>) -> Result<Value<'a>> {
         let Some(items) = nullable_array(&self.input, env, |t| {
             Error::location(28651, format!("input to $filter must be an array not {t}"))
-        })? else {
+        })?
+        else {
             return Ok(Some(Cow::Owned(Bson::Null)));
         };
         let limit = match &self.limit {
@@ -628,7 +631,8 @@ impl Map {
     fn eval<'a>(&'a self, env: &Env<'a>) -> Result<Value<'a>> {
         let Some(items) = nullable_array(&self.input, env, |t| {
             Error::location(16883, format!("input to $map must be an array not {t}"))
-        })? else {
+        })?
+        else {
             return Ok(Some(Cow::Owned(Bson::Null)));
         };
         let mut out = Vec::with_capacity(items.len());
@@ -689,7 +693,8 @@ impl Reduce {
                 40080,
                 format!("$reduce requires that 'input' be an array, found: {t}"),
             )
-        })? else {
+        })?
+        else {
             return Ok(Some(Cow::Owned(Bson::Null)));
         };
         let mut acc = self.initial.eval_owned(env)?;
@@ -836,7 +841,8 @@ fn index_of_array<'a>(args: &'a [Expression], env: &Env<'a>) -> Result<Value<'a>
             40090,
             format!("$indexOfArray requires an array as a first argument, found: {t}"),
         )
-    })? else {
+    })?
+    else {
         return Ok(Some(Cow::Owned(Bson::Null)));
     };
     let needle = args[1].eval(env)?;

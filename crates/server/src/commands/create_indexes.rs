@@ -6,8 +6,10 @@
 //! (`partialFilterExpression`), hashed (one hashed field, equality lookups only) and
 //! collated (`collation`: string keys in the collation's order, e.g. case-insensitive).
 //! An index is told from another by its key pattern and collation, so the same keys may
-//! be indexed under two collations (with two names). Index kinds and options that need
-//! more (text, geo, wildcard) are refused by name rather than built as something else.
+//! be indexed under two collations (with two names). An index without `collation` takes
+//! the collection's default collation, as in MongoDB (`{locale: "simple"}` opts out).
+//! Index kinds and options that need more (text, geo, wildcard) are refused by name
+//! rather than built as something else.
 
 use super::Ctx;
 use crate::request::Fields;
@@ -55,11 +57,19 @@ pub fn create_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             "Must specify at least one index to create",
         ));
     }
+    let existing_collection = ctx.server.catalog.get(ctx.db, name);
+    let default_collation = match &existing_collection {
+        Some(collection) => match collection.meta().options.get_document("collation") {
+            Ok(spec) => Collation::parse(spec)?,
+            Err(_) => None,
+        },
+        None => None,
+    };
     let requested = specs
         .iter()
-        .map(|s| parse_spec(s))
+        .map(|s| parse_spec(s, default_collation.as_ref()))
         .collect::<Result<Vec<_>>>()?;
-    let existed = ctx.server.catalog.get(ctx.db, name).is_some();
+    let existed = existing_collection.is_some();
     let collection = ctx.server.catalog.get_or_create(ctx.db, name)?;
     let before = collection.meta().indexes.len() as i32;
     for spec in requested {
@@ -109,7 +119,8 @@ pub fn create_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     Ok(reply)
 }
 
-fn parse_spec(spec: &Document) -> Result<IndexSpec> {
+/// Parses one index spec; `default_collation` is the collection's.
+fn parse_spec(spec: &Document, default_collation: Option<&Collation>) -> Result<IndexSpec> {
     let key = match spec.get("key") {
         Some(Bson::Document(key)) => key.clone(),
         Some(_) => return Err(Error::type_mismatch("The 'key' field must be an object")),
@@ -219,7 +230,10 @@ fn parse_spec(spec: &Document) -> Result<IndexSpec> {
         }
     };
     let collation = match spec.get("collation") {
-        None => None,
+        // The `_id_` index Basalt builds with a collection is binary whatever the
+        // collection's default, so an `_id` index stays binary too.
+        None if on_id_only => None,
+        None => default_collation.cloned(),
         Some(Bson::Document(collation)) => Collation::parse(collation)?,
         Some(other) => {
             return Err(Error::type_mismatch(format!(
@@ -229,7 +243,6 @@ fn parse_spec(spec: &Document) -> Result<IndexSpec> {
         }
     };
     if let (true, Some(collation)) = (on_id_only, &collation) {
-        // Basalt collections keep no default collation yet, so theirs is the simple one.
         return Err(Error::bad_value(format!(
             "The _id index must have the same collation as the collection. Index collation: {}, collection collation: {{ locale: \"simple\" }}",
             collation.spec()

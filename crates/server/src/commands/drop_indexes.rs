@@ -44,16 +44,33 @@ pub fn drop_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 _ => Err(Error::type_mismatch("dropIndexes names must be strings")),
             })
             .collect::<Result<_>>()?,
-        Some(Bson::Document(key)) => vec![indexes
-            .iter()
-            .find(|i| &i.key == key)
-            .map(|i| i.name.clone())
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorCode::INDEX_NOT_FOUND,
-                    format!("can't find index with key: {key}"),
-                )
-            })?],
+        Some(Bson::Document(key)) => {
+            // Indexes under different collations may share a key pattern.
+            let matching: Vec<&IndexSpec> = indexes.iter().filter(|i| &i.key == key).collect();
+            match matching.as_slice() {
+                [] => {
+                    return Err(Error::new(
+                        ErrorCode::INDEX_NOT_FOUND,
+                        format!("can't find index with key: {key}"),
+                    ))
+                }
+                [one] => vec![one.name.clone()],
+                several => {
+                    let specs: Vec<String> = several
+                        .iter()
+                        .map(|i| i.to_list_document().to_string())
+                        .collect();
+                    return Err(Error::new(
+                        ErrorCode::AMBIGUOUS_INDEX_KEY_PATTERN,
+                        format!(
+                            "{} indexes found for key: {key}, identify by name instead. Conflicting indexes: {}",
+                            several.len(),
+                            specs.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
         _ => {
             return Err(Error::failed_to_parse(
                 "dropIndexes needs an index name, key pattern, list of names or \"*\"",

@@ -17,8 +17,9 @@ use crate::numeric::display;
 use basalt_error::{Error, Result};
 use bson::Bson;
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum TimeUnit {
+/// A time unit of the date operators, `$setWindowFields` range windows and `$densify`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeUnit {
     Millisecond,
     Second,
     Minute,
@@ -40,6 +41,59 @@ impl TimeUnit {
             TimeUnit::Hour => Some(3_600_000),
             _ => None,
         }
+    }
+
+    /// The unit MongoDB names `name`.
+    pub fn from_name(name: &str) -> Option<TimeUnit> {
+        TimeUnit::ALL.into_iter().find(|u| u.name() == name)
+    }
+
+    const ALL: [TimeUnit; 9] = [
+        TimeUnit::Millisecond,
+        TimeUnit::Second,
+        TimeUnit::Minute,
+        TimeUnit::Hour,
+        TimeUnit::Day,
+        TimeUnit::Week,
+        TimeUnit::Month,
+        TimeUnit::Quarter,
+        TimeUnit::Year,
+    ];
+
+    /// The length in milliseconds of units up to a week in UTC (no daylight-saving
+    /// change); `None` for calendar units.
+    pub fn utc_length_ms(self) -> Option<i64> {
+        match self {
+            TimeUnit::Day => Some(DAY_MS),
+            TimeUnit::Week => Some(7 * DAY_MS),
+            unit => unit.fixed_ms(),
+        }
+    }
+
+    /// `millis` (since the epoch) plus `amount` of this unit in UTC, as `$dateAdd`
+    /// counts: a day past the end of the target month is clamped to its last day;
+    /// results beyond the representable dates saturate.
+    pub fn add_utc(self, millis: i64, amount: i64) -> i64 {
+        let Some(months_per_unit) = self.months() else {
+            let unit = self.utc_length_ms().unwrap_or(1);
+            return millis.saturating_add(unit.saturating_mul(amount));
+        };
+        let day = millis.div_euclid(DAY_MS);
+        let time_of_day = millis.rem_euclid(DAY_MS);
+        let (year, month, day_of_month) = civil_from_days(day);
+        // Dates span about ±292 million years; clamping keeps the arithmetic in range.
+        const MONTHS_MAX: i64 = 300_000_000 * 12;
+        let month_index = (year * 12 + (i64::from(month) - 1))
+            .saturating_add(amount.saturating_mul(months_per_unit))
+            .clamp(-MONTHS_MAX, MONTHS_MAX);
+        let (year, month) = (
+            month_index.div_euclid(12),
+            month_index.rem_euclid(12) as u32 + 1,
+        );
+        let day_of_month = day_of_month.min(days_in_month(year, month));
+        days_from_civil(year, month, day_of_month)
+            .saturating_mul(DAY_MS)
+            .saturating_add(time_of_day)
     }
 
     fn name(self) -> &'static str {
@@ -99,23 +153,26 @@ fn time_unit(value: Option<&Bson>, op: &str) -> Result<Option<TimeUnit>> {
             ))
         }
     };
-    const UNITS: [TimeUnit; 9] = [
-        TimeUnit::Millisecond,
-        TimeUnit::Second,
-        TimeUnit::Minute,
-        TimeUnit::Hour,
-        TimeUnit::Day,
-        TimeUnit::Week,
-        TimeUnit::Month,
-        TimeUnit::Quarter,
-        TimeUnit::Year,
-    ];
-    match UNITS.into_iter().find(|u| u.name() == name) {
+    match TimeUnit::from_name(name) {
         Some(unit) => Ok(Some(unit)),
         None => Err(Error::failed_to_parse(format!(
             "{op} parameter 'unit' value parsing failed :: caused by :: unknown time unit value: {name}"
         ))),
     }
+}
+
+/// The first day of the week for `unit` (`startOfWeek` only matters for weeks; Sunday by
+/// default); `None` when `startOfWeek` is null.
+fn first_day_of_week(
+    unit: TimeUnit,
+    start_of_week: Option<&Expression>,
+    env: &Env<'_>,
+    op: &str,
+) -> Result<Option<u32>> {
+    if unit != TimeUnit::Week {
+        return Ok(Some(1));
+    }
+    eval_or(start_of_week, env, 1, |v| parse_start_of_week(v, op))
 }
 
 /// A `startOfWeek` argument as a day of week, 1 (Sunday) to 7 (Saturday); `None` when null.
@@ -368,15 +425,8 @@ impl DateDiff {
         let Some(unit) = time_unit(self.unit.eval(env)?.as_deref(), op)? else {
             return Ok(None);
         };
-        let first_day = if unit == TimeUnit::Week {
-            match eval_or(self.start_of_week.as_ref(), env, 1, |v| {
-                parse_start_of_week(v, op)
-            })? {
-                Some(d) => d,
-                None => return Ok(None),
-            }
-        } else {
-            1
+        let Some(first_day) = first_day_of_week(unit, self.start_of_week.as_ref(), env, op)? else {
+            return Ok(None);
         };
         let Some(zone) = self.timezone.eval(env)? else {
             return Ok(None);
@@ -461,15 +511,8 @@ impl DateTrunc {
         let Some(unit) = time_unit(self.unit.eval(env)?.as_deref(), op)? else {
             return Ok(None);
         };
-        let first_day = if unit == TimeUnit::Week {
-            match eval_or(self.start_of_week.as_ref(), env, 1, |v| {
-                parse_start_of_week(v, op)
-            })? {
-                Some(d) => d,
-                None => return Ok(None),
-            }
-        } else {
-            1
+        let Some(first_day) = first_day_of_week(unit, self.start_of_week.as_ref(), env, op)? else {
+            return Ok(None);
         };
         let Some(zone) = self.timezone.eval(env)? else {
             return Ok(None);

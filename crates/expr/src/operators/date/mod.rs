@@ -13,6 +13,7 @@ mod format;
 mod parts;
 mod zone;
 
+pub use arithmetic::TimeUnit;
 #[cfg(test)]
 pub(crate) use calendar::millis;
 pub use calendar::{civil_from_days, days_from_civil};
