@@ -207,6 +207,7 @@ pub fn for_each_match(
     matcher: &Matcher,
     path: &AccessPath,
     deadline: Deadline,
+    fields: Option<&[String]>,
     visit: &mut dyn FnMut(u64, Document) -> Result<ControlFlow<()>>,
 ) -> Result<()> {
     execute(
@@ -217,7 +218,7 @@ pub fn for_each_match(
         &mut Position::default(),
         &mut ExecStats::default(),
         deadline,
-        None,
+        fields,
         &mut |record_id, doc| {
             Ok(match visit(record_id, doc)? {
                 ControlFlow::Continue(()) => Step::Continue,
@@ -560,6 +561,7 @@ pub fn collect_matches(
         matcher,
         path,
         deadline,
+        None,
         &mut |id, doc| {
             found.push((id, doc));
             Ok(if limit.is_some_and(|l| found.len() >= l) {
@@ -639,8 +641,7 @@ impl CollectionScan {
         if self.remaining == Some(0) {
             return Ok((batch, true));
         }
-        if self.workers > 1 && self.path == AccessPath::CollectionScan && !self.matcher.is_empty()
-        {
+        if self.workers > 1 && self.path == AccessPath::CollectionScan && !self.matcher.is_empty() {
             return self.next_batch_parallel(max_docs, max_bytes);
         }
         let snapshot = self.collection.snapshot();

@@ -24,6 +24,7 @@ pub fn stored_functions(catalog: &Catalog, db: &str) -> Option<StoredFunctions> 
             &Matcher::new(&Document::new())?,
             &AccessPath::CollectionScan,
             Deadline::from_max_time_ms(None),
+            None,
             &mut |_, doc| {
                 docs.push(doc);
                 Ok(ControlFlow::Continue(()))

@@ -15,13 +15,13 @@
 use crate::pipeline::{DocumentStream, ExecContext};
 use crate::stages::{drain, finished};
 use basalt_error::{Error, ErrorCode, Result};
-use basalt_query::{BlockingSort, SortSpec, SortedDocuments, BLOCKING_SORT_MEMORY_LIMIT_BYTES};
-use std::cmp::Ordering;
-use std::iter::Peekable;
 use basalt_expr::{Accumulator, AccumulatorSpec, Expression, OrderedBson, ParseContext, Variables};
+use basalt_query::{BlockingSort, SortSpec, SortedDocuments, BLOCKING_SORT_MEMORY_LIMIT_BYTES};
 use bson::{doc, Bson, Document};
+use std::cmp::Ordering;
 use std::collections::btree_map::{self, Entry};
 use std::collections::BTreeMap;
+use std::iter::Peekable;
 
 #[derive(Debug)]
 pub(crate) struct Group {
@@ -247,7 +247,11 @@ impl OverflowGroups<'_> {
     fn sorted_key(&mut self) -> Result<Option<Bson>> {
         match self.sorted.peek() {
             None => Ok(None),
-            Some(Err(_)) => Err(self.sorted.next().and_then(Result::err).expect("peeked an error")),
+            Some(Err(_)) => Err(self
+                .sorted
+                .next()
+                .and_then(Result::err)
+                .expect("peeked an error")),
             Some(Ok(doc)) => Ok(Some(spilled_key(doc)?)),
         }
     }

@@ -81,6 +81,8 @@ fn count_matches(
         matcher,
         path,
         deadline,
+        // Counting needs no field beyond the filter's.
+        Some(&[]),
         &mut |_, _| {
             matched += 1;
             Ok(if wanted.is_some_and(|w| matched >= w) {

@@ -44,6 +44,8 @@ pub fn distinct(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         &matcher,
         &AccessPath::choose(&collection, &filter, collation.as_ref(), None)?,
         deadline,
+        // Only the field whose values are collected is decoded (and the filter's).
+        Some(&[key.split('.').next().unwrap_or(&key).to_string()]),
         &mut |_, doc| {
             for reached in path.reached(&doc) {
                 let basalt_value::Reached::Value { value, .. } = reached else {

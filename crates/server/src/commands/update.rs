@@ -253,6 +253,7 @@ fn find_targets(
         matcher,
         &path,
         deadline,
+        None,
         &mut |id, doc| {
             found.push((id, doc));
             Ok(if only_first {
