@@ -327,6 +327,32 @@ async fn execute(
     let coll = db.collection::<Document>(collection);
     match op {
         MongoOp::Aggregate(pipeline) => coll.aggregate(pipeline.clone()).await?.try_collect().await,
+        MongoOp::AggregateScan(pipeline) => {
+            coll.aggregate(pipeline.clone())
+                .hint(mongodb::options::Hint::Keys(doc! {"$natural": 1}))
+                .await?
+                .try_collect()
+                .await
+        }
+        MongoOp::MapReduce { map, reduce } => {
+            let reply = db
+                .run_command(doc! {
+                    "mapReduce": collection,
+                    "map": bson::Bson::JavaScriptCode(map.clone()),
+                    "reduce": bson::Bson::JavaScriptCode(reduce.clone()),
+                    "out": {"inline": 1},
+                })
+                .await?;
+            Ok(reply
+                .get_array("results")
+                .map(|results| {
+                    results
+                        .iter()
+                        .filter_map(|r| r.as_document().cloned())
+                        .collect()
+                })
+                .unwrap_or_default())
+        }
         MongoOp::Find { filter, projection } => {
             let find = coll.find(filter.clone());
             let find = match projection {

@@ -95,6 +95,14 @@ pub(crate) struct Variant {
 #[derive(Clone, Debug)]
 pub(crate) enum MongoOp {
     Aggregate(Vec<Document>),
+    /// An aggregation with `hint: {$natural: 1}`: a collection scan even where an index
+    /// of the dataset could serve it.
+    AggregateScan(Vec<Document>),
+    /// The `mapReduce` command with inline output; its `results` are the answer.
+    MapReduce {
+        map: String,
+        reduce: String,
+    },
     Find {
         filter: Document,
         projection: Option<Document>,

@@ -71,6 +71,15 @@ pub(crate) fn generate(dir: &Path, size: u64, seed: u64) -> Result<Dataset> {
     let (import_file, peer_file, bytes, checksum) = files.finish()?;
     let field = channel_name(QUERIED_CHANNEL);
     let path = format!("${field}");
+    let expected = || {
+        Answer::Rows(vec![vec![
+            Cell::Null,
+            Cell::Float(min),
+            Cell::Float(max),
+            Cell::Float(sum),
+            Cell::Int(docs as i64),
+        ]])
+    };
     Ok(Dataset {
         id: WorkloadId::W2,
         title: "sensor stats",
@@ -81,7 +90,8 @@ pub(crate) fn generate(dir: &Path, size: u64, seed: u64) -> Result<Dataset> {
         checksum,
         indexes: Vec::new(),
         peer_setup: Vec::new(),
-        queries: vec![Query {
+        queries: vec![
+        Query {
             name: "min/max/sum/count",
             scanned_docs: Some(docs),
             variants: vec![Variant {
@@ -95,15 +105,28 @@ pub(crate) fn generate(dir: &Path, size: u64, seed: u64) -> Result<Dataset> {
                 sql: Some(format!(
                     "SELECT NULL, min($({field})), max($({field})), sum($({field})), count(*) FROM $table"
                 )),
-                expected: Answer::Rows(vec![vec![
-                    Cell::Null,
-                    Cell::Float(min),
-                    Cell::Float(max),
-                    Cell::Float(sum),
-                    Cell::Int(docs as i64),
-                ]]),
+                expected: expected(),
             }],
-        }],
+        },
+        Query {
+            name: "mapReduce",
+            scanned_docs: Some(docs),
+            variants: vec![Variant {
+                mongo: MongoOp::MapReduce {
+                    map: format!(
+                        "function() {{ var x = this.{field}; emit(null, {{min: x, max: x, sum: x, count: 1}}); }}"
+                    ),
+                    reduce: "function(key, values) { var r = {min: Infinity, max: -Infinity, sum: 0, count: 0}; \
+                             values.forEach(function(v) { r.min = Math.min(r.min, v.min); r.max = Math.max(r.max, v.max); \
+                             r.sum += v.sum; r.count += v.count; }); return r; }"
+                        .to_string(),
+                },
+                // The same question as the query above: the peers answer it once.
+                sql: None,
+                expected: expected(),
+            }],
+        },
+        ],
     })
 }
 

@@ -34,14 +34,15 @@ pub(crate) fn generate(dir: &Path, size: u64, seed: u64) -> Result<Dataset> {
         peer_file,
         bytes,
         checksum,
-        indexes: Vec::new(),
+        // For the hybrid `$where` below; the other two queries scan the collection.
+        indexes: vec![doc! {"b": 1}],
         peer_setup: Vec::new(),
         queries: vec![
             Query {
                 name: "$match+$expr count",
                 scanned_docs: Some(size),
                 variants: vec![Variant {
-                    mongo: MongoOp::Aggregate(vec![
+                    mongo: MongoOp::AggregateScan(vec![
                         doc! {"$match": {"b": {"$lt": B_BELOW}, "$expr": {"$gt": ["$a", "$b"]}}},
                         doc! {"$count": "n"},
                     ]),
@@ -59,6 +60,18 @@ pub(crate) fn generate(dir: &Path, size: u64, seed: u64) -> Result<Dataset> {
                         doc! {"$where": format!("this.a > this.b && this.b < {B_BELOW:?}")},
                     ),
                     // The same question as the query above: the peers answer it once.
+                    sql: None,
+                    expected: expected(),
+                }],
+            },
+            Query {
+                name: "hybrid $where",
+                // The index on b narrows the scan to b < 5 first.
+                scanned_docs: None,
+                variants: vec![Variant {
+                    mongo: MongoOp::Count(
+                        doc! {"b": {"$lt": B_BELOW}, "$where": "this.a > this.b"},
+                    ),
                     sql: None,
                     expected: expected(),
                 }],
