@@ -201,3 +201,27 @@ def test_group_memory_limit_spill(db):
         list(db.c.aggregate(pipeline, allowDiskUse=False))
     out = list(db.c.aggregate(pipeline))
     assert out == [{"_id": k, "ids": [k, k + 55], "n": 2} for k in range(55)]
+
+
+def test_set_window_fields_spills_past_the_memory_limit(db):
+    """$setWindowFields sorts its input by partition through a sort that holds 100 MB:
+    beyond it, 292 without disk use, otherwise one partition at a time in memory."""
+    big = "x" * (1024 * 1024)
+    for start in range(0, 110, 10):
+        db.c.insert_many([{"_id": i, "p": i % 5, "big": big} for i in range(start, start + 10)])
+    pipeline = [
+        {
+            "$setWindowFields": {
+                "partitionBy": "$p",
+                "sortBy": {"_id": 1},
+                "output": {"rank": {"$documentNumber": {}}},
+            }
+        },
+        {"$project": {"big": 0}},
+    ]
+    with raises_code("QueryExceededMemoryLimitNoDiskUseAllowed"):
+        list(db.c.aggregate(pipeline, allowDiskUse=False))
+    out = list(db.c.aggregate(pipeline))
+    assert out == [
+        {"_id": i, "p": p, "rank": i // 5 + 1} for p in range(5) for i in range(p, 110, 5)
+    ]

@@ -703,5 +703,12 @@ def test_index_stats(coll):
     assert out[1]["key"] == {"a": -1}
     assert out[1]["spec"]["key"] == {"a": -1}
     assert set(out[1]["accesses"]) == {"ops", "since"}
+    # Each operation whose plan reads an index counts once for it.
+    before = out[1]["accesses"]["ops"]
+    coll.find_one({"a": 1})
+    coll.count_documents({"a": {"$gt": 0}})
+    list(coll.find({"b": 1}))
+    out = list(coll.aggregate([{"$indexStats": {}}, {"$sort": {"name": 1}}]))
+    assert out[1]["accesses"]["ops"] == before + 2
     fails(coll, [{"$limit": 1}, {"$indexStats": {}}], 40602)
     fails(coll, [{"$indexStats": {"x": 1}}], 28803)

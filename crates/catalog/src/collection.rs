@@ -14,7 +14,7 @@ use basalt_storage::{Durability, Engine, ScanEnd, ScanStart, Snapshot, Space, Wr
 use bson::{doc, Bson, Document, RawDocument};
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -87,6 +87,9 @@ pub struct Collection {
     /// unfiltered count cost nothing per call.
     counters: Mutex<Option<CollectionStats>>,
     plan_cache: PlanCache,
+    /// Operations that used each index (by index id) since `opened` ($indexStats).
+    index_uses: Mutex<HashMap<u64, u64>>,
+    opened: bson::DateTime,
 }
 
 /// Size figures for collStats/dbStats.
@@ -111,6 +114,8 @@ impl Collection {
             retired: AtomicBool::new(false),
             counters: Mutex::new(None),
             plan_cache: PlanCache::default(),
+            index_uses: Mutex::default(),
+            opened: bson::DateTime::now(),
         })
     }
 
@@ -136,6 +141,18 @@ impl Collection {
 
     pub fn plan_cache(&self) -> &PlanCache {
         &self.plan_cache
+    }
+
+    /// Counts one operation that reads the index `index_id`.
+    pub fn note_index_use(&self, index_id: u64) {
+        *self.index_uses.lock().entry(index_id).or_default() += 1;
+    }
+
+    /// How many operations read the index `index_id`, and since when (the collection
+    /// was opened or created).
+    pub fn index_uses(&self, index_id: u64) -> (u64, bson::DateTime) {
+        let uses = self.index_uses.lock().get(&index_id).copied().unwrap_or(0);
+        (uses, self.opened)
     }
 
     pub(crate) fn retire(&self) {

@@ -91,7 +91,9 @@ impl AccessPath {
     ) -> Result<(AccessPath, bool)> {
         if hint.is_some_and(|h| !is_empty_hint(h)) {
             let (choice, sorted) = plan_choice(collection, filter, collation, hint, sort)?;
-            return Ok((choice.winner.into(), sorted));
+            let path = AccessPath::from(choice.winner);
+            path.note_index_uses(collection);
+            return Ok((path, sorted));
         }
         let (meta, generation) = collection.meta_for_planning();
         let parts = basalt_plan::QueryShapeParts { sort, collation };
@@ -101,7 +103,20 @@ impl AccessPath {
             filter,
             parts,
         )?;
-        Ok((plan.into(), sorted))
+        let path = AccessPath::from(plan);
+        path.note_index_uses(collection);
+        Ok((path, sorted))
+    }
+
+    /// Counts this operation in the `$indexStats` of every index the path reads.
+    fn note_index_uses(&self, collection: &Collection) {
+        match self {
+            AccessPath::CollectionScan => {}
+            AccessPath::IndexScan(scan) => collection.note_index_use(scan.index.id),
+            AccessPath::Or(scans) => scans
+                .iter()
+                .for_each(|scan| collection.note_index_use(scan.index.id)),
+        }
     }
 }
 

@@ -7,17 +7,17 @@
 //! The groups may hold 100 MB (MongoDB's `internalDocumentSourceGroupMaxMemoryBytes`).
 //! Beyond that the stage fails with 292 when the command refuses disk use; otherwise the
 //! groups held so far stay as they are and every later document goes, with its group
-//! key, into a sort that spills to disk (`basalt_query::BlockingSort`). The output then
+//! key, into a sort that spills to disk (`keyed_sort.rs`). The output then
 //! walks the held groups and the sorted documents together in key order, finishing each
 //! group from its held state and its later documents, which the stable sort keeps in
 //! input order, so `$first`, `$last` and `$push` are as if nothing had spilled.
 
 use crate::pipeline::{DocumentStream, ExecContext};
+use crate::stages::keyed_sort::{KeyedDocuments, KeyedSort};
 use crate::stages::{drain, finished};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_expr::{Accumulator, AccumulatorSpec, Expression, OrderedBson, ParseContext, Variables};
-use basalt_query::{BlockingSort, SortSpec, SortedDocuments, BLOCKING_SORT_MEMORY_LIMIT_BYTES};
-use bson::{doc, Bson, Document};
+use bson::{Bson, Document};
 use std::cmp::Ordering;
 use std::collections::btree_map::{self, Entry};
 use std::collections::BTreeMap;
@@ -79,11 +79,10 @@ impl Group {
         limit: usize,
     ) -> DocumentStream<'a> {
         let mut groups = Groups::default();
-        let mut overflow: Option<BlockingSort> = None;
+        let mut overflow: Option<KeyedSort> = None;
         let result = drain(input, |doc| {
             if let Some(sort) = overflow.as_mut() {
-                let key = self.key(&doc, ctx.vars)?;
-                return sort.push(doc! {"k": {"v": key}, "d": doc});
+                return sort.push(self.key(&doc, ctx.vars)?, doc);
             }
             self.add(&mut groups, &doc, ctx.vars)?;
             if groups.bytes > limit {
@@ -94,13 +93,7 @@ impl Group {
                          Pass allowDiskUse:true to opt in.",
                     ));
                 };
-                let by_key = SortSpec::new(&doc! {"k": 1})?;
-                overflow = Some(BlockingSort::new(
-                    by_key,
-                    BLOCKING_SORT_MEMORY_LIMIT_BYTES,
-                    Some(directory),
-                    None,
-                ));
+                overflow = Some(KeyedSort::new(Some(directory))?);
             }
             Ok(())
         });
@@ -116,7 +109,7 @@ impl Group {
             group: self,
             vars: ctx.vars,
             held: groups.groups.into_iter().peekable(),
-            sorted: sorted.peekable(),
+            sorted,
         })
     }
 
@@ -239,25 +232,12 @@ struct OverflowGroups<'a> {
     group: &'a Group,
     vars: &'a Variables,
     held: Peekable<btree_map::IntoIter<OrderedBson, Vec<Accumulator>>>,
-    sorted: Peekable<SortedDocuments>,
+    sorted: KeyedDocuments,
 }
 
 impl OverflowGroups<'_> {
-    /// The key of the next sorted document, if any.
-    fn sorted_key(&mut self) -> Result<Option<Bson>> {
-        match self.sorted.peek() {
-            None => Ok(None),
-            Some(Err(_)) => Err(self
-                .sorted
-                .next()
-                .and_then(Result::err)
-                .expect("peeked an error")),
-            Some(Ok(doc)) => Ok(Some(spilled_key(doc)?)),
-        }
-    }
-
     fn next_group(&mut self) -> Result<Option<Document>> {
-        let sorted_key = self.sorted_key()?;
+        let sorted_key = self.sorted.peek_key()?;
         let (key, mut accumulators) = match (self.held.peek(), sorted_key) {
             (None, None) => return Ok(None),
             (Some((held, _)), Some(sorted))
@@ -272,29 +252,16 @@ impl OverflowGroups<'_> {
             }
         };
         let wanted = OrderedBson(key);
-        while let Some(next) = self.sorted_key()? {
+        while let Some(next) = self.sorted.peek_key()? {
             if OrderedBson(next) != wanted {
                 break;
             }
-            let mut spilled = self.sorted.next().expect("peeked")?;
-            let doc = match spilled.remove("d") {
-                Some(Bson::Document(doc)) => doc,
-                _ => return Err(Error::internal("a spilled $group document lost its body")),
-            };
-            self.group.accumulate(&mut accumulators, &doc, self.vars)?;
+            if let Some(doc) = self.sorted.next_document()? {
+                self.group.accumulate(&mut accumulators, &doc, self.vars)?;
+            }
         }
         self.group.output(wanted.0, accumulators).map(Some)
     }
-}
-
-/// The group key a spilled document was stored with (`{k: {v: key}}`: wrapped, so the
-/// sort compares keys as whole values, arrays included).
-fn spilled_key(doc: &Document) -> Result<Bson> {
-    doc.get_document("k")
-        .ok()
-        .and_then(|k| k.get("v"))
-        .cloned()
-        .ok_or_else(|| Error::internal("a spilled $group document lost its key"))
 }
 
 impl Iterator for OverflowGroups<'_> {

@@ -14,6 +14,7 @@ mod fill;
 mod graph_lookup;
 pub(crate) mod group;
 mod index_stats;
+mod keyed_sort;
 mod limit;
 mod list_local_sessions;
 mod lookup;

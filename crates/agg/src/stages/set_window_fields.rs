@@ -1,8 +1,9 @@
 //! `$setWindowFields`: adds fields computed over a window of neighbouring documents.
 //!
 //! Documents are grouped by `partitionBy` (missing and null are one partition; partitions
-//! come out in key order, as after MongoDB's implicit sort), each partition is sorted by
-//! `sortBy`, and every output field is computed for every document from the input
+//! come out in key order, as after MongoDB's implicit sort) through a sort that spills
+//! past 100 MB (`keyed_sort.rs`), so only one partition is held in memory at a time;
+//! each partition is sorted by `sortBy`, and every output field is computed for every document from the input
 //! documents (outputs do not see each other). A window is `documents: [lower, upper]`
 //! (positions relative to the document) or `range: [lower, upper]` (values of the single
 //! ascending `sortBy` field relative to the document's, in a time `unit` for dates);
@@ -15,6 +16,7 @@
 
 use crate::field_path;
 use crate::pipeline::{DocumentStream, ExecContext};
+use crate::stages::keyed_sort::{KeyedDocuments, KeyedSort};
 use crate::stages::time_unit::parse_unit;
 use crate::stages::window_functions::{self, WindowFunction};
 use crate::stages::{drain, finished};
@@ -25,7 +27,7 @@ use basalt_query::SortSpec;
 use basalt_value::display::{type_name, value_to_string};
 use basalt_value::Number;
 use bson::{Bson, Document};
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 #[derive(Debug)]
 pub(crate) struct SetWindowFields {
@@ -328,28 +330,46 @@ impl SetWindowFields {
         input: DocumentStream<'a>,
         ctx: ExecContext<'a>,
     ) -> DocumentStream<'a> {
-        let mut partitions: BTreeMap<OrderedBson, Vec<Document>> = BTreeMap::new();
-        let result = drain(input, |doc| {
-            let key = match &self.partition_by {
-                Some(e) => e.evaluate(&doc, ctx.vars)?.unwrap_or(Bson::Null),
-                None => Bson::Null,
-            };
-            if matches!(key, Bson::Array(_)) {
-                return Err(Error::new(
-                    ErrorCode::TYPE_MISMATCH,
-                    "An expression used to partition cannot evaluate to value of type array",
-                ));
-            }
-            partitions.entry(OrderedBson(key)).or_default().push(doc);
-            Ok(())
+        let sorted = KeyedSort::new(ctx.collections.spill_directory()).and_then(|mut sort| {
+            drain(input, |doc| {
+                let key = match &self.partition_by {
+                    Some(e) => e.evaluate(&doc, ctx.vars)?.unwrap_or(Bson::Null),
+                    None => Bson::Null,
+                };
+                if matches!(key, Bson::Array(_)) {
+                    return Err(Error::new(
+                        ErrorCode::TYPE_MISMATCH,
+                        "An expression used to partition cannot evaluate to value of type array",
+                    ));
+                }
+                sort.push(key, doc)
+            })?;
+            sort.finish()
         });
-        finished(result.and_then(|()| {
-            let mut out = Vec::new();
-            for (_, mut docs) in partitions {
-                out.extend(self.partition(&mut docs, ctx)?);
+        match sorted {
+            Ok(sorted) => Box::new(Partitions {
+                stage: self,
+                ctx,
+                sorted,
+                ready: VecDeque::new(),
+            }),
+            Err(e) => finished(Err(e)),
+        }
+    }
+
+    /// The next partition's documents, in input order; empty after the last.
+    fn next_partition(sorted: &mut KeyedDocuments) -> Result<Vec<Document>> {
+        let mut docs = Vec::new();
+        let Some(key) = sorted.peek_key()?.map(OrderedBson) else {
+            return Ok(docs);
+        };
+        while let Some(next) = sorted.peek_key()? {
+            if OrderedBson(next) != key {
+                break;
             }
-            Ok(out)
-        }))
+            docs.extend(sorted.next_document()?);
+        }
+        Ok(docs)
     }
 
     /// Sorts one partition and adds the output fields to its documents.
@@ -444,6 +464,35 @@ fn parse_function(
 
 fn unrecognized(name: &str) -> Error {
     Error::failed_to_parse(format!("Unrecognized window function, {name}"))
+}
+
+/// The output of `$setWindowFields`: the input sorted by partition key (spilling past
+/// 100 MB), one partition at a time in memory.
+struct Partitions<'a> {
+    stage: &'a SetWindowFields,
+    ctx: ExecContext<'a>,
+    sorted: KeyedDocuments,
+    /// Output documents of the current partition not handed out yet.
+    ready: VecDeque<Document>,
+}
+
+impl Iterator for Partitions<'_> {
+    type Item = Result<Document>;
+
+    fn next(&mut self) -> Option<Result<Document>> {
+        while self.ready.is_empty() {
+            let mut docs = match SetWindowFields::next_partition(&mut self.sorted) {
+                Ok(docs) if docs.is_empty() => return None,
+                Ok(docs) => docs,
+                Err(e) => return Some(Err(e)),
+            };
+            match self.stage.partition(&mut docs, self.ctx) {
+                Ok(out) => self.ready.extend(out),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        self.ready.pop_front().map(Ok)
+    }
 }
 
 #[cfg(test)]

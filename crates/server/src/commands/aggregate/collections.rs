@@ -235,21 +235,20 @@ impl Collections for ServerCollections<'_> {
         let Some(collection) = self.aggregated() else {
             return Ok(Vec::new());
         };
-        // Index use is not counted yet: every index reports no operations since the
-        // server started.
-        let started = self.ctx.server.started.elapsed().as_millis() as i64;
-        let since = bson::DateTime::from_millis(bson::DateTime::now().timestamp_millis() - started);
+        // Operations that read each index (a plan using it) since the collection was
+        // opened, as MongoDB counts them since the server started or the index was made.
         let host = crate::commands::admin::host_name();
         Ok(collection
             .meta()
             .indexes
             .iter()
             .map(|index| {
+                let (ops, since) = collection.index_uses(index.id);
                 doc! {
                     "name": index.name.clone(),
                     "key": index.key.clone(),
                     "host": host.clone(),
-                    "accesses": {"ops": 0_i64, "since": since},
+                    "accesses": {"ops": ops as i64, "since": since},
                     "spec": index.to_list_document(),
                 }
             })
