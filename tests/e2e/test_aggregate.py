@@ -225,3 +225,43 @@ def test_set_window_fields_spills_past_the_memory_limit(db):
     assert out == [
         {"_id": i, "p": p, "rank": i // 5 + 1} for p in range(5) for i in range(p, 110, 5)
     ]
+
+
+def test_bucket_auto_and_densify_spill_past_the_memory_limit(db):
+    """$bucketAuto and $densify sort their input through a sort that holds 100 MB:
+    beyond it, 292 without disk use, otherwise the same answers from spilled runs. (The
+    bucket output reads `big`, or the scan would not even decode it.)"""
+    big = "x" * (1024 * 1024)
+    for start in range(0, 110, 10):
+        db.c.insert_many(
+            [{"_id": i, "v": (i * 7) % 110, "big": big} for i in range(start, start + 10)]
+        )
+    buckets = [
+        {
+            "$bucketAuto": {
+                "groupBy": "$v",
+                "buckets": 2,
+                "output": {
+                    "n": {"$sum": 1},
+                    "ids": {"$push": "$_id"},
+                    "len": {"$max": {"$strLenCP": "$big"}},
+                },
+            }
+        }
+    ]
+    densify = [
+        {"$densify": {"field": "v", "range": {"step": 1, "bounds": "full"}}},
+        {"$project": {"v": 1}},
+    ]
+    for pipeline in (buckets, densify):
+        with raises_code("QueryExceededMemoryLimitNoDiskUseAllowed"):
+            list(db.c.aggregate(pipeline, allowDiskUse=False))
+    out = list(db.c.aggregate(buckets))
+    low = sorted(i for i in range(110) if (i * 7) % 110 < 55)
+    high = sorted(set(range(110)) - set(low))
+    assert out == [
+        {"_id": {"min": 0, "max": 55}, "n": 55, "ids": low, "len": len(big)},
+        {"_id": {"min": 55, "max": 109}, "n": 55, "ids": high, "len": len(big)},
+    ]
+    values = [d["v"] for d in db.c.aggregate(densify)]
+    assert values == list(range(110))

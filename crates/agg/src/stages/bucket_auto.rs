@@ -7,10 +7,12 @@
 //! `max` is the next bucket's `min` (the last one's is its largest value). With a
 //! `granularity` (a preferred-number series or `POWERSOF2`) boundaries are rounded to the
 //! series and the documents now below a rounded boundary join its bucket. Accumulators
-//! see each bucket's documents in input order.
+//! see each bucket's documents in input order. The documents are sorted through a sort
+//! that spills past 100 MB (`keyed_sort.rs`); one bucket is held in memory at a time.
 
 use crate::pipeline::{DocumentStream, ExecContext};
 use crate::stages::bucket::{default_output, parse_group_by};
+use crate::stages::keyed_sort::{KeyedDocuments, KeyedSort};
 use crate::stages::{drain, finished};
 use basalt_error::{Error, Result};
 use basalt_expr::{AccumulatorSpec, Expression, ParseContext};
@@ -92,41 +94,61 @@ impl BucketAuto {
         input: DocumentStream<'a>,
         ctx: ExecContext<'a>,
     ) -> DocumentStream<'a> {
-        let mut keyed: Vec<(Bson, usize, Document)> = Vec::new();
-        let result = drain(input, |doc| {
-            let key = self
-                .group_by
-                .evaluate(&doc, ctx.vars)?
-                .unwrap_or(Bson::Null);
-            if self.granularity.is_some() {
-                check_roundable(&key, 40258, 40259, 40260)?;
-            }
-            keyed.push((key, keyed.len(), doc));
-            Ok(())
+        let buckets = KeyedSort::new(ctx.collections.spill_directory()).and_then(|mut sort| {
+            let mut count = 0usize;
+            drain(input, |doc| {
+                let key = self
+                    .group_by
+                    .evaluate(&doc, ctx.vars)?
+                    .unwrap_or(Bson::Null);
+                if self.granularity.is_some() {
+                    check_roundable(&key, 40258, 40259, 40260)?;
+                }
+                // The input position travels along: accumulators see input order.
+                sort.push(key, doc! {"p": count as i64, "d": doc})?;
+                count += 1;
+                Ok(())
+            })?;
+            self.bucketize(count, &mut sort.finish()?, ctx)
         });
-        finished(result.and_then(|()| self.bucketize(keyed, ctx)))
+        finished(buckets)
     }
 
-    /// Cuts the documents, keyed by value and input position, into buckets.
+    /// Cuts the `count` documents, sorted by value, into buckets.
     fn bucketize(
         &self,
-        mut keyed: Vec<(Bson, usize, Document)>,
+        count: usize,
+        sorted: &mut KeyedDocuments,
         ctx: ExecContext<'_>,
     ) -> Result<Vec<Document>> {
-        keyed.sort_by(|a, b| compare_values(&a.0, &b.0));
-        let size = ((keyed.len() as f64 / self.buckets as f64).round() as usize).max(1);
+        let size = ((count as f64 / self.buckets as f64).round() as usize).max(1);
         let mut out = Vec::new();
-        let mut start = 0;
         let mut previous_max: Option<Bson> = None;
-        while start < keyed.len() && out.len() < self.buckets {
-            let last_bucket = out.len() + 1 == self.buckets;
-            let mut end = if last_bucket {
-                keyed.len()
-            } else {
-                (start + size).min(keyed.len())
+        while out.len() < self.buckets {
+            let Some(first) = sorted.peek_key()? else {
+                break;
             };
-            let mut max = keyed[end - 1].0.clone();
-            let mut min = keyed[start].0.clone();
+            let last_bucket = out.len() + 1 == self.buckets;
+            let mut members = Vec::new();
+            let mut max = first.clone();
+            while last_bucket || members.len() < size {
+                let Some(key) = sorted.peek_key()? else {
+                    break;
+                };
+                max = key;
+                members.extend(sorted.next_document()?);
+            }
+            let mut min = first;
+            let mut take_while =
+                |sorted: &mut KeyedDocuments, keep: &dyn Fn(&Bson) -> bool| -> Result<()> {
+                    while let Some(next) = sorted.peek_key()? {
+                        if !keep(&next) {
+                            break;
+                        }
+                        members.extend(sorted.next_document()?);
+                    }
+                    Ok(())
+                };
             match &self.granularity {
                 Some(g) => {
                     min = match previous_max.take() {
@@ -134,41 +156,38 @@ impl BucketAuto {
                         None => g.round_down(&min)?,
                     };
                     let boundary = g.round_up(&max)?;
-                    while end < keyed.len()
-                        && (compare_values(&boundary, &keyed[end].0) == Ordering::Greater
-                            || compare_values(&max, &keyed[end].0) == Ordering::Equal)
-                    {
-                        end += 1;
-                    }
-                    max = match keyed.get(end) {
-                        Some((next, _, _)) if as_f64(&boundary) == 0.0 => g.round_down(next)?,
+                    take_while(sorted, &|next| {
+                        compare_values(&boundary, next) == Ordering::Greater
+                            || compare_values(&max, next) == Ordering::Equal
+                    })?;
+                    max = match sorted.peek_key()? {
+                        Some(next) if as_f64(&boundary) == 0.0 => g.round_down(&next)?,
                         _ => boundary,
                     };
                     previous_max = Some(max.clone());
                 }
                 None => {
-                    while end < keyed.len()
-                        && compare_values(&max, &keyed[end].0) == Ordering::Equal
-                    {
-                        end += 1;
-                    }
-                    if let Some((next, _, _)) = keyed.get(end) {
-                        max = next.clone();
+                    take_while(sorted, &|next| {
+                        compare_values(&max, next) == Ordering::Equal
+                    })?;
+                    if let Some(next) = sorted.peek_key()? {
+                        max = next;
                     }
                 }
             }
-            let mut members: Vec<&(Bson, usize, Document)> = keyed[start..end].iter().collect();
-            members.sort_by_key(|(_, position, _)| *position);
+            members.sort_by_key(|member| member.get_i64("p").unwrap_or(0));
             let mut bucket = doc! {"_id": {"min": min, "max": max}};
             for (name, spec) in &self.output {
                 let mut acc = spec.new_accumulator();
-                for (_, _, doc) in &members {
+                for member in &members {
+                    let doc = member.get_document("d").map_err(|_| {
+                        Error::internal("a sorted $bucketAuto document lost its body")
+                    })?;
                     acc.accumulate(spec.argument.evaluate_ref(doc, ctx.vars)?.as_deref())?;
                 }
                 bucket.insert(name.clone(), acc.finish()?);
             }
             out.push(bucket);
-            start = end;
         }
         Ok(out)
     }

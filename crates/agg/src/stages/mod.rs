@@ -176,7 +176,7 @@ impl Stage {
             Stage::Sample(size) => sample::apply(*size, input),
             Stage::Redact(e) => map_documents(input, move |doc| redact::apply(e, doc, ctx)),
             Stage::SetWindowFields(s) => s.apply(input, ctx),
-            Stage::Densify(d) => d.apply(input),
+            Stage::Densify(d) => d.apply(input, ctx),
             Stage::CollStats(c) => finished(c.run(ctx)),
             Stage::IndexStats => finished(ctx.collections.index_stats()),
         }
