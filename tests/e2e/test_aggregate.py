@@ -265,3 +265,9 @@ def test_bucket_auto_and_densify_spill_past_the_memory_limit(db):
     ]
     values = [d["v"] for d in db.c.aggregate(densify)]
     assert values == list(range(110))
+
+
+def test_allow_disk_use_must_be_a_boolean(db):
+    db.c.insert_one({"a": 1})
+    with raises_code("TypeMismatch"):
+        db.command("aggregate", "c", pipeline=[{"$sort": {"a": 1}}], cursor={}, allowDiskUse="yes")

@@ -708,6 +708,11 @@ def test_index_stats(coll):
     coll.find_one({"a": 1})
     coll.count_documents({"a": {"$gt": 0}})
     list(coll.find({"b": 1}))
+    # explain plans but runs nothing: it counts no use.
+    coll.database.command(
+        "explain",
+        {"aggregate": coll.name, "pipeline": [{"$match": {"a": 1}}, {"$count": "n"}], "cursor": {}},
+    )
     out = list(coll.aggregate([{"$indexStats": {}}, {"$sort": {"name": 1}}]))
     assert out[1]["accesses"]["ops"] == before + 2
     fails(coll, [{"$limit": 1}, {"$indexStats": {}}], 40602)

@@ -9,7 +9,8 @@
 //! this walk does not know. Over-approximating only costs decoding; the walk never
 //! leaves out a field a stage reads.
 
-use basalt_expr::FieldSet;
+use basalt_expr::{FieldSet, Scope};
+use basalt_query::Matcher;
 use bson::{Bson, Document};
 
 /// Whether the stages after one still see the input's fields.
@@ -21,11 +22,11 @@ enum Flow {
 }
 
 /// The top-level fields the pipeline `specs` reads from its input documents.
-pub(crate) fn pipeline_fields(specs: &[Document]) -> FieldSet {
+pub(crate) fn pipeline_fields(specs: &[Document], scope: &Scope) -> FieldSet {
     let mut reads = FieldSet::new();
     for spec in specs {
         let flow = match spec.iter().next() {
-            Some((name, args)) => stage_reads(name, args, &mut reads),
+            Some((name, args)) => stage_reads(name, args, scope, &mut reads),
             None => {
                 reads.add_whole();
                 Flow::Complete
@@ -39,10 +40,10 @@ pub(crate) fn pipeline_fields(specs: &[Document]) -> FieldSet {
     reads
 }
 
-fn stage_reads(name: &str, args: &Bson, reads: &mut FieldSet) -> Flow {
+fn stage_reads(name: &str, args: &Bson, scope: &Scope, reads: &mut FieldSet) -> Flow {
     match (name, args) {
         ("$match", Bson::Document(filter)) => {
-            filter_reads(filter, reads);
+            filter_reads(filter, scope, reads);
             Flow::Continue
         }
         ("$project", Bson::Document(spec)) => project_reads(spec, reads),
@@ -79,24 +80,13 @@ fn stage_reads(name: &str, args: &Bson, reads: &mut FieldSet) -> Flow {
     }
 }
 
-/// A query filter: its field names, the expressions of `$expr`, through `$and`, `$or`
-/// and `$nor`; other top-level operators (`$jsonSchema`, `$text`, ...) read anything.
-fn filter_reads(filter: &Document, reads: &mut FieldSet) {
-    for (key, value) in filter {
-        match (key.as_str(), value) {
-            ("$and" | "$or" | "$nor", Bson::Array(branches)) => {
-                for branch in branches {
-                    match branch {
-                        Bson::Document(branch) => filter_reads(branch, reads),
-                        _ => reads.add_whole(),
-                    }
-                }
-            }
-            ("$expr", _) => reads.add_expression(value),
-            ("$comment", _) => {}
-            (operator, _) if operator.starts_with('$') => reads.add_whole(),
-            (path, _) => reads.add_path(path),
-        }
+/// A `$match` filter: the fields its matcher reads (`Matcher::top_level_fields`, which
+/// sees through `$and`/`$or`/`$nor` and `$expr`), or anything when it reads the whole
+/// document or does not parse (the stage's own parse reports why).
+fn filter_reads(filter: &Document, scope: &Scope, reads: &mut FieldSet) {
+    match Matcher::with_scope(filter, scope).map(|m| m.top_level_fields()) {
+        Ok(Some(fields)) => fields.iter().for_each(|f| reads.add_path(f)),
+        _ => reads.add_whole(),
     }
 }
 
@@ -136,7 +126,7 @@ mod tests {
     use bson::doc;
 
     fn fields(specs: Vec<Document>) -> Option<Vec<String>> {
-        pipeline_fields(&specs).into_fields()
+        pipeline_fields(&specs, &Scope::new()).into_fields()
     }
 
     fn names(list: &[&str]) -> Option<Vec<String>> {
@@ -174,7 +164,7 @@ mod tests {
         assert_eq!(fields(vec![doc! {"$project": {"a": {"b": 0}}}]), None);
         assert_eq!(
             fields(vec![
-                doc! {"$match": {"$where": "true"}},
+                doc! {"$match": {"$expr": {"$eq": ["$$ROOT", {}]}}},
                 doc! {"$count": "n"}
             ]),
             None

@@ -322,14 +322,15 @@ impl Pipeline {
             Some(let_vars) => Scope::with_let(let_vars)?,
             None => Scope::new(),
         };
+        let parsed = Stages::parse(
+            stages,
+            &scope.names.clone().with_collation(collation.cloned()),
+            place,
+        )?;
         Ok(Pipeline {
-            stages: Stages::parse(
-                stages,
-                &scope.names.clone().with_collation(collation.cloned()),
-                place,
-            )?,
+            stages: parsed,
+            input_fields: crate::dependencies::pipeline_fields(stages, &scope),
             vars: scope.values,
-            input_fields: crate::dependencies::pipeline_fields(stages),
         })
     }
 

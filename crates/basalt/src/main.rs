@@ -72,6 +72,15 @@ struct Args {
     set_parameter: Vec<String>,
 }
 
+/// The block cache from `--cacheSizeGB` (a positive number of GB), else the default.
+fn cache_bytes(gb: Option<f64>) -> Result<u64, String> {
+    match gb {
+        Some(gb) if gb.is_finite() && gb > 0.0 => Ok((gb * 1024.0 * 1024.0 * 1024.0) as u64),
+        Some(gb) => Err(format!("bad --cacheSizeGB: {gb}")),
+        None => Ok(basalt_storage::default_cache_bytes()),
+    }
+}
+
 /// The server parameters `--setParameter NAME=VALUE` can set.
 #[derive(Debug, PartialEq)]
 struct Parameters {
@@ -187,11 +196,7 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
         ttl_monitor_interval_ms: parameters.ttl_monitor_interval_ms,
         scan_workers: parameters.scan_workers,
     };
-    let cache_bytes = match args.cache_size_gb {
-        Some(gb) if gb.is_finite() && gb > 0.0 => (gb * 1024.0 * 1024.0 * 1024.0) as u64,
-        Some(gb) => return Err(format!("bad --cacheSizeGB: {gb}")),
-        None => basalt_storage::default_cache_bytes(),
-    };
+    let cache_bytes = cache_bytes(args.cache_size_gb)?;
     let engine = FjallEngine::open_with_cache(&args.dbpath, cache_bytes)
         .map_err(|e| format!("cannot open storage at {}: {e}", args.dbpath.display()))?;
     let server =
@@ -237,6 +242,15 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cache_size() {
+        assert_eq!(cache_bytes(Some(0.5)), Ok(512 * 1024 * 1024));
+        assert!(cache_bytes(None).unwrap() >= 256 * 1024 * 1024);
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(cache_bytes(Some(bad)).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn set_parameter() {

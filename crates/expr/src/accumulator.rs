@@ -316,6 +316,19 @@ impl Accumulator {
 
     /// Absorbs the partial state of `later`, an accumulator of the same kind that saw
     /// the documents after the ones this one saw.
+    /// Whether the state grows with every value (kept values rather than a running
+    /// figure), which a memory limit must count.
+    pub fn keeps_values(&self) -> bool {
+        matches!(
+            self,
+            Accumulator::Push(_)
+                | Accumulator::AddToSet(_)
+                | Accumulator::MergeObjects(_)
+                | Accumulator::Quantile(_)
+                | Accumulator::JavaScript(_)
+        )
+    }
+
     pub fn merge(&mut self, later: Accumulator) -> Result<()> {
         match (self, later) {
             (Accumulator::Sum(a), Accumulator::Sum(b)) => *a = combine(ArithmeticOp::Add, *a, b),

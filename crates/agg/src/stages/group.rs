@@ -136,15 +136,7 @@ impl Group {
         for ((_, spec), acc) in self.fields.iter().zip(accumulators.iter_mut()) {
             let value = spec.argument.evaluate_ref(doc, vars)?;
             acc.accumulate(value.as_deref())?;
-            // Accumulators that keep every value grow with it.
-            if matches!(
-                acc,
-                Accumulator::Push(_)
-                    | Accumulator::AddToSet(_)
-                    | Accumulator::MergeObjects(_)
-                    | Accumulator::Quantile(_)
-                    | Accumulator::JavaScript(_)
-            ) {
+            if acc.keeps_values() {
                 grown += value.as_deref().map_or(0, basalt_value::value_size_bytes);
             }
         }

@@ -394,11 +394,13 @@ fn split_pipeline(ctx: &Ctx<'_>, query: &Query<'_>, inner: &Document) -> Result<
     };
     let fields = Fields::new(inner);
     let collation = fields.collation()?;
-    let path = crate::exec::AccessPath::choose(
+    // Planned as the run would be, but not counted as a use of an index.
+    let (choice, _) = plan_choice(
         &collection,
         &query.filter,
         collation.as_ref(),
         query.hint,
+        None,
     )?;
     let specs = basalt_agg::stage_documents(rest)?;
     // The stages as they run: optimized, as MongoDB's explain shows them.
@@ -412,7 +414,7 @@ fn split_pipeline(ctx: &Ctx<'_>, query: &Query<'_>, inner: &Document) -> Result<
     let Some(split) = pipeline.partitioned() else {
         return Ok(None);
     };
-    if path != crate::exec::AccessPath::CollectionScan {
+    if choice.winner != Plan::CollectionScan {
         return Ok(None);
     }
     let head = split.per_document_stages();
