@@ -12,7 +12,7 @@
 //! connection goes on; a stream whose framing is lost (bad length, unknown opcode) is
 //! closed, as mongod does. Either way the server serves other connections unharmed.
 
-use crate::commands::{dispatch, reads_sequence_raw, Ctx};
+use crate::commands::{dispatch, error_reply, reads_sequence_raw, Ctx};
 use crate::stats::Stats;
 use crate::Server;
 use basalt_error::{Error, ErrorCode, Result};
@@ -20,7 +20,7 @@ use basalt_wire::{
     decode, encode_op_msg, encode_op_reply, Compressor, DecodeError, Decoded, DocumentSequence,
     Frame, Message, OpCode,
 };
-use bson::{Bson, Document, RawDocumentBuf};
+use bson::{Bson, Document, RawDocument, RawDocumentBuf};
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
@@ -130,27 +130,16 @@ fn read_loop(
     }
 }
 
-fn error_reply(error: &Error) -> Document {
-    error.to_command_reply()
-}
-
 fn encode_reply(
     op_code: OpCode,
     response_to: i32,
-    reply: &Document,
+    reply: &RawDocument,
     compressor: Option<Compressor>,
 ) -> Vec<u8> {
     let request_id = NEXT_REQUEST_ID.fetch_add(1, Ordering::Relaxed);
-    let raw = match RawDocumentBuf::try_from(reply) {
-        Ok(raw) => raw,
-        Err(e) => RawDocumentBuf::try_from(
-            &Error::internal(format!("reply not encodable: {e}")).to_command_reply(),
-        )
-        .unwrap_or_default(),
-    };
     match op_code {
-        OpCode::Query => encode_op_reply(request_id, response_to, 0, 0, 0, &[&raw], compressor),
-        _ => encode_op_msg(request_id, response_to, 0, &raw, compressor),
+        OpCode::Query => encode_op_reply(request_id, response_to, 0, 0, 0, &[reply], compressor),
+        _ => encode_op_msg(request_id, response_to, 0, reply, compressor),
     }
 }
 
@@ -186,7 +175,7 @@ fn handle_frame(server: &Arc<Server>, info: &Arc<ConnectionInfo>, frame: Frame) 
             };
             dispatch(&ctx, &body)
         }),
-        Err(e) => e.to_command_reply(),
+        Err(e) => error_reply(&e),
     };
     if more_to_come {
         return None;
@@ -198,13 +187,13 @@ fn handle_frame(server: &Arc<Server>, info: &Arc<ConnectionInfo>, frame: Frame) 
 
 /// Runs a command; a panic in it becomes an InternalError reply and leaves the
 /// connection and the server running.
-fn run_guarded(command: impl FnOnce() -> Document) -> Document {
+fn run_guarded(command: impl FnOnce() -> RawDocumentBuf) -> RawDocumentBuf {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(command)) {
         Ok(reply) => reply,
         Err(payload) => {
             let message = panic_message(payload);
             tracing::error!("command failed with an internal error: {message}");
-            Error::internal(message).to_command_reply()
+            error_reply(&Error::internal(message))
         }
     }
 }
@@ -292,7 +281,7 @@ mod tests {
         assert_eq!(reply.get_i32("code").unwrap(), ErrorCode::INTERNAL_ERROR.0);
         assert_eq!(reply.get_str("codeName").unwrap(), "InternalError");
         assert!(reply.get_str("errmsg").unwrap().contains("boom"));
-        let after = run_guarded(|| bson::doc! { "ok": 1.0 });
+        let after = run_guarded(|| RawDocumentBuf::try_from(&bson::doc! { "ok": 1.0 }).unwrap());
         assert_eq!(after.get_f64("ok").unwrap(), 1.0);
     }
 

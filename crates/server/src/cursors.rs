@@ -5,10 +5,13 @@
 //! record id it returned and resumes the scan from there on a fresh snapshot at the next
 //! batch (records keep their id when updated, so nothing is returned twice). Results
 //! that must be computed whole first (sorted finds, aggregations) are buffered.
+//!
+//! Batches are encoded documents: an unprojected find hands out the records' stored bytes
+//! as they are, and a reply is assembled from them without decoding them.
 
 use crate::exec::CollectionScan;
 use basalt_error::{Error, ErrorCode, Result};
-use bson::{doc, Bson, Document};
+use bson::{cstr, Document, RawArrayBuf, RawDocumentBuf};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::iter::Peekable;
@@ -45,7 +48,7 @@ impl CursorSource {
 
     /// Pulls up to `max_docs` documents and at most `BATCH_SIZE_BYTES_MAX` bytes (one
     /// document always fits). Returns the batch and whether the source is exhausted.
-    pub fn next_batch(&mut self, max_docs: Option<usize>) -> Result<(Vec<Document>, bool)> {
+    pub fn next_batch(&mut self, max_docs: Option<usize>) -> Result<(Vec<RawDocumentBuf>, bool)> {
         let max_docs = max_docs.unwrap_or(usize::MAX);
         match self {
             CursorSource::Stream(docs) => {
@@ -62,12 +65,14 @@ impl CursorSource {
                     }
                     bytes += size;
                     if let Some(next) = docs.next() {
-                        batch.push(next?);
+                        batch.push(encode(&next?)?);
                     }
                 }
                 Ok((batch, docs.peek().is_none()))
             }
-            CursorSource::Scan(scan) => scan.next_batch(max_docs, BATCH_SIZE_BYTES_MAX),
+            CursorSource::Scan(scan) => {
+                scan.next_batch::<RawDocumentBuf>(max_docs, BATCH_SIZE_BYTES_MAX)
+            }
         }
     }
 }
@@ -136,7 +141,7 @@ impl CursorManager {
         mut source: CursorSource,
         batch_size: Option<usize>,
         single_batch: bool,
-    ) -> Result<Document> {
+    ) -> Result<RawDocumentBuf> {
         let (batch, exhausted) =
             source.next_batch(Some(batch_size.unwrap_or(FIRST_BATCH_DOCS_DEFAULT)))?;
         let id = if exhausted || single_batch {
@@ -169,16 +174,42 @@ impl CursorManager {
     }
 }
 
-/// The `cursor` sub-document of find/aggregate/getMore/listCollections replies.
-pub fn cursor_reply(id: i64, namespace: &str, batch: Vec<Document>, first: bool) -> Document {
-    let key = if first { "firstBatch" } else { "nextBatch" };
-    let batch: Vec<Bson> = batch.into_iter().map(Bson::Document).collect();
-    doc! { "cursor": { key: batch, "id": id, "ns": namespace } }
+/// A document in its wire bytes; a document BSON cannot hold (a key with a NUL byte,
+/// say) is an error rather than a panic.
+pub fn encode(doc: &Document) -> Result<RawDocumentBuf> {
+    RawDocumentBuf::try_from(doc)
+        .map_err(|e| Error::internal(format!("document not encodable: {e}")))
+}
+
+/// The `cursor` sub-document of find/aggregate/getMore/listCollections replies, around
+/// a batch of encoded documents.
+pub fn cursor_reply(
+    id: i64,
+    namespace: &str,
+    batch: Vec<RawDocumentBuf>,
+    first: bool,
+) -> RawDocumentBuf {
+    let mut documents = RawArrayBuf::new();
+    for doc in batch {
+        documents.push(doc);
+    }
+    let mut cursor = RawDocumentBuf::new();
+    if first {
+        cursor.append(cstr!("firstBatch"), documents);
+    } else {
+        cursor.append(cstr!("nextBatch"), documents);
+    }
+    cursor.append(cstr!("id"), id);
+    cursor.append(cstr!("ns"), namespace);
+    let mut reply = RawDocumentBuf::new();
+    reply.append(cstr!("cursor"), cursor);
+    reply
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bson::doc;
 
     #[test]
     fn buffered_batches_and_lifecycle() {

@@ -14,7 +14,7 @@ use basalt_plan::{IndexScanPlan, KeyCheck, KeyRange, Plan, PlanChoice};
 use basalt_query::{Matcher, Projection};
 use basalt_storage::Snapshot;
 use basalt_value::Collation;
-use bson::{Bson, Document};
+use bson::{Bson, Document, RawDocument, RawDocumentBuf};
 use std::collections::HashSet;
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -192,6 +192,10 @@ pub enum Step {
     StopBefore,
 }
 
+/// What a scan hands each matching record to: its id, its stored bytes, and the part of
+/// it decoded for the filter and the consumer (see [`execute`]'s `fields`).
+pub type Visitor<'v> = dyn FnMut(u64, &RawDocument, Document) -> Result<Step> + 'v;
+
 /// The top-level `fields` of a record, decoded on their own.
 pub(crate) fn fields_of(
     raw: &bson::RawDocument,
@@ -234,7 +238,7 @@ pub fn for_each_match(
         &mut ExecStats::default(),
         deadline,
         fields,
-        &mut |record_id, doc| {
+        &mut |record_id, _, doc| {
             Ok(match visit(record_id, doc)? {
                 ControlFlow::Continue(()) => Step::Continue,
                 ControlFlow::Break(()) => Step::StopAfter,
@@ -244,8 +248,9 @@ pub fn for_each_match(
 }
 
 /// Visits the matching documents from `position` on, moving it past each consumed
-/// one, and counts what was examined. A collection scan hands the visitor only the
-/// top-level `fields` it asks for (all with `None`), decoding nothing else.
+/// one, and counts what was examined. The visitor gets each record's bytes and, decoded,
+/// the top-level `fields` it asks for (all with `None`; with `Some(&[])` only what the
+/// filter read, for a consumer of the bytes) and nothing else.
 #[allow(clippy::too_many_arguments)]
 pub fn execute(
     collection: &Collection,
@@ -256,7 +261,7 @@ pub fn execute(
     stats: &mut ExecStats,
     deadline: Deadline,
     fields: Option<&[String]>,
-    visit: &mut dyn FnMut(u64, Document) -> Result<Step>,
+    visit: &mut Visitor<'_>,
 ) -> Result<()> {
     match path {
         AccessPath::IndexScan(scan) => {
@@ -338,7 +343,7 @@ pub fn execute(
                     matcher.try_matches(&doc)?.then_some(doc)
                 };
                 let step = match matching {
-                    Some(doc) => visit(record_id, doc)?,
+                    Some(doc) => visit(record_id, raw, doc)?,
                     None => Step::Continue,
                 };
                 if step != Step::StopBefore {
@@ -393,7 +398,7 @@ impl IndexRun<'_> {
         scan: &IndexScanPlan,
         position: &mut Position,
         stats: &mut ExecStats,
-        visit: &mut dyn FnMut(u64, Document) -> Result<Step>,
+        visit: &mut Visitor<'_>,
     ) -> Result<Scanned> {
         let backward = scan.backward;
         let ranges: Box<dyn Iterator<Item = &KeyRange>> = if backward {
@@ -440,7 +445,7 @@ impl IndexRun<'_> {
         from: Option<&[u8]>,
         position: &mut Position,
         stats: &mut ExecStats,
-        visit: &mut dyn FnMut(u64, Document) -> Result<Step>,
+        visit: &mut Visitor<'_>,
     ) -> Result<Resume> {
         let IndexRun {
             collection,
@@ -496,29 +501,21 @@ impl IndexRun<'_> {
             if dedup && !position.seen.insert(record_id) {
                 return Ok(ControlFlow::Continue(()));
             }
-            let fetched = match decoded_fields {
-                Some(fields) => match collection.get_record_bytes(snapshot, record_id)? {
-                    Some(bytes) => Some(
-                        bson::RawDocument::from_bytes(&bytes)
-                            .and_then(|raw| fields_of(raw, fields))
-                            .map_err(|e| {
-                                Error::internal(format!("corrupt record {record_id}: {e}"))
-                            })?,
-                    ),
-                    None => None,
-                },
-                None => collection.get_record(snapshot, record_id)?,
+            let Some(bytes) = collection.get_record_bytes(snapshot, record_id)? else {
+                return Ok(ControlFlow::Continue(()));
             };
-            let step = match fetched {
-                Some(doc) => {
-                    stats.docs_examined += 1;
-                    if matcher.try_matches(&doc)? {
-                        visit(record_id, doc)?
-                    } else {
-                        Step::Continue
-                    }
-                }
-                None => Step::Continue,
+            stats.docs_examined += 1;
+            let corrupt = |e| Error::internal(format!("corrupt record {record_id}: {e}"));
+            let raw = RawDocument::from_bytes(&bytes).map_err(corrupt)?;
+            let doc = match decoded_fields {
+                Some(fields) => fields_of(raw, fields),
+                None => Document::try_from(raw),
+            }
+            .map_err(corrupt)?;
+            let step = if matcher.try_matches(&doc)? {
+                visit(record_id, raw, doc)?
+            } else {
+                Step::Continue
             };
             if step == Step::StopBefore {
                 if dedup {
@@ -589,6 +586,64 @@ pub fn collect_matches(
     Ok(found)
 }
 
+/// What the batches of a [`CollectionScan`] hold: decoded documents for a consumer inside
+/// the server (a sort, a pipeline), or encoded ones for a cursor's reply, which take an
+/// unprojected record's stored bytes as they are, decoding only what the filter reads.
+pub trait BatchItem: Sized + Send {
+    /// Whether the scan may hand over only the record's bytes and the filter's fields.
+    const FROM_STORED_BYTES: bool;
+
+    /// The item for a match: its stored bytes (`None` when a decoding consumer did not
+    /// keep them), its decoded fields, and the find's projection.
+    fn shape(
+        raw: Option<&RawDocument>,
+        doc: Document,
+        projection: Option<&Projection>,
+    ) -> Result<Self>;
+
+    /// Its size in a reply, for the 16 MiB batch limit.
+    fn size_bytes(&self) -> usize;
+}
+
+impl BatchItem for Document {
+    const FROM_STORED_BYTES: bool = false;
+
+    fn shape(
+        _: Option<&RawDocument>,
+        doc: Document,
+        projection: Option<&Projection>,
+    ) -> Result<Self> {
+        match projection {
+            Some(p) => p.apply(&doc),
+            None => Ok(doc),
+        }
+    }
+
+    fn size_bytes(&self) -> usize {
+        basalt_value::document_size_bytes(self)
+    }
+}
+
+impl BatchItem for RawDocumentBuf {
+    const FROM_STORED_BYTES: bool = true;
+
+    fn shape(
+        raw: Option<&RawDocument>,
+        doc: Document,
+        projection: Option<&Projection>,
+    ) -> Result<Self> {
+        match (projection, raw) {
+            (None, Some(raw)) => Ok(raw.to_owned()),
+            (Some(p), _) => crate::cursors::encode(&p.apply(&doc)?),
+            (None, None) => crate::cursors::encode(&doc),
+        }
+    }
+
+    fn size_bytes(&self) -> usize {
+        self.as_bytes().len()
+    }
+}
+
 /// A resumable unsorted find: skip, limit and projection applied as documents stream
 /// out; each batch reads a fresh snapshot from where the last one stopped.
 pub struct CollectionScan {
@@ -647,11 +702,28 @@ impl CollectionScan {
         self
     }
 
-    pub fn next_batch(
+    /// Whether batches of `T` are the records' stored bytes: then a scan decodes only
+    /// the fields the filter reads.
+    fn passes_stored_bytes<T: BatchItem>(&self) -> bool {
+        T::FROM_STORED_BYTES && self.projection.is_none()
+    }
+
+    /// The fields to decode of each match for batches of `T`.
+    fn decoded_fields<T: BatchItem>(&self) -> Option<&[String]> {
+        if self.passes_stored_bytes::<T>() {
+            Some(&[])
+        } else {
+            self.fields.as_deref()
+        }
+    }
+
+    /// Up to `max_docs` results and about `max_bytes` (one always fits), and whether the
+    /// scan is exhausted.
+    pub fn next_batch<T: BatchItem>(
         &mut self,
         max_docs: usize,
         max_bytes: usize,
-    ) -> Result<(Vec<Document>, bool)> {
+    ) -> Result<(Vec<T>, bool)> {
         let mut batch = Vec::new();
         if self.remaining == Some(0) {
             return Ok((batch, true));
@@ -660,10 +732,10 @@ impl CollectionScan {
             return self.next_batch_parallel(max_docs, max_bytes);
         }
         let snapshot = self.collection.snapshot();
+        let fields = self.decoded_fields::<T>().map(<[String]>::to_vec);
         let mut bytes = 0usize;
         let mut exhausted = true;
         let mut error = None;
-        let want = max_docs;
         let (skip, remaining, projection) = (&mut self.skip, &mut self.remaining, &self.projection);
         execute(
             &self.collection,
@@ -673,9 +745,9 @@ impl CollectionScan {
             &mut self.position,
             &mut self.stats,
             self.deadline,
-            self.fields.as_deref(),
-            &mut |_, doc| {
-                if batch.len() >= want {
+            fields.as_deref(),
+            &mut |_, raw, doc| {
+                if batch.len() >= max_docs {
                     exhausted = false;
                     return Ok(Step::StopBefore);
                 }
@@ -683,17 +755,14 @@ impl CollectionScan {
                     *skip -= 1;
                     return Ok(Step::Continue);
                 }
-                let out = match projection {
-                    Some(p) => match p.apply(&doc) {
-                        Ok(out) => out,
-                        Err(e) => {
-                            error = Some(e);
-                            return Ok(Step::StopBefore);
-                        }
-                    },
-                    None => doc,
+                let out = match T::shape(Some(raw), doc, projection.as_ref()) {
+                    Ok(out) => out,
+                    Err(e) => {
+                        error = Some(e);
+                        return Ok(Step::StopBefore);
+                    }
                 };
-                let size = basalt_value::document_size_bytes(&out);
+                let size = out.size_bytes();
                 if !batch.is_empty() && bytes + size > max_bytes {
                     // Not consumed: the next batch resumes at this record.
                     exhausted = false;
@@ -734,7 +803,7 @@ impl RangeScan<'_> {
         &self,
         range: RecordRange,
         stats: &mut ExecStats,
-        visit: &mut dyn FnMut(u64, Document) -> Result<Step>,
+        visit: &mut Visitor<'_>,
     ) -> Result<()> {
         execute(
             self.collection,
@@ -753,9 +822,13 @@ impl RangeScan<'_> {
 /// Records each worker scans per round of a parallel batch.
 const PARALLEL_BATCH_RANGE_RECORDS: u64 = 16_384;
 
+/// A match a worker of a parallel batch found: its id, its decoded fields and, when the
+/// batch passes stored bytes on, a copy of them.
+type FoundMatch = (u64, Document, Option<RawDocumentBuf>);
+
 /// What one range of a parallel batch found.
 struct RangeMatches {
-    matches: Vec<(u64, Document)>,
+    matches: Vec<FoundMatch>,
     /// Whether the range was scanned to its end (not cut short at the batch's need).
     complete: bool,
     stats: ExecStats,
@@ -766,13 +839,15 @@ impl CollectionScan {
     /// one per worker, scanned at once; their matches are taken in record order until
     /// the batch is full. A range after the one that filled the batch was scanned for
     /// nothing, which is the price of not knowing in advance where the matches are.
-    fn next_batch_parallel(
+    fn next_batch_parallel<T: BatchItem>(
         &mut self,
         max_docs: usize,
         max_bytes: usize,
-    ) -> Result<(Vec<Document>, bool)> {
+    ) -> Result<(Vec<T>, bool)> {
         let snapshot = self.collection.snapshot();
         let high_water = self.collection.record_id_high_water();
+        let keep_bytes = self.passes_stored_bytes::<T>();
+        let fields = self.decoded_fields::<T>().map(<[String]>::to_vec);
         let mut batch = Vec::new();
         let mut bytes = 0usize;
         loop {
@@ -799,13 +874,13 @@ impl CollectionScan {
                 snapshot: &*snapshot,
                 matcher: &self.matcher,
                 deadline: self.deadline,
-                fields: self.fields.as_deref(),
+                fields: fields.as_deref(),
             };
             let found = parallel_scan::run_ranges(&ranges, self.workers, &|range| {
                 let mut matches = Vec::new();
                 let mut stats = ExecStats::default();
-                scan.visit(range, &mut stats, &mut |record_id, doc| {
-                    matches.push((record_id, doc));
+                scan.visit(range, &mut stats, &mut |record_id, raw, doc| {
+                    matches.push((record_id, doc, keep_bytes.then(|| raw.to_owned())));
                     Ok(if matches.len() >= need {
                         Step::StopAfter
                     } else {
@@ -821,7 +896,7 @@ impl CollectionScan {
             for (range, found) in ranges.iter().zip(found) {
                 self.stats.keys_examined += found.stats.keys_examined;
                 self.stats.docs_examined += found.stats.docs_examined;
-                for (record_id, doc) in found.matches {
+                for (record_id, doc, raw) in found.matches {
                     if batch.len() >= max_docs {
                         return Ok((batch, false));
                     }
@@ -830,11 +905,8 @@ impl CollectionScan {
                         self.position.after_record = Some(record_id);
                         continue;
                     }
-                    let out = match &self.projection {
-                        Some(p) => p.apply(&doc)?,
-                        None => doc,
-                    };
-                    let size = basalt_value::document_size_bytes(&out);
+                    let out = T::shape(raw.as_deref(), doc, self.projection.as_ref())?;
+                    let size = out.size_bytes();
                     if !batch.is_empty() && bytes + size > max_bytes {
                         // Not consumed: the next batch starts at this record.
                         return Ok((batch, false));
@@ -895,7 +967,10 @@ impl Iterator for ScanStream {
             if self.done {
                 return None;
             }
-            match self.scan.next_batch(STREAM_BATCH_DOCS, usize::MAX) {
+            match self
+                .scan
+                .next_batch::<Document>(STREAM_BATCH_DOCS, usize::MAX)
+            {
                 Ok((batch, exhausted)) => {
                     self.buffered.extend(batch);
                     self.done = exhausted;

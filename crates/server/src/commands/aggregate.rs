@@ -28,7 +28,7 @@ use basalt_wire::MAX_BSON_OBJECT_SIZE_BYTES;
 use bson::{Bson, Document};
 use collections::ServerCollections;
 
-pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf> {
     let fields = Fields::new(body);
     // `None`: a database-level aggregation.
     let name = match body.get("aggregate") {
@@ -171,7 +171,7 @@ fn run_partitioned(
     let partials = parallel_scan::run(high_water, ctx.server.scan_workers(), &|range| {
         let mut partial = split.empty();
         let mut batch = Vec::with_capacity(PARTITION_BATCH_DOCS);
-        scan.visit(range, &mut ExecStats::default(), &mut |_, doc| {
+        scan.visit(range, &mut ExecStats::default(), &mut |_, _, doc| {
             batch.push(doc);
             if batch.len() == PARTITION_BATCH_DOCS {
                 split.accumulate(&mut partial, Box::new(batch.drain(..).map(Ok)))?;

@@ -66,7 +66,7 @@ fn count_matches(
         };
         let counts = parallel_scan::run(high_water, workers, &|range| {
             let mut matched = 0i64;
-            scan.visit(range, &mut ExecStats::default(), &mut |_, _| {
+            scan.visit(range, &mut ExecStats::default(), &mut |_, _, _| {
                 matched += 1;
                 Ok(Step::Continue)
             })?;

@@ -291,7 +291,7 @@ fn run_plan(
         &mut stats,
         Deadline::from_max_time_ms(None),
         Some(&[]),
-        &mut |_, _| {
+        &mut |_, _, _| {
             matched += 1;
             Ok(if wanted.is_some_and(|w| matched >= w) {
                 Step::StopAfter

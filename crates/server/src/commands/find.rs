@@ -10,7 +10,7 @@ use crate::request::Fields;
 use basalt_error::{Error, Result};
 use basalt_query::{Matcher, Projection, SortSpec};
 use basalt_value::Collation;
-use bson::{Bson, Document};
+use bson::{Bson, Document, RawDocumentBuf};
 
 /// How a find orders its results.
 enum Order {
@@ -70,7 +70,7 @@ fn projected_fields(spec: &Document) -> Option<Vec<String>> {
     inclusion.then_some(fields)
 }
 
-pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
     let fields = Fields::new(body);
     let name = fields.collection()?;
     let namespace = format!("{}.{name}", ctx.db);

@@ -4,9 +4,9 @@ use super::Ctx;
 use crate::cursors::cursor_reply;
 use crate::request::Fields;
 use basalt_error::{Error, Result};
-use bson::{Bson, Document};
+use bson::{Bson, Document, RawDocumentBuf};
 
-pub fn get_more(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+pub fn get_more(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
     let fields = Fields::new(body);
     let id = match body.get("getMore") {
         Some(Bson::Int64(n)) => *n,

@@ -8,7 +8,7 @@ use basalt_error::Result;
 use basalt_query::Matcher;
 use bson::{doc, Document};
 
-pub fn list_collections(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+pub fn list_collections(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf> {
     let fields = Fields::new(body);
     let name_only = fields.bool_or("nameOnly", false)?;
     let matcher = Matcher::new(fields.document_opt("filter")?.unwrap_or(&Document::new()))?;

@@ -6,7 +6,7 @@ use crate::request::Fields;
 use basalt_error::{Error, ErrorCode, Result};
 use bson::Document;
 
-pub fn list_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+pub fn list_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf> {
     let fields = Fields::new(body);
     let name = fields.collection()?;
     let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {

@@ -265,7 +265,7 @@ fn map_inputs(
         &mut ExecStats::default(),
         deadline,
         read_fields,
-        &mut |_, doc| {
+        &mut |_, _, doc| {
             if sort.is_some() {
                 sorted.push(doc);
                 return Ok(Step::Continue);

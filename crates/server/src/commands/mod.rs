@@ -31,7 +31,7 @@ mod write_batch;
 use crate::connection::ConnectionInfo;
 use crate::Server;
 use basalt_error::{Error, ErrorCode, Result};
-use bson::{doc, Document};
+use bson::{cstr, doc, Document, RawDocumentBuf};
 
 /// What a command handler sees.
 pub struct Ctx<'a> {
@@ -51,7 +51,13 @@ pub fn reads_sequence_raw(command: &str, identifier: &str) -> bool {
     command == "insert" && identifier == "documents"
 }
 
-type Handler = fn(&Ctx<'_>, &Document) -> Result<Document>;
+/// How a command builds its reply: most as a document; the cursor commands encoded,
+/// around batches of documents that stay in their stored bytes.
+#[derive(Clone, Copy)]
+enum Handler {
+    Document(fn(&Ctx<'_>, &Document) -> Result<Document>),
+    Encoded(fn(&Ctx<'_>, &Document) -> Result<RawDocumentBuf>),
+}
 
 /// Which serverStatus opcounter a command adds to.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -72,11 +78,31 @@ struct Command {
     counter: Counter,
 }
 
-const fn command(name: &'static str, handler: Handler, help: &'static str) -> Command {
+const fn command(
+    name: &'static str,
+    handler: fn(&Ctx<'_>, &Document) -> Result<Document>,
+    help: &'static str,
+) -> Command {
     Command {
         name,
         aliases: &[],
-        handler,
+        handler: Handler::Document(handler),
+        help,
+        admin_only: false,
+        counter: Counter::Command,
+    }
+}
+
+/// A command that answers with a cursor (see [`Handler::Encoded`]).
+const fn cursor_command(
+    name: &'static str,
+    handler: fn(&Ctx<'_>, &Document) -> Result<RawDocumentBuf>,
+    help: &'static str,
+) -> Command {
+    Command {
+        name,
+        aliases: &[],
+        handler: Handler::Encoded(handler),
         help,
         admin_only: false,
         counter: Counter::Command,
@@ -169,11 +195,11 @@ static COMMANDS: &[Command] = &[
         "free monitoring is not offered",
     ),
     counted(
-        command("find", find::find, "queries a collection"),
+        cursor_command("find", find::find, "queries a collection"),
         Counter::Query,
     ),
     counted(
-        command("getMore", get_more::get_more, "the next batch of a cursor"),
+        cursor_command("getMore", get_more::get_more, "the next batch of a cursor"),
         Counter::GetMore,
     ),
     command("killCursors", kill_cursors::kill_cursors, "closes cursors"),
@@ -215,7 +241,7 @@ static COMMANDS: &[Command] = &[
         ),
         &["mapreduce"],
     ),
-    command(
+    cursor_command(
         "aggregate",
         aggregate::aggregate,
         "runs an aggregation pipeline",
@@ -225,12 +251,12 @@ static COMMANDS: &[Command] = &[
         list_databases::list_databases,
         "lists databases with their sizes",
     )),
-    command(
+    cursor_command(
         "listCollections",
         list_collections::list_collections,
         "lists the collections of a database",
     ),
-    command(
+    cursor_command(
         "listIndexes",
         list_indexes::list_indexes,
         "lists the indexes of a collection",
@@ -276,18 +302,41 @@ fn lookup(name: &str) -> Option<&'static Command> {
         .find(|c| c.name == name || c.aliases.contains(&name))
 }
 
-/// Runs one command and returns the full reply, `ok` included.
-pub fn dispatch(ctx: &Ctx<'_>, body: &Document) -> Document {
-    match run(ctx, body) {
-        Ok(mut reply) => {
+/// Runs one command and returns the full reply, `ok` included, encoded.
+pub fn dispatch(ctx: &Ctx<'_>, body: &Document) -> RawDocumentBuf {
+    let reply = run(ctx, body).and_then(|reply| match reply {
+        Reply::Document(mut reply) => {
             reply.insert("ok", 1.0);
-            reply
+            crate::cursors::encode(&reply)
         }
-        Err(e) => e.to_command_reply(),
-    }
+        Reply::Encoded(mut reply) => {
+            reply.append(cstr!("ok"), 1.0);
+            Ok(reply)
+        }
+    });
+    reply.unwrap_or_else(|e| error_reply(&e))
 }
 
-fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+/// The reply to a failed command, encoded.
+pub fn error_reply(error: &Error) -> RawDocumentBuf {
+    crate::cursors::encode(&error.to_command_reply()).unwrap_or_else(|e| {
+        // Details BSON cannot hold (they came from a document that could not be
+        // encoded either): the reply says so instead.
+        let plain = Error::internal(format!(
+            "{}; details not encodable: {}",
+            error.message, e.message
+        ));
+        crate::cursors::encode(&plain.to_command_reply()).unwrap_or_default()
+    })
+}
+
+/// A command's reply before `ok` is added.
+enum Reply {
+    Document(Document),
+    Encoded(RawDocumentBuf),
+}
+
+fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
     let Some(name) = body.keys().next() else {
         return Err(Error::failed_to_parse(
             "no command given: the command document is empty",
@@ -317,7 +366,10 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     }
     let max_time_ms = body.get("maxTimeMS").and_then(basalt_value::as_i64);
     let stored = crate::system_js::stored_functions(&ctx.server.catalog, ctx.db);
-    basalt_js::with_command(max_time_ms, stored, || (command.handler)(ctx, body))
+    basalt_js::with_command(max_time_ms, stored, || match command.handler {
+        Handler::Document(handler) => handler(ctx, body).map(Reply::Document),
+        Handler::Encoded(handler) => handler(ctx, body).map(Reply::Encoded),
+    })
 }
 
 fn list_commands(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
