@@ -16,6 +16,10 @@ use parking_lot::{Mutex, MutexGuard, RwLock};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
+
+/// What [`Collection::scan_index`] hands each entry to: the entry (encoded key and record
+/// id) and the values it stores.
+pub type IndexEntryVisitor<'v> = dyn FnMut(&[u8], &[u8]) -> Result<ControlFlow<()>> + 'v;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -217,14 +221,15 @@ impl Collection {
     /// Visits, in key order, the entries of `index` whose encoded key starts with
     /// `key_prefix`, from the first entry after `after` (an encoded key, possibly with
     /// its record id) when given. The visitor sees the entry without the index id: the
-    /// encoded key followed by the record id (u64 BE).
+    /// encoded key followed by the record id (u64 BE); and the values it stores
+    /// ([`IndexSpec::stored_values`]).
     pub fn scan_index(
         &self,
         snapshot: &dyn Snapshot,
         index: &IndexSpec,
         key_prefix: &[u8],
         after: Option<&[u8]>,
-        visit: &mut dyn FnMut(&[u8]) -> Result<ControlFlow<()>>,
+        visit: &mut IndexEntryVisitor<'_>,
     ) -> Result<()> {
         let prefix = keys::index_key_prefix(index.id, key_prefix);
         let resume = after.map(|a| keys::index_key_prefix(index.id, a));
@@ -232,8 +237,8 @@ impl Collection {
             Some(k) => ScanStart::After(k),
             None => ScanStart::Beginning,
         };
-        snapshot.scan_prefix(Space::Indexes, &prefix, start, &mut |key, _| {
-            visit(&key[8..])
+        snapshot.scan_prefix(Space::Indexes, &prefix, start, &mut |key, stored| {
+            visit(&key[8..], stored)
         })
     }
 
@@ -246,7 +251,7 @@ impl Collection {
         index: &IndexSpec,
         key_prefix: &[u8],
         before: Option<&[u8]>,
-        visit: &mut dyn FnMut(&[u8]) -> Result<ControlFlow<()>>,
+        visit: &mut IndexEntryVisitor<'_>,
     ) -> Result<()> {
         let prefix = keys::index_key_prefix(index.id, key_prefix);
         let resume = before.map(|b| keys::index_key_prefix(index.id, b));
@@ -254,7 +259,9 @@ impl Collection {
             Some(k) => ScanEnd::Before(k),
             None => ScanEnd::End,
         };
-        snapshot.scan_prefix_back(Space::Indexes, &prefix, end, &mut |key, _| visit(&key[8..]))
+        snapshot.scan_prefix_back(Space::Indexes, &prefix, end, &mut |key, stored| {
+            visit(&key[8..], stored)
+        })
     }
 
     /// A record's stored BSON, for a reader that decodes only the fields it needs.
@@ -476,6 +483,7 @@ impl Writer<'_> {
             if keys.multikey && !index.multikey {
                 turned_multikey.push(index.id);
             }
+            let stored = index.stored_values(&decoded)?;
             for key in keys.keys {
                 let prefix = keys::index_key_prefix(index.id, &key.encoded);
                 if index.unique {
@@ -490,7 +498,7 @@ impl Writer<'_> {
                         return Err(duplicate_key_error(meta, index, &key));
                     }
                 }
-                entries.push(prefix);
+                entries.push((prefix, stored.clone()));
             }
         }
         let record_id = self
@@ -500,10 +508,10 @@ impl Writer<'_> {
         staging.multikey.extend(turned_multikey);
         let batch = &mut staging.batch;
         batch.put(Space::Records, keys::record_key(meta.id, record_id), bytes);
-        for prefix in entries {
+        for (prefix, stored) in entries {
             let mut entry = prefix.clone();
             entry.extend_from_slice(&record_id.to_be_bytes());
-            batch.put(Space::Indexes, entry, Vec::new());
+            batch.put(Space::Indexes, entry, stored);
             staging.pending.insert(prefix);
         }
         Ok((record_id, size))
@@ -573,12 +581,18 @@ impl Writer<'_> {
             if new_multikey && !index.multikey {
                 multikey.insert(index.id);
             }
+            let stored = index.stored_values(new)?;
+            // An entry whose key stays is rewritten when its stored values change (a
+            // field going from 1 to 1.0 keeps its key).
+            let restored = stored != index.stored_values(old)?;
             for key in &new_keys {
-                if old_keys.iter().any(|k| k.encoded == key.encoded) {
+                let kept = old_keys.iter().any(|k| k.encoded == key.encoded);
+                if kept && !restored {
                     continue;
                 }
                 let prefix = keys::index_key_prefix(index.id, &key.encoded);
                 if index.unique
+                    && !kept
                     && !self
                         .holders(&*snapshot, &prefix, Some(record_id))?
                         .is_empty()
@@ -588,7 +602,7 @@ impl Writer<'_> {
                 batch.put(
                     Space::Indexes,
                     keys::index_entry_key(index.id, &key.encoded, record_id),
-                    Vec::new(),
+                    stored.clone(),
                 );
             }
             for key in &old_keys {
@@ -652,6 +666,7 @@ impl Writer<'_> {
                 let doc = Document::try_from(raw)
                     .map_err(|e| Error::internal(format!("corrupt record {record_id}: {e}")))?;
                 let keys = index.document_keys(&doc)?;
+                let stored = index.stored_values(&doc)?;
                 multikey |= keys.multikey;
                 scanned += 1;
                 for key in keys.keys {
@@ -662,7 +677,7 @@ impl Writer<'_> {
                     batch.put(
                         Space::Indexes,
                         keys::index_entry_key(index.id, &key.encoded, record_id),
-                        Vec::new(),
+                        stored.clone(),
                     );
                 }
                 if batch.ops.len() >= INDEX_BUILD_BATCH_KEYS_MAX {

@@ -180,6 +180,36 @@ impl IndexSpec {
             .collect()
     }
 
+    /// The fields whose values an entry of this index stores beside its key, so that a
+    /// query reading only them is answered without fetching documents (a covered
+    /// query): the key pattern's top-level fields. The encoded key cannot give values
+    /// back (1, 1.0 and NumberLong(1) share a key; a collated string is a sort key).
+    /// None for the `_id` index (every insert writes it, and a query reading `_id` alone
+    /// is rare) or a hashed index (its keys are hashes).
+    pub fn stored_fields(&self) -> impl Iterator<Item = &str> {
+        let stores = !self.is_id_index() && !self.key.values().any(is_hashed);
+        self.key
+            .keys()
+            .filter(move |path| stores && !path.contains('.'))
+            .map(String::as_str)
+    }
+
+    /// What an entry for `doc` stores beside its key: `doc`'s values of the
+    /// [`IndexSpec::stored_fields`] (those it has) as a BSON document; empty when the
+    /// index stores none.
+    pub fn stored_values(&self, doc: &Document) -> Result<Vec<u8>> {
+        if self.stored_fields().next().is_none() {
+            return Ok(Vec::new());
+        }
+        let mut stored = Document::new();
+        for field in self.stored_fields() {
+            if let Some(value) = doc.get(field) {
+                stored.insert(field, value.clone());
+            }
+        }
+        Ok(stored.to_vec()?)
+    }
+
     /// Whether the key pattern's field at `position` is descending.
     pub fn is_descending_field(&self, position: usize) -> bool {
         self.key.values().nth(position).is_some_and(is_descending)

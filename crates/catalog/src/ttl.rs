@@ -84,7 +84,7 @@ fn expired_candidates(
     let snapshot = collection.snapshot();
     let mut ids = Vec::new();
     let after = descending.then_some(cutoff.as_slice());
-    collection.scan_index(&*snapshot, index, dates, after, &mut |entry| {
+    collection.scan_index(&*snapshot, index, dates, after, &mut |entry, _| {
         if !descending && entry >= cutoff.as_slice() {
             return Ok(ControlFlow::Break(()));
         }

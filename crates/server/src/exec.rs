@@ -7,7 +7,7 @@
 
 use crate::parallel_scan::{self, RecordRange};
 use crate::request::Fields;
-use basalt_catalog::Collection;
+use basalt_catalog::{Collection, IndexSpec};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_expr::Scope;
 use basalt_plan::{IndexScanPlan, KeyCheck, KeyRange, Plan, PlanChoice};
@@ -192,9 +192,40 @@ pub enum Step {
     StopBefore,
 }
 
-/// What a scan hands each matching record to: its id, its stored bytes, and the part of
-/// it decoded for the filter and the consumer (see [`execute`]'s `fields`).
-pub type Visitor<'v> = dyn FnMut(u64, &RawDocument, Document) -> Result<Step> + 'v;
+/// What a consumer of matches needs of each document; a scan decodes nothing more.
+#[derive(Clone, Copy, Debug)]
+pub enum Needs<'a> {
+    /// All of it, decoded.
+    Document,
+    /// These top-level fields decoded (beside those the filter reads). An index scan
+    /// whose entries store them all, and all the filter reads, fetches no document: a
+    /// covered query.
+    Fields(&'a [String]),
+    /// Its stored bytes, decoded only as far as the filter reads.
+    StoredBytes,
+}
+
+impl<'a> Needs<'a> {
+    /// The top-level fields to decode beside the filter's (`None`: all).
+    fn decoded(self) -> Option<&'a [String]> {
+        match self {
+            Needs::Document => None,
+            Needs::Fields(fields) => Some(fields),
+            Needs::StoredBytes => Some(&[]),
+        }
+    }
+}
+
+impl<'a> From<Option<&'a [String]>> for Needs<'a> {
+    fn from(fields: Option<&'a [String]>) -> Needs<'a> {
+        fields.map_or(Needs::Document, Needs::Fields)
+    }
+}
+
+/// What a scan hands each matching record to: its id, its stored bytes (`None` for an
+/// entry of a covered index scan, which reads no record), and the part of it decoded for
+/// the filter and the consumer (see [`Needs`]).
+pub type Visitor<'v> = dyn FnMut(u64, Option<&RawDocument>, Document) -> Result<Step> + 'v;
 
 /// The top-level `fields` of a record, decoded on their own.
 pub(crate) fn fields_of(
@@ -237,7 +268,7 @@ pub fn for_each_match(
         &mut Position::default(),
         &mut ExecStats::default(),
         deadline,
-        fields,
+        fields.into(),
         &mut |record_id, _, doc| {
             Ok(match visit(record_id, doc)? {
                 ControlFlow::Continue(()) => Step::Continue,
@@ -248,9 +279,7 @@ pub fn for_each_match(
 }
 
 /// Visits the matching documents from `position` on, moving it past each consumed
-/// one, and counts what was examined. The visitor gets each record's bytes and, decoded,
-/// the top-level `fields` it asks for (all with `None`; with `Some(&[])` only what the
-/// filter read, for a consumer of the bytes) and nothing else.
+/// one, and counts what was examined. The visitor gets what it `needs` of each.
 #[allow(clippy::too_many_arguments)]
 pub fn execute(
     collection: &Collection,
@@ -260,9 +289,10 @@ pub fn execute(
     position: &mut Position,
     stats: &mut ExecStats,
     deadline: Deadline,
-    fields: Option<&[String]>,
+    needs: Needs<'_>,
     visit: &mut Visitor<'_>,
 ) -> Result<()> {
+    let fields = needs.decoded();
     match path {
         AccessPath::IndexScan(scan) => {
             let run = IndexRun {
@@ -272,6 +302,7 @@ pub fn execute(
                 deadline,
                 dedup: scan.index.multikey,
                 decoded_fields: decoded_fields(matcher, fields),
+                covered: covers(&scan.index, matcher, needs),
             };
             run.scan(scan, position, stats, visit).map(|_| ())
         }
@@ -283,6 +314,7 @@ pub fn execute(
                 deadline,
                 dedup: true,
                 decoded_fields: decoded_fields(matcher, fields),
+                covered: false,
             };
             for (branch, scan) in scans.iter().enumerate().skip(position.branch) {
                 if branch > position.branch {
@@ -343,7 +375,7 @@ pub fn execute(
                     matcher.try_matches(&doc)?.then_some(doc)
                 };
                 let step = match matching {
-                    Some(doc) => visit(record_id, raw, doc)?,
+                    Some(doc) => visit(record_id, Some(raw), doc)?,
                     None => Step::Continue,
                 };
                 if step != Step::StopBefore {
@@ -375,6 +407,27 @@ struct IndexRun<'a> {
     dedup: bool,
     /// The top-level fields to decode of each fetched record (`None`: all of it).
     decoded_fields: Option<Vec<String>>,
+    /// Whether entries answer for their documents (see [`covers`]).
+    covered: bool,
+}
+
+/// Whether a scan of `index` can hand out documents made of the values its entries
+/// store, reading no record: when they hold every field the filter and the consumer
+/// read, and no array (a multikey index's entry holds one element). Entries written
+/// before indexes stored values hold none; their records are read.
+pub fn covers(index: &IndexSpec, matcher: &Matcher, needs: Needs<'_>) -> bool {
+    let Needs::Fields(wanted) = needs else {
+        return false;
+    };
+    let Some(read) = matcher.top_level_fields() else {
+        return false;
+    };
+    let stored: Vec<&str> = index.stored_fields().collect();
+    !index.multikey
+        && read
+            .iter()
+            .chain(wanted)
+            .all(|f| stored.contains(&f.as_str()))
 }
 
 /// The top-level fields an index scan decodes of each record: those the filter reads
@@ -437,7 +490,8 @@ impl IndexRun<'_> {
     }
 
     /// Reads one storage iterator of `range` from `from` on, until the range ends, a
-    /// visitor stops, or a key out of bounds says where the next allowed one is.
+    /// visitor stops, or a key out of bounds says where the next allowed one is. Entries
+    /// in bounds are read a few ahead of their records' fetch ([`IndexRun::fetch_pending`]).
     fn scan_from(
         &self,
         scan: &IndexScanPlan,
@@ -447,23 +501,17 @@ impl IndexRun<'_> {
         stats: &mut ExecStats,
         visit: &mut Visitor<'_>,
     ) -> Result<Resume> {
-        let IndexRun {
-            collection,
-            snapshot,
-            matcher,
-            deadline,
-            dedup,
-            ref decoded_fields,
-        } = *self;
         let backward = scan.backward;
         let mut outcome = Resume::RangeDone;
-        let mut on_entry = |entry: &[u8]| -> Result<ControlFlow<()>> {
+        let mut pending = Vec::new();
+        let mut read_ahead = 1;
+        let mut on_entry = |entry: &[u8], stored: &[u8]| -> Result<ControlFlow<()>> {
             stats.keys_examined += 1;
             if stats
                 .keys_examined
                 .is_multiple_of(DEADLINE_CHECK_INTERVAL_DOCS)
             {
-                deadline.check()?;
+                self.deadline.check()?;
             }
             let Some(key) = entry.len().checked_sub(8).map(|n| &entry[..n]) else {
                 return Err(Error::internal("index entry without a record id"));
@@ -498,50 +546,187 @@ impl IndexRun<'_> {
                     .try_into()
                     .map_err(|_| Error::internal("index entry without a record id"))?,
             );
-            if dedup && !position.seen.insert(record_id) {
+            pending.push(PendingEntry {
+                entry: entry.to_vec(),
+                record_id,
+                stored: if self.covered {
+                    stored.to_vec()
+                } else {
+                    Vec::new()
+                },
+            });
+            if pending.len() < read_ahead {
                 return Ok(ControlFlow::Continue(()));
             }
-            let Some(bytes) = collection.get_record_bytes(snapshot, record_id)? else {
-                return Ok(ControlFlow::Continue(()));
-            };
-            stats.docs_examined += 1;
-            let corrupt = |e| Error::internal(format!("corrupt record {record_id}: {e}"));
-            let raw = RawDocument::from_bytes(&bytes).map_err(corrupt)?;
-            let doc = match decoded_fields {
-                Some(fields) => fields_of(raw, fields),
-                None => Document::try_from(raw),
+            // Read ahead more as the scan goes on: a query that wants one document
+            // reads no entry past it, a long one fetches in runs.
+            read_ahead = (read_ahead * 2).min(INDEX_READ_AHEAD_ENTRIES);
+            if self.fetch_pending(&mut pending, position, stats, visit)? == Scanned::Stopped {
+                outcome = Resume::Stopped;
+                return Ok(ControlFlow::Break(()));
             }
-            .map_err(corrupt)?;
-            let step = if matcher.try_matches(&doc)? {
-                visit(record_id, raw, doc)?
-            } else {
-                Step::Continue
-            };
-            if step == Step::StopBefore {
-                if dedup {
-                    position.seen.remove(&record_id);
-                }
-            } else {
-                let last = position.after_entry.get_or_insert_with(Vec::new);
-                last.clear();
-                last.extend_from_slice(entry);
-            }
-            Ok(match step {
-                Step::Continue => ControlFlow::Continue(()),
-                Step::StopAfter | Step::StopBefore => {
-                    outcome = Resume::Stopped;
-                    ControlFlow::Break(())
-                }
-            })
+            Ok(ControlFlow::Continue(()))
         };
         let prefix = range.common_prefix();
         if backward {
-            collection.scan_index_back(snapshot, &scan.index, prefix, from, &mut on_entry)?;
+            self.collection.scan_index_back(
+                self.snapshot,
+                &scan.index,
+                prefix,
+                from,
+                &mut on_entry,
+            )?;
         } else {
-            collection.scan_index(snapshot, &scan.index, prefix, from, &mut on_entry)?;
+            self.collection
+                .scan_index(self.snapshot, &scan.index, prefix, from, &mut on_entry)?;
+        }
+        if !matches!(outcome, Resume::Stopped)
+            && self.fetch_pending(&mut pending, position, stats, visit)? == Scanned::Stopped
+        {
+            outcome = Resume::Stopped;
         }
         Ok(outcome)
     }
+
+    /// Fetches, checks and visits the records of the index entries read ahead, in their
+    /// order, and empties `pending`. Records close together in id order (a run whose
+    /// gaps are at most [`RECORD_RUN_GAP`]) are read in one pass of a record scan rather
+    /// than one point read each: index order often follows insertion order (a
+    /// timestamp), and a point read costs about ten sequential ones.
+    fn fetch_pending(
+        &self,
+        pending: &mut Vec<PendingEntry>,
+        position: &mut Position,
+        stats: &mut ExecStats,
+        visit: &mut Visitor<'_>,
+    ) -> Result<Scanned> {
+        let entries = std::mem::take(pending);
+        // The records of the current run, by id, each taken when its entry comes.
+        let mut fetched: Vec<(u64, Option<Vec<u8>>)> = Vec::new();
+        for (i, pending) in entries.iter().enumerate() {
+            let record_id = pending.record_id;
+            if self.dedup && !position.seen.insert(record_id) {
+                continue;
+            }
+            let step = if pending.stored.is_empty() {
+                self.fetch(&entries[i..], &mut fetched, stats, visit)?
+            } else {
+                let corrupt = |e| Error::internal(format!("corrupt index entry: {e}"));
+                let doc =
+                    Document::try_from(RawDocument::from_bytes(&pending.stored).map_err(corrupt)?)
+                        .map_err(corrupt)?;
+                if self.matcher.try_matches(&doc)? {
+                    visit(record_id, None, doc)?
+                } else {
+                    Step::Continue
+                }
+            };
+            if step == Step::StopBefore {
+                if self.dedup {
+                    position.seen.remove(&record_id);
+                }
+                return Ok(Scanned::Stopped);
+            }
+            let last = position.after_entry.get_or_insert_with(Vec::new);
+            last.clear();
+            last.extend_from_slice(&pending.entry);
+            if step == Step::StopAfter {
+                return Ok(Scanned::Stopped);
+            }
+        }
+        Ok(Scanned::Finished)
+    }
+
+    /// Reads, checks and visits the record of the first of `entries`, reading the run
+    /// of records it starts into `fetched` unless it is there already.
+    fn fetch(
+        &self,
+        entries: &[PendingEntry],
+        fetched: &mut Vec<(u64, Option<Vec<u8>>)>,
+        stats: &mut ExecStats,
+        visit: &mut Visitor<'_>,
+    ) -> Result<Step> {
+        let record_id = entries[0].record_id;
+        let bytes = match fetched.binary_search_by_key(&record_id, |(id, _)| *id) {
+            Ok(at) => fetched[at].1.take(),
+            Err(_) => {
+                let run_end = record_run_end(entries);
+                if run_end > 1 {
+                    *fetched = self.read_record_run(&entries[..run_end])?;
+                    fetched
+                        .binary_search_by_key(&record_id, |(id, _)| *id)
+                        .ok()
+                        .and_then(|at| fetched[at].1.take())
+                } else {
+                    self.collection.get_record_bytes(self.snapshot, record_id)?
+                }
+            }
+        };
+        let Some(bytes) = bytes else {
+            return Ok(Step::Continue);
+        };
+        stats.docs_examined += 1;
+        let corrupt = |e| Error::internal(format!("corrupt record {record_id}: {e}"));
+        let raw = RawDocument::from_bytes(&bytes).map_err(corrupt)?;
+        let doc = match &self.decoded_fields {
+            Some(fields) => fields_of(raw, fields),
+            None => Document::try_from(raw),
+        }
+        .map_err(corrupt)?;
+        Ok(if self.matcher.try_matches(&doc)? {
+            visit(record_id, Some(raw), doc)?
+        } else {
+            Step::Continue
+        })
+    }
+
+    /// The records of a run of entries (ids ascending), read by one record scan from
+    /// the first to the last; by id.
+    fn read_record_run(&self, run: &[PendingEntry]) -> Result<Vec<(u64, Option<Vec<u8>>)>> {
+        let (first, last) = (run[0].record_id, run[run.len() - 1].record_id);
+        let mut wanted = run.iter().map(|e| e.record_id).peekable();
+        let mut found = Vec::with_capacity(run.len());
+        self.collection.scan(
+            self.snapshot,
+            first.checked_sub(1),
+            &mut |record_id, raw| {
+                while wanted.next_if(|id| *id < record_id).is_some() {}
+                if wanted.next_if_eq(&record_id).is_some() {
+                    found.push((record_id, Some(raw.as_bytes().to_vec())));
+                }
+                Ok(if record_id >= last {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                })
+            },
+        )?;
+        Ok(found)
+    }
+}
+
+/// An index entry read ahead of its record: the entry (where a scan resumes), its
+/// record id, and for a covered scan the values it stores.
+struct PendingEntry {
+    entry: Vec<u8>,
+    record_id: u64,
+    stored: Vec<u8>,
+}
+
+/// Index entries an index scan reads ahead of fetching their records, at most.
+const INDEX_READ_AHEAD_ENTRIES: usize = 64;
+
+/// The largest step between the record ids of a run read by one record scan (records
+/// skipped in between are read for nothing).
+const RECORD_RUN_GAP: u64 = 8;
+
+/// How many of `entries`, from the first, form a run of record ids read by one scan.
+fn record_run_end(entries: &[PendingEntry]) -> usize {
+    1 + entries
+        .windows(2)
+        .map(|pair| (pair[0].record_id, pair[1].record_id))
+        .take_while(|(a, b)| a < b && b - a <= RECORD_RUN_GAP)
+        .count()
 }
 
 /// How an index scan's pass over one storage iterator ended.
@@ -594,7 +779,8 @@ pub trait BatchItem: Sized + Send {
     const FROM_STORED_BYTES: bool;
 
     /// The item for a match: its stored bytes (`None` when a decoding consumer did not
-    /// keep them), its decoded fields, and the find's projection.
+    /// keep them, or a covered scan read none), its decoded fields, and the find's
+    /// projection.
     fn shape(
         raw: Option<&RawDocument>,
         doc: Document,
@@ -708,12 +894,12 @@ impl CollectionScan {
         T::FROM_STORED_BYTES && self.projection.is_none()
     }
 
-    /// The fields to decode of each match for batches of `T`.
-    fn decoded_fields<T: BatchItem>(&self) -> Option<&[String]> {
+    /// What batches of `T` need of each match, given the consumer's fields.
+    fn needs<'f, T: BatchItem>(&self, fields: Option<&'f [String]>) -> Needs<'f> {
         if self.passes_stored_bytes::<T>() {
-            Some(&[])
+            Needs::StoredBytes
         } else {
-            self.fields.as_deref()
+            fields.into()
         }
     }
 
@@ -732,7 +918,8 @@ impl CollectionScan {
             return self.next_batch_parallel(max_docs, max_bytes);
         }
         let snapshot = self.collection.snapshot();
-        let fields = self.decoded_fields::<T>().map(<[String]>::to_vec);
+        let fields = self.fields.clone();
+        let needs = self.needs::<T>(fields.as_deref());
         let mut bytes = 0usize;
         let mut exhausted = true;
         let mut error = None;
@@ -745,7 +932,7 @@ impl CollectionScan {
             &mut self.position,
             &mut self.stats,
             self.deadline,
-            fields.as_deref(),
+            needs,
             &mut |_, raw, doc| {
                 if batch.len() >= max_docs {
                     exhausted = false;
@@ -755,7 +942,7 @@ impl CollectionScan {
                     *skip -= 1;
                     return Ok(Step::Continue);
                 }
-                let out = match T::shape(Some(raw), doc, projection.as_ref()) {
+                let out = match T::shape(raw, doc, projection.as_ref()) {
                     Ok(out) => out,
                     Err(e) => {
                         error = Some(e);
@@ -788,13 +975,13 @@ impl CollectionScan {
 }
 
 /// What every range of a parallel collection scan shares (`crate::parallel_scan`): one
-/// snapshot, the filter, the deadline and the fields to decode.
+/// snapshot, the filter, the deadline and what the consumer needs of each match.
 pub struct RangeScan<'a> {
     pub collection: &'a Collection,
     pub snapshot: &'a dyn Snapshot,
     pub matcher: &'a Matcher,
     pub deadline: Deadline,
-    pub fields: Option<&'a [String]>,
+    pub needs: Needs<'a>,
 }
 
 impl RangeScan<'_> {
@@ -813,7 +1000,7 @@ impl RangeScan<'_> {
             &mut Position::records(range.after, range.last),
             stats,
             self.deadline,
-            self.fields,
+            self.needs,
             visit,
         )
     }
@@ -847,7 +1034,8 @@ impl CollectionScan {
         let snapshot = self.collection.snapshot();
         let high_water = self.collection.record_id_high_water();
         let keep_bytes = self.passes_stored_bytes::<T>();
-        let fields = self.decoded_fields::<T>().map(<[String]>::to_vec);
+        let fields = self.fields.clone();
+        let needs = self.needs::<T>(fields.as_deref());
         let mut batch = Vec::new();
         let mut bytes = 0usize;
         loop {
@@ -874,13 +1062,14 @@ impl CollectionScan {
                 snapshot: &*snapshot,
                 matcher: &self.matcher,
                 deadline: self.deadline,
-                fields: fields.as_deref(),
+                needs,
             };
             let found = parallel_scan::run_ranges(&ranges, self.workers, &|range| {
                 let mut matches = Vec::new();
                 let mut stats = ExecStats::default();
                 scan.visit(range, &mut stats, &mut |record_id, raw, doc| {
-                    matches.push((record_id, doc, keep_bytes.then(|| raw.to_owned())));
+                    let raw = raw.filter(|_| keep_bytes).map(ToOwned::to_owned);
+                    matches.push((record_id, doc, raw));
                     Ok(if matches.len() >= need {
                         Step::StopAfter
                     } else {
@@ -981,5 +1170,29 @@ impl Iterator for ScanStream {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_runs_are_ascending_ids_with_small_gaps() {
+        let entries = |ids: &[u64]| -> Vec<PendingEntry> {
+            ids.iter()
+                .map(|&record_id| PendingEntry {
+                    entry: Vec::new(),
+                    record_id,
+                    stored: Vec::new(),
+                })
+                .collect()
+        };
+        assert_eq!(record_run_end(&entries(&[5])), 1);
+        assert_eq!(record_run_end(&entries(&[5, 6, 7, 15, 40, 41])), 4);
+        assert_eq!(record_run_end(&entries(&[5, 14])), 1);
+        // Descending or repeated ids end a run: each is read on its own.
+        assert_eq!(record_run_end(&entries(&[7, 6, 5])), 1);
+        assert_eq!(record_run_end(&entries(&[7, 7])), 1);
     }
 }

@@ -166,7 +166,7 @@ fn run_partitioned(
         snapshot: &*snapshot,
         matcher,
         deadline,
-        fields,
+        needs: fields.into(),
     };
     let partials = parallel_scan::run(high_water, ctx.server.scan_workers(), &|range| {
         let mut partial = split.empty();

@@ -1,7 +1,7 @@
 //! `count`: how many documents match, after skip and limit.
 
 use super::Ctx;
-use crate::exec::{for_each_match, AccessPath, Deadline, ExecStats, RangeScan, Step};
+use crate::exec::{for_each_match, AccessPath, Deadline, ExecStats, Needs, RangeScan, Step};
 use crate::parallel_scan;
 use crate::request::Fields;
 use basalt_catalog::Collection;
@@ -62,7 +62,7 @@ fn count_matches(
             snapshot: &*snapshot,
             matcher,
             deadline,
-            fields: Some(&[]),
+            needs: Needs::Fields(&[]),
         };
         let counts = parallel_scan::run(high_water, workers, &|range| {
             let mut matched = 0i64;

@@ -4,12 +4,13 @@
 //! read side — never the writes of an update or delete).
 
 use super::Ctx;
-use crate::exec::{execute, plan_choice, AccessPath, Deadline, ExecStats, Position, Step};
+use crate::exec::{covers, execute, plan_choice, AccessPath, Deadline, ExecStats, Position, Step};
 use crate::request::Fields;
 use crate::COMPATIBLE_MONGODB_VERSION;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_plan::Plan;
 use basalt_query::Matcher;
+use basalt_value::Collation;
 use bson::{doc, Bson, Document};
 use std::time::Instant;
 
@@ -39,6 +40,9 @@ struct Query<'a> {
     root: Option<&'static str>,
     /// Aggregation stages after the leading `$match`, which run outside the plan.
     rest_of_pipeline: Option<Vec<Bson>>,
+    /// The top-level fields the command reads of each match (`None`: whole documents),
+    /// which decide whether an index scan is covered.
+    reads: Option<Vec<String>>,
 }
 
 pub fn explain(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
@@ -102,13 +106,19 @@ pub fn explain(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 query.sort = None;
             }
             let matcher = Matcher::new(&query.filter)?.with_collation(collation.as_ref());
-            planner.insert("winningPlan", query.stages(&choice.winner, None));
+            if let Some(rest) = &query.rest_of_pipeline {
+                query.reads = parse_rest(rest, &fields, collation.as_ref())?
+                    .1
+                    .input_fields()
+                    .map(<[String]>::to_vec);
+            }
+            planner.insert("winningPlan", query.stages(&choice.winner, &matcher, None));
             planner.insert(
                 "rejectedPlans",
                 choice
                     .rejected
                     .iter()
-                    .map(|p| Bson::Document(query.stages(p, None)))
+                    .map(|p| Bson::Document(query.stages(p, &matcher, None)))
                     .collect::<Vec<_>>(),
             );
             if verbosity >= Verbosity::ExecutionStats {
@@ -123,7 +133,7 @@ pub fn explain(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                     "executionTimeMillis": run.millis,
                     "totalKeysExamined": run.stats.keys_examined as i64,
                     "totalDocsExamined": run.stats.docs_examined as i64,
-                    "executionStages": query.stages(&choice.winner, Some(&run)),
+                    "executionStages": query.stages(&choice.winner, &matcher, Some(&run)),
                 };
                 if verbosity == Verbosity::AllPlansExecution {
                     let mut all = Vec::new();
@@ -135,7 +145,7 @@ pub fn explain(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                             "executionTimeMillisEstimate": trial.millis,
                             "totalKeysExamined": trial.stats.keys_examined as i64,
                             "totalDocsExamined": trial.stats.docs_examined as i64,
-                            "executionStages": query.stages(plan, Some(&trial)),
+                            "executionStages": query.stages(plan, &matcher, Some(&trial)),
                         }));
                     }
                     stats.insert("allPlansExecution", all);
@@ -191,6 +201,7 @@ fn parse_query(inner: &Document) -> Result<Query<'_>> {
         limit: None,
         root: None,
         rest_of_pipeline: None,
+        reads: None,
     };
     match command.as_str() {
         "find" => {
@@ -202,9 +213,14 @@ fn parse_query(inner: &Document) -> Result<Query<'_>> {
                 .non_negative_opt("limit")?
                 .filter(|n| *n > 0)
                 .map(|n| n as u64);
+            query.reads = query.projection.and_then(super::find::projected_fields);
         }
         "count" | "distinct" => {
             query.filter = fields.document_opt("query")?.cloned().unwrap_or_default();
+            query.reads = Some(match fields.string_opt("key")? {
+                Some(key) => vec![key.split('.').next().unwrap_or(key).to_string()],
+                None => Vec::new(),
+            });
             if command == "count" {
                 query.root = Some("COUNT");
                 query.skip = fields.non_negative_opt("skip")?.unwrap_or(0) as u64;
@@ -290,7 +306,7 @@ fn run_plan(
         &mut Position::default(),
         &mut stats,
         Deadline::from_max_time_ms(None),
-        Some(&[]),
+        query.reads.as_deref().into(),
         &mut |_, _, _| {
             matched += 1;
             Ok(if wanted.is_some_and(|w| matched >= w) {
@@ -310,8 +326,17 @@ fn run_plan(
 }
 
 impl Query<'_> {
+    /// Whether the command would run `plan` from index entries alone.
+    fn is_covered(&self, plan: &Plan, matcher: &Matcher) -> bool {
+        match plan {
+            Plan::IndexScan(scan) => covers(&scan.index, matcher, self.reads.as_deref().into()),
+            _ => false,
+        }
+    }
+
     /// The stage tree of a plan, annotated with execution figures when `run` is given.
-    fn stages(&self, plan: &Plan, run: Option<&Run>) -> Document {
+    fn stages(&self, plan: &Plan, matcher: &Matcher, run: Option<&Run>) -> Document {
+        let covered = self.is_covered(plan, matcher);
         let annotate = |mut stage: Document, returned: u64| {
             if let Some(run) = run {
                 stage.insert("nReturned", returned as i64);
@@ -332,16 +357,24 @@ impl Query<'_> {
                 if let (Some(run), Plan::IndexScan(_)) = (run, plan) {
                     scan.insert("keysExamined", run.stats.keys_examined as i64);
                 }
-                let scan = annotate(scan, run.map_or(0, |r| r.stats.docs_examined));
-                let mut fetch = doc! { "stage": "FETCH" };
-                if !self.filter.is_empty() {
-                    fetch.insert("filter", self.filter.clone());
+                if covered {
+                    // The entries' values answer the filter and the command: no FETCH.
+                    if !self.filter.is_empty() {
+                        scan.insert("filter", self.filter.clone());
+                    }
+                    annotate(scan, run.map_or(0, |r| r.matched))
+                } else {
+                    let scan = annotate(scan, run.map_or(0, |r| r.stats.docs_examined));
+                    let mut fetch = doc! { "stage": "FETCH" };
+                    if !self.filter.is_empty() {
+                        fetch.insert("filter", self.filter.clone());
+                    }
+                    if let Some(run) = run {
+                        fetch.insert("docsExamined", run.stats.docs_examined as i64);
+                    }
+                    fetch.insert("inputStage", scan);
+                    annotate(fetch, run.map_or(0, |r| r.matched))
                 }
-                if let Some(run) = run {
-                    fetch.insert("docsExamined", run.stats.docs_examined as i64);
-                }
-                fetch.insert("inputStage", scan);
-                annotate(fetch, run.map_or(0, |r| r.matched))
             }
         };
         let returned = run.map_or(0, |r| r.returned);
@@ -368,17 +401,35 @@ impl Query<'_> {
             stage = wrap("SKIP", doc! { "skipAmount": self.skip as i64 }, stage);
         }
         if let Some(projection) = self.projection {
-            stage = wrap(
-                "PROJECTION_DEFAULT",
-                doc! { "transformBy": projection.clone() },
-                stage,
-            );
+            let name = if covered {
+                "PROJECTION_COVERED"
+            } else {
+                "PROJECTION_DEFAULT"
+            };
+            stage = wrap(name, doc! { "transformBy": projection.clone() }, stage);
         }
         if let Some(root) = self.root {
             stage = wrap(root, Document::new(), stage);
         }
         stage
     }
+}
+
+/// The stages of an aggregation after its leading `$match`, as they run: optimized, as
+/// MongoDB's explain shows them, and parsed.
+fn parse_rest(
+    rest: &[Bson],
+    fields: &Fields<'_>,
+    collation: Option<&Collation>,
+) -> Result<(Vec<Document>, basalt_agg::Pipeline)> {
+    let specs = basalt_agg::optimize(basalt_agg::stage_documents(rest)?);
+    let pipeline = basalt_agg::Pipeline::parse_aggregate(
+        &specs,
+        fields.document_opt("let")?,
+        false,
+        collation,
+    )?;
+    Ok((specs, pipeline))
 }
 
 /// For an aggregation that runs on several scan workers, how it is split, in the shape
@@ -402,15 +453,7 @@ fn split_pipeline(ctx: &Ctx<'_>, query: &Query<'_>, inner: &Document) -> Result<
         query.hint,
         None,
     )?;
-    let specs = basalt_agg::stage_documents(rest)?;
-    // The stages as they run: optimized, as MongoDB's explain shows them.
-    let specs = basalt_agg::optimize(specs);
-    let pipeline = basalt_agg::Pipeline::parse_aggregate(
-        &specs,
-        fields.document_opt("let")?,
-        false,
-        collation.as_ref(),
-    )?;
+    let (specs, pipeline) = parse_rest(rest, &fields, collation.as_ref())?;
     let Some(split) = pipeline.partitioned() else {
         return Ok(None);
     };

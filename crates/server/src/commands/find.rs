@@ -43,7 +43,7 @@ fn parse_order(sort: Option<&Document>, collation: Option<&Collation>) -> Result
 /// The top-level fields an inclusion projection reads, when it only names stored
 /// fields (no expressions, `$` operators or positional paths): then a scan decodes
 /// nothing else of each document.
-fn projected_fields(spec: &Document) -> Option<Vec<String>> {
+pub(super) fn projected_fields(spec: &Document) -> Option<Vec<String>> {
     let mut fields = vec!["_id".to_string()];
     let mut inclusion = false;
     for (path, value) in spec {
@@ -106,21 +106,31 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
         AccessPath::choose_sorted(&collection, &filter, collation.as_ref(), hint, sort)?;
     // An index scan in sort order streams like a natural-order scan: no blocking sort.
     let order = if index_sorted { Order::Natural } else { order };
+    // The top-level fields the projection reads, when it names stored fields only.
+    let read = fields
+        .document_opt("projection")?
+        .and_then(projected_fields);
     let source = match order {
-        Order::Natural => {
-            let read = fields
-                .document_opt("projection")?
-                .and_then(projected_fields);
-            CursorSource::Scan(Box::new(
-                CollectionScan::new(collection, matcher, path, projection, skip, limit, deadline)
-                    .with_fields(read)
-                    .with_workers(ctx.server.scan_workers()),
-            ))
-        }
+        Order::Natural => CursorSource::Scan(Box::new(
+            CollectionScan::new(collection, matcher, path, projection, skip, limit, deadline)
+                .with_fields(read)
+                .with_workers(ctx.server.scan_workers()),
+        )),
         Order::Sorted(spec) => {
             // Matches stream into the sorter, which holds at most its memory limit and
             // spills the rest; the sorted result streams out as the cursor is read.
-            let matches = CollectionScan::new(collection, matcher, path, None, 0, None, deadline);
+            // The sort reads its fields, the projection the rest: a covering index or
+            // a partial decoding serves both.
+            let read = read.map(|mut read| {
+                for field in spec.top_level_fields() {
+                    if !read.contains(&field) {
+                        read.push(field);
+                    }
+                }
+                read
+            });
+            let matches = CollectionScan::new(collection, matcher, path, None, 0, None, deadline)
+                .with_fields(read);
             let keep = limit.map(|l| (skip + l) as usize);
             let allow_disk_use = fields.bool_or("allowDiskUse", true)?;
             let sorted = crate::blocking_sort::sort_for_find(

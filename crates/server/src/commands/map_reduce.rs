@@ -264,7 +264,7 @@ fn map_inputs(
         &mut Position::default(),
         &mut ExecStats::default(),
         deadline,
-        read_fields,
+        read_fields.into(),
         &mut |_, _, doc| {
             if sort.is_some() {
                 sorted.push(doc);
