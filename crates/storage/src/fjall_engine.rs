@@ -78,8 +78,14 @@ impl FjallEngine {
 /// a scan, which exist, so the last level (most of the data) needs no filter either. A
 /// bulk load spends a good part of its flushes building filters otherwise.
 fn keyspace_options(space: Space) -> KeyspaceCreateOptions {
-    let options = KeyspaceCreateOptions::default()
+    let mut options = KeyspaceCreateOptions::default()
         .data_block_compression_policy(CompressionPolicy::all(CompressionType::Lz4));
+    if let Ok(mb) = std::env::var("H_MEMTABLE_MB") {
+        options = options.max_memtable_size(mb.parse::<u64>().unwrap() << 20);
+    }
+    if std::env::var("H_L0_PLAIN").is_ok() {
+        options = options.data_block_compression_policy(CompressionPolicy::new([CompressionType::None, CompressionType::None, CompressionType::Lz4]));
+    }
     match space {
         Space::Indexes => options.filter_policy(FilterPolicy::disabled()),
         // Records: 32 KiB blocks (WiredTiger's leaf page size) rather than 4 KiB, so a
