@@ -30,6 +30,7 @@ CODES = {
     "BSONObjectTooLarge": 10334,
     "Location15952": 15952,
     "Location15955": 15955,
+    "Location16608": 16608,
     "Location40324": 40324,
     "DuplicateKey": 11000,
     "QueryExceededMemoryLimitNoDiskUseAllowed": 292,

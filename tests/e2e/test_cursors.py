@@ -101,3 +101,38 @@ def test_exhausted_cursor_is_closed(big):
     reply = big.database.command("find", big.name, filter={"_id": {"$lt": 5}})
     assert reply["cursor"]["id"] == 0
     assert ids(reply["cursor"]["firstBatch"]) == list(range(5))
+
+
+def test_aggregation_results_stream_and_a_late_error_comes_with_a_get_more(db):
+    """A one-pass pipeline's results are computed as the client reads them (as in
+    MongoDB): the first batches arrive, and an error in a later document fails the
+    getMore that reaches it, not the aggregate command."""
+    coll = db["stream"]
+    coll.insert_many([{"_id": i, "d": 0 if i == 700 else 2} for i in range(1000)])
+    pipeline = [{"$project": {"q": {"$divide": [1, "$d"]}}}]
+    reply = db.command("aggregate", "stream", pipeline=pipeline, cursor={"batchSize": 100})
+    cursor = reply["cursor"]
+    seen = ids(cursor["firstBatch"])
+    assert seen == list(range(100)) and cursor["id"] != 0
+    with raises_code("Location16608"):
+        while cursor["id"] != 0:
+            cursor = db.command("getMore", cursor["id"], collection="stream", batchSize=100)
+            cursor = cursor["cursor"]
+            seen += ids(cursor["nextBatch"])
+    assert seen == list(range(700))
+    # The whole pipeline fails as one command when the error is in the first batch.
+    with raises_code("Location16608"):
+        db.command("aggregate", "stream", pipeline=[{"$skip": 650}, *pipeline], cursor={})
+
+
+def test_killing_a_streaming_aggregation_cursor(big):
+    db = big.database
+    pipeline = [{"$project": {"pad": 0}}, {"$addFields": {"twice": {"$multiply": ["$_id", 2]}}}]
+    reply = db.command("aggregate", big.name, pipeline=pipeline, cursor={"batchSize": 3})
+    cursor_id = reply["cursor"]["id"]
+    assert [d["twice"] for d in reply["cursor"]["firstBatch"]] == [0, 2, 4]
+    assert db.command("killCursors", big.name, cursors=[cursor_id])["cursorsKilled"] == [cursor_id]
+    with raises_code("CursorNotFound"):
+        db.command("getMore", cursor_id, collection=big.name)
+    streamed = big.aggregate(pipeline, batchSize=700)
+    assert [d["twice"] for d in streamed] == [2 * i for i in range(N_DOCS)]

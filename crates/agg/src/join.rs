@@ -70,7 +70,7 @@ pub(crate) fn sought_values(doc: &Document, path: &FieldPath) -> Vec<Bson> {
 }
 
 /// Reads the foreign documents (again, when the join could not keep them in memory).
-pub(crate) type Source<'a> = Box<dyn Fn() -> Result<DocumentStream<'a>> + 'a>;
+pub(crate) type Source<'a> = Box<dyn Fn() -> Result<DocumentStream<'a>> + Send + Sync + 'a>;
 
 pub(crate) struct Join<'a> {
     path: FieldPath,

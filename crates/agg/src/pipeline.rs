@@ -23,7 +23,7 @@ use basalt_expr::{FieldSet, ParseContext, Scope, Variables};
 use bson::{Bson, Document};
 
 /// A stream of documents flowing between stages; an `Err` ends the stream.
-pub type DocumentStream<'a> = Box<dyn Iterator<Item = Result<Document>> + 'a>;
+pub type DocumentStream<'a> = Box<dyn Iterator<Item = Result<Document>> + Send + 'a>;
 
 /// The pipeline's window on the rest of the server: other collections, for the stages that
 /// read them (`$lookup`, `$graphLookup`, `$unionWith`) or write them (`$out`, `$merge`),
@@ -31,7 +31,7 @@ pub type DocumentStream<'a> = Box<dyn Iterator<Item = Result<Document>> + 'a>;
 /// `$indexStats` report. The server
 /// implements it over its catalog; stages only ever see this trait, so they can be tested
 /// against an in-memory implementation.
-pub trait Collections {
+pub trait Collections: Sync {
     /// The database the command runs in, which collection names without one refer to.
     fn database(&self) -> &str;
 
@@ -395,7 +395,10 @@ impl Pipeline {
 
     /// Runs the pipeline over `input` and collects the results, with no other
     /// collection reachable.
-    pub fn run(&self, input: impl Iterator<Item = Result<Document>>) -> Result<Vec<Document>> {
+    pub fn run(
+        &self,
+        input: impl Iterator<Item = Result<Document>> + Send,
+    ) -> Result<Vec<Document>> {
         self.stream(Box::new(input), &NoCollections).collect()
     }
 }
@@ -534,14 +537,15 @@ mod tests {
 
     #[test]
     fn limit_stops_pulling_input() {
-        let pulled = std::cell::Cell::new(0);
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let pulled = AtomicUsize::new(0);
         let input = (0..1000).map(|i| {
-            pulled.set(pulled.get() + 1);
+            pulled.fetch_add(1, Ordering::Relaxed);
             Ok(doc! {"i": i})
         });
         let p = Pipeline::parse(&[doc! {"$match": {}}, doc! {"$limit": 3}], None).unwrap();
         assert_eq!(p.run(input).unwrap().len(), 3);
-        assert_eq!(pulled.get(), 3);
+        assert_eq!(pulled.load(Ordering::Relaxed), 3);
     }
 
     #[test]

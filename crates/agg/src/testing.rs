@@ -4,17 +4,17 @@
 use crate::pipeline::{Collections, DocumentStream, MergeTarget, MergeWrite};
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Document};
-use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 
 type Namespace = (String, String);
 
 pub(crate) struct MemoryCollections {
     db: String,
-    collections: RefCell<BTreeMap<Namespace, Vec<Document>>>,
-    unique_indexes: RefCell<Vec<(Namespace, Vec<String>)>>,
+    collections: Mutex<BTreeMap<Namespace, Vec<Document>>>,
+    unique_indexes: Mutex<Vec<(Namespace, Vec<String>)>>,
     /// The collection a test pipeline aggregates, which `$collStats`/`$indexStats` see.
-    aggregated: RefCell<String>,
+    aggregated: Mutex<String>,
     /// Where blocking stages may spill; none (disk use refused) by default.
     spill: Option<std::path::PathBuf>,
 }
@@ -36,40 +36,46 @@ impl MemoryCollections {
     pub(crate) fn new(db: &str) -> MemoryCollections {
         MemoryCollections {
             db: db.to_string(),
-            collections: RefCell::default(),
-            unique_indexes: RefCell::default(),
-            aggregated: RefCell::default(),
+            collections: Mutex::default(),
+            unique_indexes: Mutex::default(),
+            aggregated: Mutex::default(),
             spill: None,
         }
     }
 
     pub(crate) fn set_aggregated(&self, coll: &str) {
-        *self.aggregated.borrow_mut() = coll.to_string();
+        *self.aggregated.lock().expect("test lock") = coll.to_string();
     }
 
     /// The aggregated collection's namespace and whether it exists.
     fn aggregated(&self) -> (Namespace, bool) {
-        let ns = namespace(&self.db, &self.aggregated.borrow());
-        let exists = self.collections.borrow().contains_key(&ns);
+        let ns = namespace(&self.db, &self.aggregated.lock().expect("test lock"));
+        let exists = self
+            .collections
+            .lock()
+            .expect("test lock")
+            .contains_key(&ns);
         (ns, exists)
     }
 
     pub(crate) fn put(&self, db: &str, coll: &str, docs: Vec<Document>) {
         self.collections
-            .borrow_mut()
+            .lock()
+            .expect("test lock")
             .insert(namespace(db, coll), docs);
     }
 
     pub(crate) fn get(&self, db: &str, coll: &str) -> Vec<Document> {
         self.collections
-            .borrow()
+            .lock()
+            .expect("test lock")
             .get(&namespace(db, coll))
             .cloned()
             .unwrap_or_default()
     }
 
     pub(crate) fn add_unique_index(&self, db: &str, coll: &str, fields: &[&str]) {
-        self.unique_indexes.borrow_mut().push((
+        self.unique_indexes.lock().expect("test lock").push((
             namespace(db, coll),
             fields.iter().map(|f| f.to_string()).collect(),
         ));
@@ -118,9 +124,14 @@ impl Collections for MemoryCollections {
     ) -> Result<Box<dyn MergeTarget + '_>> {
         let ns = namespace(db, collection);
         let indexed = on == ["_id"]
-            || self.unique_indexes.borrow().iter().any(|(n, fields)| {
-                *n == ns && fields.len() == on.len() && on.iter().all(|f| fields.contains(f))
-            });
+            || self
+                .unique_indexes
+                .lock()
+                .expect("test lock")
+                .iter()
+                .any(|(n, fields)| {
+                    *n == ns && fields.len() == on.len() && on.iter().all(|f| fields.contains(f))
+                });
         if !indexed {
             return Err(Error::location(
                 51183,
@@ -154,7 +165,7 @@ impl Collections for MemoryCollections {
             return Ok(Vec::new());
         }
         let mut names = vec!["_id_".to_string()];
-        for (n, fields) in self.unique_indexes.borrow().iter() {
+        for (n, fields) in self.unique_indexes.lock().expect("test lock").iter() {
             if *n == ns {
                 names.push(
                     fields
@@ -180,7 +191,7 @@ impl MergeTarget for MemoryTarget<'_> {
         key: &Document,
         decide: &mut dyn FnMut(Option<&Document>) -> Result<MergeWrite>,
     ) -> Result<()> {
-        let mut collections = self.server.collections.borrow_mut();
+        let mut collections = self.server.collections.lock().expect("test lock");
         let docs = collections.entry(self.ns.clone()).or_default();
         let position = docs.iter().position(|d| {
             key.iter().all(|(field, value)| {

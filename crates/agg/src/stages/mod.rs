@@ -288,7 +288,7 @@ pub(crate) fn check_placement(
 /// from upstream pass through.
 fn map_documents<'a>(
     input: DocumentStream<'a>,
-    mut f: impl FnMut(Document) -> Result<Option<Document>> + 'a,
+    mut f: impl FnMut(Document) -> Result<Option<Document>> + Send + 'a,
 ) -> DocumentStream<'a> {
     Box::new(input.filter_map(move |item| match item {
         Ok(doc) => f(doc).transpose(),

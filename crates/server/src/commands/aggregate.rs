@@ -10,7 +10,8 @@
 //! merged (`basalt_agg::Partitioned`, [`crate::parallel_scan`]). Stages that read or
 //! write other collections reach them through [`collections::ServerCollections`]. A
 //! pipeline ending in `$out` or `$merge` has written everything before the reply, whose
-//! first batch is then empty.
+//! first batch is then empty. A one-pass pipeline's results stream to the cursor: each
+//! batch is computed as the client asks for it.
 
 pub(super) mod collections;
 
@@ -77,7 +78,7 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf>
         None => Document::new(),
     };
     let input_fields = pipeline.input_fields().map(<[String]>::to_vec);
-    let results = match collection {
+    let source = match collection {
         Some(collection) => {
             let (path, sorted) = AccessPath::choose_sorted(
                 &collection,
@@ -104,44 +105,94 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf>
                 _ => None,
             };
             match parallel {
-                Some((split, merged)) => split
-                    .finish(merged, &collections)?
-                    .collect::<Result<Vec<_>>>()?,
+                Some((split, merged)) => {
+                    let results = split
+                        .finish(merged, &collections)?
+                        .map(|doc| doc.and_then(fits_in_bson))
+                        .collect::<Result<Vec<_>>>()?;
+                    CursorSource::buffered(results)
+                }
                 // Not splittable, or too many groups for memory: one pass (where
-                // $group can spill).
+                // $group can spill), streaming to the cursor.
                 None => {
                     let scan =
                         CollectionScan::new(collection, matcher, path, None, 0, None, deadline)
                             .with_fields(input_fields);
-                    pipeline
-                        .stream(Box::new(scan.into_stream()), &collections)
-                        .collect::<Result<Vec<_>>>()?
+                    stream_pipeline(pipeline, collections, scan)
                 }
             }
         }
-        None => pipeline
-            .stream(Box::new(std::iter::empty()), &collections)
-            .collect::<Result<Vec<_>>>()?,
-    };
-    // Every result must fit in a BSON document, as in MongoDB (a `$group` pushing
-    // too much, a `$lookup` joining too many).
-    for doc in &results {
-        let size = basalt_value::document_size_bytes(doc);
-        if size > MAX_BSON_OBJECT_SIZE_BYTES {
-            return Err(Error::new(
-                ErrorCode::BSON_OBJECT_TOO_LARGE,
-                format!(
-                    "BSONObj size: {size} is invalid. Size must be between 0 and {MAX_BSON_OBJECT_SIZE_BYTES}(16MB)"
-                ),
-            ));
+        None => {
+            let results = pipeline
+                .stream(Box::new(std::iter::empty()), &collections)
+                .map(|doc| doc.and_then(fits_in_bson))
+                .collect::<Result<Vec<_>>>()?;
+            CursorSource::buffered(results)
         }
+    };
+    ctx.server
+        .cursors
+        .first_batch_reply(namespace, source, batch_size, false)
+}
+
+/// Every result must fit in a BSON document, as in MongoDB (a `$group` pushing too much,
+/// a `$lookup` joining too many).
+fn fits_in_bson(doc: Document) -> Result<Document> {
+    let size = basalt_value::document_size_bytes(&doc);
+    if size > MAX_BSON_OBJECT_SIZE_BYTES {
+        return Err(Error::new(
+            ErrorCode::BSON_OBJECT_TOO_LARGE,
+            format!(
+                "BSONObj size: {size} is invalid. Size must be between 0 and {MAX_BSON_OBJECT_SIZE_BYTES}(16MB)"
+            ),
+        ));
     }
-    ctx.server.cursors.first_batch_reply(
-        namespace.clone(),
-        CursorSource::buffered(results),
-        batch_size,
-        false,
-    )
+    Ok(doc)
+}
+
+/// What a pipeline streaming to a cursor runs with and on.
+struct PipelineRun {
+    pipeline: Pipeline,
+    collections: ServerCollections,
+}
+
+/// The results of a pipeline streaming to a cursor, which owns what the stream
+/// borrows: a getMore computes the next batch on whichever connection sends it, and a
+/// pipeline with a large result is never held whole.
+type ResultStream<'a> = basalt_agg::DocumentStream<'a>;
+
+self_cell::self_cell!(
+    struct PipelineCursor {
+        owner: PipelineRun,
+        #[covariant]
+        dependent: ResultStream,
+    }
+);
+
+impl Iterator for PipelineCursor {
+    type Item = Result<Document>;
+
+    fn next(&mut self) -> Option<Result<Document>> {
+        self.with_dependent_mut(|_, results| results.next())
+    }
+}
+
+/// `pipeline` over `scan`, as a cursor's source.
+fn stream_pipeline(
+    pipeline: Pipeline,
+    collections: ServerCollections,
+    scan: CollectionScan,
+) -> CursorSource {
+    let run = PipelineRun {
+        pipeline,
+        collections,
+    };
+    CursorSource::stream(PipelineCursor::new(run, |run| {
+        let results = run
+            .pipeline
+            .stream(Box::new(scan.into_stream()), &run.collections);
+        Box::new(results.map(|doc| doc.and_then(fits_in_bson)))
+    }))
 }
 
 /// Documents a partition hands to the pipeline's stages at a time.

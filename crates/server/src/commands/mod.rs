@@ -32,11 +32,12 @@ use crate::connection::ConnectionInfo;
 use crate::Server;
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{cstr, doc, Document, RawDocumentBuf};
+use std::sync::Arc;
 
 /// What a command handler sees.
 pub struct Ctx<'a> {
-    pub server: &'a Server,
-    pub connection: &'a ConnectionInfo,
+    pub server: &'a Arc<Server>,
+    pub connection: &'a Arc<ConnectionInfo>,
     /// The database from `$db`.
     pub db: &'a str,
     /// OP_MSG document sequences left in their wire bytes (an insert's `documents`, see

@@ -5,7 +5,9 @@
 
 use crate::commands::insert::{check_document_size, prepare_for_insert};
 use crate::commands::Ctx;
+use crate::connection::ConnectionInfo;
 use crate::exec::{AccessPath, CollectionScan, Deadline};
+use crate::Server;
 use basalt_agg::{Collections, DocumentStream, MergeTarget, MergeWrite};
 use basalt_catalog::{validate_collection_name, Collection, CollectionMeta, IndexSpec};
 use basalt_error::{Error, ErrorCode, Result};
@@ -26,29 +28,45 @@ const ANONYMOUS_USER_DIGEST: [u8; 32] = [
     0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b, 0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52, 0xb8, 0x55,
 ];
 
-pub struct ServerCollections<'a> {
-    ctx: &'a Ctx<'a>,
+/// Owns what it reaches the server through, so that a pipeline streaming to a cursor
+/// can outlive the command that started it.
+pub struct ServerCollections {
+    server: Arc<Server>,
+    connection: Arc<ConnectionInfo>,
+    db: String,
     /// The aggregate command, for the session and `$currentOp`.
-    command: &'a Document,
-    namespace: &'a str,
+    command: Document,
+    namespace: String,
     deadline: Deadline,
     durability: Durability,
 }
 
-impl<'a> ServerCollections<'a> {
+impl ServerCollections {
     pub fn new(
-        ctx: &'a Ctx<'a>,
-        command: &'a Document,
-        namespace: &'a str,
+        ctx: &Ctx<'_>,
+        command: &Document,
+        namespace: &str,
         deadline: Deadline,
         durability: Durability,
-    ) -> ServerCollections<'a> {
+    ) -> ServerCollections {
         ServerCollections {
-            ctx,
-            command,
-            namespace,
+            server: Arc::clone(ctx.server),
+            connection: Arc::clone(ctx.connection),
+            db: ctx.db.to_string(),
+            command: command.clone(),
+            namespace: namespace.to_string(),
             deadline,
             durability,
+        }
+    }
+
+    /// The command context the pipeline runs in.
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            server: &self.server,
+            connection: &self.connection,
+            db: &self.db,
+            raw_sequences: &[],
         }
     }
 
@@ -59,7 +77,7 @@ impl<'a> ServerCollections<'a> {
         old: Option<&Arc<Collection>>,
         documents: &mut dyn Iterator<Item = Result<Document>>,
     ) -> Result<()> {
-        let catalog = &self.ctx.server.catalog;
+        let catalog = &self.server.catalog;
         for index in old.iter().flat_map(|c| c.meta().indexes.clone()) {
             if !index.is_id_index() {
                 catalog.add_index(temp, index)?;
@@ -90,13 +108,13 @@ impl<'a> ServerCollections<'a> {
     }
 }
 
-impl Collections for ServerCollections<'_> {
+impl Collections for ServerCollections {
     fn database(&self) -> &str {
-        self.ctx.db
+        &self.db
     }
 
     fn scan(&self, db: &str, collection: &str) -> Result<DocumentStream<'_>> {
-        let Some(collection) = self.ctx.server.catalog.get(db, collection) else {
+        let Some(collection) = self.server.catalog.get(db, collection) else {
             return Ok(Box::new(std::iter::empty()));
         };
         let scan = CollectionScan::new(
@@ -118,7 +136,7 @@ impl Collections for ServerCollections<'_> {
         documents: &mut dyn Iterator<Item = Result<Document>>,
     ) -> Result<()> {
         validate_collection_name(db, collection)?;
-        let catalog = &self.ctx.server.catalog;
+        let catalog = &self.server.catalog;
         let old = catalog.get(db, collection);
         let options = old
             .as_ref()
@@ -146,7 +164,6 @@ impl Collections for ServerCollections<'_> {
         validate_collection_name(db, collection)?;
         let indexed = on == ["_id"]
             || self
-                .ctx
                 .server
                 .catalog
                 .get(db, collection)
@@ -189,13 +206,12 @@ impl Collections for ServerCollections<'_> {
             self.command.get("allowDiskUse"),
             Some(bson::Bson::Boolean(false))
         );
-        allowed.then(|| {
-            basalt_query::BlockingSort::spill_directory_under(&self.ctx.server.options.dbpath)
-        })
+        allowed
+            .then(|| basalt_query::BlockingSort::spill_directory_under(&self.server.options.dbpath))
     }
 
     fn current_ops(&self) -> Result<Vec<Document>> {
-        let connection = self.ctx.connection;
+        let connection = &self.connection;
         let mut ops = vec![doc! {
             "type": "op",
             "desc": format!("conn{}", connection.id),
@@ -205,12 +221,11 @@ impl Collections for ServerCollections<'_> {
             "currentOpTime": bson::DateTime::now().try_to_rfc3339_string().unwrap_or_default(),
             "opid": connection.id,
             "op": "command",
-            "ns": self.namespace,
+            "ns": &self.namespace,
             "command": self.command.clone(),
         }];
         ops.extend(
-            self.ctx
-                .server
+            self.server
                 .catalog
                 .index_builds()
                 .into_iter()
@@ -220,12 +235,12 @@ impl Collections for ServerCollections<'_> {
     }
 
     fn collection_stats(&self, scale: i64) -> Result<Document> {
-        let mut out = doc! {"ns": self.namespace, "host": crate::commands::admin::host_name()};
+        let mut out = doc! {"ns": &self.namespace, "host": crate::commands::admin::host_name()};
         if let Some(collection) = self.aggregated() {
             let body = doc! {"collStats": collection.meta().name.clone(), "scale": scale};
             out.insert(
                 "storageStats",
-                crate::commands::stats::coll_stats(self.ctx, &body)?,
+                crate::commands::stats::coll_stats(&self.ctx(), &body)?,
             );
         }
         Ok(out)
@@ -256,14 +271,14 @@ impl Collections for ServerCollections<'_> {
     }
 }
 
-impl ServerCollections<'_> {
+impl ServerCollections {
     /// The collection the pipeline aggregates, when it exists.
     fn aggregated(&self) -> Option<Arc<Collection>> {
         let name = self
             .namespace
-            .strip_prefix(self.ctx.db)?
+            .strip_prefix(self.db.as_str())?
             .strip_prefix('.')?;
-        self.ctx.server.catalog.get(self.ctx.db, name)
+        self.server.catalog.get(&self.db, name)
     }
 }
 
@@ -308,7 +323,7 @@ fn no_unique_index() -> Error {
 }
 
 struct MergeInto<'a> {
-    collections: &'a ServerCollections<'a>,
+    collections: &'a ServerCollections,
     db: String,
     collection: String,
     on: Vec<String>,
@@ -320,7 +335,7 @@ impl MergeTarget for MergeInto<'_> {
         key: &Document,
         decide: &mut dyn FnMut(Option<&Document>) -> Result<MergeWrite>,
     ) -> Result<()> {
-        let catalog = &self.collections.ctx.server.catalog;
+        let catalog = &self.collections.server.catalog;
         let Some(collection) = catalog.get(&self.db, &self.collection) else {
             // Nothing matches in a collection that does not exist yet; the first insert
             // creates it.
