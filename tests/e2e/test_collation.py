@@ -136,3 +136,38 @@ def test_invalid_collations(coll):
         list(coll.find({}, collation={"locale": "en", "strength": 1, "backwards": True}))
     assert _error(coll, {"locale": "en", "colour": "red"}).code == 40415
     assert _error(coll, {"locale": "en", "version": "1.0"}).code == 161
+
+
+def test_commands_run_under_the_collection_default_collation(db):
+    """A collection created with a collation gives it to every command that has none
+    of its own (queries, sorts, aggregations, counts, distinct, each write statement);
+    `{locale: "simple"}` opts out. An index made without a collation takes the same
+    default, so the defaulted query uses it."""
+    coll = db.create_collection("c", collation=CASE_INSENSITIVE)
+    coll.create_index("x")
+    coll.insert_many(DOCS)
+    assert sorted(ids(coll.find({"x": "ping"}))) == [1, 2, 6]
+    assert ids(coll.find({"x": "ping"}, collation=Collation(locale="simple"))) == [1]
+    assert coll.count_documents({"x": "PING"}) == 3
+    assert len(coll.distinct("x", {"x": {"$in": ["ping", "pong"]}})) == 3
+    assert sorted(ids(coll.aggregate([{"$match": {"x": "Ping"}}]))) == [1, 2, 6]
+    explained = db.command("explain", {"find": "c", "filter": {"x": "PiNg"}})
+    assert explained["executionStats"]["nReturned"] == 3
+    assert "IXSCAN" in str(explained["queryPlanner"]["winningPlan"])
+    result = db.command(
+        "update",
+        "c",
+        updates=[
+            {"q": {"x": "PING"}, "u": {"$set": {"seen": 1}}, "multi": True},
+            {
+                "q": {"x": "PONG"},
+                "u": {"$set": {"seen": 2}},
+                "multi": True,
+                "collation": {"locale": "simple"},
+            },
+        ],
+    )
+    assert result["nModified"] == 3
+    assert coll.find_one_and_update({"x": "POng"}, {"$set": {"seen": 3}})["_id"] == 4
+    assert coll.delete_many({"x": "PING"}).deleted_count == 3
+    assert sorted(ids(coll.find())) == [3, 4, 5, 7]

@@ -85,9 +85,7 @@ def test_an_update_keeping_the_key_changes_the_stored_value(typed):
     typed.replace_one({"_id": 3}, {"a": 1, "b": "v", "c": 1})
     raw = typed.with_options(codec_options=CodecOptions(document_class=RawBSONDocument))
     projection = {"_id": 0, "a": 1, "b": 1}
-    assert _exact(raw.find({"a": 1}, projection)) == _exact(
-        _natural(raw, {"a": 1}, projection)
-    )
+    assert _exact(raw.find({"a": 1}, projection)) == _exact(_natural(raw, {"a": 1}, projection))
     assert sorted(d["b"] for d in typed.find({"a": 1}, projection)) == ["v", "w", "x"]
     typed.delete_one({"_id": 1})
     assert sorted(d["b"] for d in typed.find({"a": 1}, projection)) == ["v", "w"]
@@ -118,9 +116,7 @@ def test_sorted_covered_find_with_skip_and_limit(db, coll):
     coll.insert_many([{"_id": i, "k": i % 3, "v": (i * 7) % 10} for i in range(30)])
     query, projection = {"k": {"$gte": 1}}, {"_id": 0, "k": 1, "v": 1}
     got = list(coll.find(query, projection).sort([("v", -1), ("k", 1)]).skip(2).limit(5))
-    want = sorted(
-        _natural(coll, query, projection), key=lambda d: (-d["v"], d["k"])
-    )[2:7]
+    want = sorted(_natural(coll, query, projection), key=lambda d: (-d["v"], d["k"]))[2:7]
     assert got == want
 
 
@@ -135,7 +131,9 @@ def test_covered_count_distinct_and_aggregate(db, coll):
     pipeline = [{"$match": {"k": {"$in": [1, 3]}}}, {"$group": {"_id": "$k", "n": {"$sum": 1}}}]
     assert sorted((d["_id"], d["n"]) for d in coll.aggregate(pipeline)) == [(1, 10), (3, 10)]
     explained = db.command(
-        "explain", {"aggregate": "c", "pipeline": pipeline, "cursor": {}}, verbosity="executionStats"
+        "explain",
+        {"aggregate": "c", "pipeline": pipeline, "cursor": {}},
+        verbosity="executionStats",
     )
     cursor = explained["stages"][0]["$cursor"]
     assert _stages(cursor["queryPlanner"]["winningPlan"]) == ["IXSCAN"]
@@ -145,7 +143,9 @@ def test_covered_count_distinct_and_aggregate(db, coll):
 def test_a_collated_index_covers_with_the_original_strings(coll):
     collation = {"locale": "en", "strength": 2}
     coll.create_index("name", collation=collation)
-    coll.insert_many([{"_id": 1, "name": "ABC"}, {"_id": 2, "name": "abc"}, {"_id": 3, "name": "b"}])
+    coll.insert_many(
+        [{"_id": 1, "name": "ABC"}, {"_id": 2, "name": "abc"}, {"_id": 3, "name": "b"}]
+    )
     got = coll.find({"name": "aBc"}, {"_id": 0, "name": 1}, collation=collation)
     assert sorted(d["name"] for d in got) == ["ABC", "abc"]
 

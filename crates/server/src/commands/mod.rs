@@ -9,6 +9,7 @@ mod collection_admin;
 mod count;
 mod create;
 mod create_indexes;
+mod default_collation;
 mod delete;
 mod distinct;
 mod drop_indexes;
@@ -365,6 +366,8 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
         Counter::GetMore => crate::stats::Stats::add(&stats.getmore, 1),
         Counter::OwnCount => {}
     }
+    let defaulted = default_collation::with_default_collation(ctx, body);
+    let body = defaulted.as_ref().unwrap_or(body);
     let max_time_ms = body.get("maxTimeMS").and_then(basalt_value::as_i64);
     let stored = crate::system_js::stored_functions(&ctx.server.catalog, ctx.db);
     basalt_js::with_command(max_time_ms, stored, || match command.handler {
