@@ -156,7 +156,14 @@ def test_the_id_index_and_hashed_indexes_do_not_cover(db, coll):
     for find in [
         {"filter": {"_id": 1}, "projection": {"_id": 1}},
         {"filter": {"h": 5}, "projection": {"_id": 0, "h": 1}},
+        {"filter": {}, "projection": {"_id": 0}, "hint": {"_id": 1}},
     ]:
         plan = _explain_find(db, **find)["queryPlanner"]["winningPlan"]
         assert "FETCH" in _stages(plan), find
     assert list(coll.find({"h": 5}, {"_id": 0, "h": 1})) == [{"h": 5}]
+    # The _id index stores no values: a count through it reads the documents.
+    count = db.command(
+        "explain", {"count": "c", "query": {}, "hint": {"_id": 1}}, verbosity="executionStats"
+    )
+    assert _stages(count["queryPlanner"]["winningPlan"]) == ["COUNT", "FETCH", "IXSCAN"]
+    assert count["executionStats"]["totalDocsExamined"] == 2

@@ -424,6 +424,7 @@ pub fn covers(index: &IndexSpec, matcher: &Matcher, needs: Needs<'_>) -> bool {
     };
     let stored: Vec<&str> = index.stored_fields().collect();
     !index.multikey
+        && !stored.is_empty()
         && read
             .iter()
             .chain(wanted)
