@@ -686,6 +686,34 @@ def test_coll_stats(db, coll):
     assert out["storageStats"]["size"] == db.command("collStats", "c", scale=2)["size"]
     assert set(out["latencyStats"]) == {"reads", "writes", "commands", "transactions"}
     assert "histogram" in out["latencyStats"]["reads"]
+
+
+def test_coll_stats_latencies_count_the_operations_on_the_collection(db, coll):
+    coll.insert_many([{"a": i} for i in range(10)])  # one insert command
+    coll.update_one({"a": 1}, {"$set": {"b": 1}})
+    for _ in range(3):
+        list(coll.find({"a": {"$gt": 2}}))
+    coll.count_documents({})
+    coll.create_index("a")
+    db.other.insert_one({"x": 1})  # another collection's operations are its own
+
+    def latency(histograms=False):
+        stage = {"$collStats": {"latencyStats": {"histograms": histograms}}}
+        return next(coll.aggregate([stage]))["latencyStats"]
+
+    stats = latency(histograms=True)
+    # The aggregate running $collStats is not finished yet: it is not counted.
+    assert stats["reads"]["ops"] == 4
+    assert stats["writes"]["ops"] == 2
+    assert stats["commands"]["ops"] == 1
+    assert stats["transactions"]["ops"] == 0
+    for section in ("reads", "writes", "commands"):
+        assert stats[section]["latency"] > 0
+        histogram = stats[section]["histogram"]
+        assert sum(b["count"] for b in histogram) == stats[section]["ops"]
+        assert [b["micros"] for b in histogram] == sorted(b["micros"] for b in histogram)
+    assert latency()["reads"]["ops"] == 5
+    assert "histogram" not in latency()["reads"]
     fails(db.missing, [{"$collStats": {"storageStats": {}}}], 26)
     fails(coll, [{"$match": {}}, {"$collStats": {}}], 40602)
     fails(coll, [{"$collStats": {"bogus": {}}}], 40415)

@@ -72,9 +72,10 @@ pub trait Collections: Sync {
     }
 
     /// `$collStats`: `{ns, host}` of the collection the pipeline aggregates, with
-    /// `storageStats` (the `collStats` command's figures, sizes divided by `scale`) when
-    /// the collection exists.
-    fn collection_stats(&self, scale: i64) -> Result<Document>;
+    /// `storageStats` (the `collStats` command's figures, sizes divided by `scale`) and
+    /// `latencyStats` (with a histogram per class when `histograms`) when the
+    /// collection exists.
+    fn collection_stats(&self, scale: i64, histograms: bool) -> Result<Document>;
 
     /// `$indexStats`: one document per index of the collection the pipeline aggregates,
     /// `{name, key, host, accesses: {ops, since}, spec}`; none when it does not exist.
@@ -153,7 +154,7 @@ impl Collections for NoCollections {
         Err(Self::unavailable("the operations in progress"))
     }
 
-    fn collection_stats(&self, _scale: i64) -> Result<Document> {
+    fn collection_stats(&self, _scale: i64, _histograms: bool) -> Result<Document> {
         Err(Self::unavailable("collection statistics"))
     }
 

@@ -149,12 +149,14 @@ impl Collections for MemoryCollections {
         Ok(vec![doc! {"op": "command"}])
     }
 
-    fn collection_stats(&self, scale: i64) -> Result<Document> {
+    fn collection_stats(&self, scale: i64, _histograms: bool) -> Result<Document> {
         let ((db, coll), exists) = self.aggregated();
         let mut out = doc! {"ns": format!("{db}.{coll}"), "host": "memory"};
         if exists {
             let count = self.get(&db, &coll).len() as i64;
             out.insert("storageStats", doc! {"count": count, "scaleFactor": scale});
+            let reads = doc! {"latency": 5_i64, "ops": 1_i64};
+            out.insert("latencyStats", doc! {"reads": reads});
         }
         Ok(out)
     }

@@ -8,6 +8,7 @@
 
 use crate::index::{DocumentKeys, IndexKey, IndexSpec};
 use crate::keys;
+use crate::latency_stats::LatencyStats;
 use crate::plan_cache::PlanCache;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_storage::{Durability, Engine, ScanEnd, ScanStart, Snapshot, Space, WriteBatch};
@@ -94,6 +95,8 @@ pub struct Collection {
     /// Operations that used each index (by index id) since `opened` ($indexStats).
     index_uses: Mutex<HashMap<u64, u64>>,
     opened: bson::DateTime,
+    /// Latencies of the operations on it since it was opened ($collStats).
+    latency: LatencyStats,
 }
 
 /// Size figures for collStats/dbStats.
@@ -119,6 +122,7 @@ impl Collection {
             counters: Mutex::new(None),
             plan_cache: PlanCache::default(),
             index_uses: Mutex::default(),
+            latency: LatencyStats::default(),
             opened: bson::DateTime::now(),
         })
     }
@@ -145,6 +149,11 @@ impl Collection {
 
     pub fn plan_cache(&self) -> &PlanCache {
         &self.plan_cache
+    }
+
+    /// The latencies of the operations on this collection, which commands record.
+    pub fn latency(&self) -> &LatencyStats {
+        &self.latency
     }
 
     /// Counts one operation that reads the index `index_id`.

@@ -9,6 +9,7 @@ mod collection;
 mod index;
 mod index_builds;
 mod keys;
+mod latency_stats;
 mod namespace;
 mod plan_cache;
 mod ttl;
@@ -19,6 +20,7 @@ pub use collection::{
 };
 pub use index::{hashed_value, is_hashed, DocumentKeys, IndexKey, IndexSpec, PartialFilter};
 pub use index_builds::IndexBuildProgress;
+pub use latency_stats::{LatencyStats, OperationClass};
 pub use namespace::{validate_collection_name, validate_database_name};
 pub use plan_cache::{CachedPlan, PlanCache};
 

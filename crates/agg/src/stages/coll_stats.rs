@@ -2,8 +2,8 @@
 //! sections asked for: `latencyStats`, `storageStats` (the `collStats` command's figures,
 //! with its `scale`), `count`, `queryExecStats`. It must be the first stage.
 //!
-//! Basalt does not time operations per collection, so `latencyStats` reports no
-//! operations (and an empty histogram when `histograms: true`).
+//! `latencyStats` are the collection's (see `basalt_catalog::LatencyStats`); a
+//! collection that does not exist has none to report, so its figures are zeros.
 
 use crate::pipeline::ExecContext;
 use basalt_error::{Error, ErrorCode, Result};
@@ -83,9 +83,10 @@ impl CollStats {
     }
 
     pub(crate) fn run(&self, ctx: ExecContext<'_>) -> Result<Vec<Document>> {
+        let histograms = self.latency == Some(true);
         let info = ctx
             .collections
-            .collection_stats(self.storage.unwrap_or(1))?;
+            .collection_stats(self.storage.unwrap_or(1), histograms)?;
         let ns = info.get_str("ns").unwrap_or_default().to_string();
         let storage = || {
             info.get_document("storageStats").map_err(|_| {
@@ -100,23 +101,22 @@ impl CollStats {
             "host": info.get("host").cloned().unwrap_or(Bson::Null),
             "localTime": DateTime::now(),
         };
-        if let Some(histograms) = self.latency {
-            let section = |histograms: bool| {
-                let mut s = doc! {"latency": 0_i64, "ops": 0_i64};
-                if histograms {
-                    s.insert("histogram", Bson::Array(Vec::new()));
+        if self.latency.is_some() {
+            let latency = match info.get_document("latencyStats") {
+                Ok(kept) => kept.clone(),
+                Err(_) => {
+                    let mut none = doc! {"latency": 0_i64, "ops": 0_i64};
+                    if histograms {
+                        none.insert("histogram", Bson::Array(Vec::new()));
+                    }
+                    let classes = ["reads", "writes", "commands", "transactions"];
+                    classes
+                        .iter()
+                        .map(|c| (c.to_string(), Bson::Document(none.clone())))
+                        .collect()
                 }
-                s
             };
-            out.insert(
-                "latencyStats",
-                doc! {
-                    "reads": section(histograms),
-                    "writes": section(histograms),
-                    "commands": section(histograms),
-                    "transactions": section(histograms),
-                },
-            );
+            out.insert("latencyStats", latency);
         }
         if self.storage.is_some() {
             let mut stats = storage()?.clone();
@@ -182,7 +182,7 @@ mod tests {
         );
         assert_eq!(
             stats.get_document("latencyStats").unwrap().get("reads"),
-            Some(&bson!({"latency": 0_i64, "ops": 0_i64}))
+            Some(&bson!({"latency": 5_i64, "ops": 1_i64}))
         );
         let out = run(vec![doc! {"$collStats": {}}]).unwrap();
         assert!(!out[0].contains_key("storageStats"));

@@ -31,6 +31,7 @@ mod write_batch;
 
 use crate::connection::ConnectionInfo;
 use crate::Server;
+use basalt_catalog::OperationClass;
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{cstr, doc, Document, RawDocumentBuf};
 use std::sync::Arc;
@@ -370,10 +371,34 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
     let body = defaulted.as_ref().unwrap_or(body);
     let max_time_ms = body.get("maxTimeMS").and_then(basalt_value::as_i64);
     let stored = crate::system_js::stored_functions(&ctx.server.catalog, ctx.db);
-    basalt_js::with_command(max_time_ms, stored, || match command.handler {
+    let started = std::time::Instant::now();
+    let reply = basalt_js::with_command(max_time_ms, stored, || match command.handler {
         Handler::Document(handler) => handler(ctx, body).map(Reply::Document),
         Handler::Encoded(handler) => handler(ctx, body).map(Reply::Encoded),
-    })
+    });
+    if let Some((name, class)) = latency_target(command.name, body) {
+        if let Some(collection) = ctx.server.catalog.get(ctx.db, name) {
+            let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            collection.latency().record(class, micros);
+        }
+    }
+    reply
+}
+
+/// The collection a command works on, and what kind of operation it is, for the
+/// collection's latency statistics: the collection its first field names (a getMore's
+/// `collection`).
+fn latency_target<'b>(command: &str, body: &'b Document) -> Option<(&'b str, OperationClass)> {
+    let class = match command {
+        "find" | "getMore" | "aggregate" | "count" | "distinct" => OperationClass::Read,
+        "insert" | "update" | "delete" | "findAndModify" => OperationClass::Write,
+        _ => OperationClass::Command,
+    };
+    let collection = match command {
+        "getMore" => body.get_str("collection").ok()?,
+        _ => body.iter().next()?.1.as_str()?,
+    };
+    Some((collection, class))
 }
 
 fn list_commands(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {

@@ -234,7 +234,7 @@ impl Collections for ServerCollections {
         Ok(ops)
     }
 
-    fn collection_stats(&self, scale: i64) -> Result<Document> {
+    fn collection_stats(&self, scale: i64, histograms: bool) -> Result<Document> {
         let mut out = doc! {"ns": &self.namespace, "host": crate::commands::admin::host_name()};
         if let Some(collection) = self.aggregated() {
             let body = doc! {"collStats": collection.meta().name.clone(), "scale": scale};
@@ -242,6 +242,7 @@ impl Collections for ServerCollections {
                 "storageStats",
                 crate::commands::stats::coll_stats(&self.ctx(), &body)?,
             );
+            out.insert("latencyStats", collection.latency().to_document(histograms));
         }
         Ok(out)
     }
