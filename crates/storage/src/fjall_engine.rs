@@ -11,7 +11,10 @@ use crate::{
 };
 use basalt_error::Result;
 use fjall::config::{BlockSizePolicy, CompressionPolicy, FilterPolicy};
-use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable};
+use fjall::{
+    CompressionType, Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode,
+    Readable,
+};
 use std::ops::Bound;
 use std::path::Path;
 
@@ -78,14 +81,8 @@ impl FjallEngine {
 /// a scan, which exist, so the last level (most of the data) needs no filter either. A
 /// bulk load spends a good part of its flushes building filters otherwise.
 fn keyspace_options(space: Space) -> KeyspaceCreateOptions {
-    let mut options = KeyspaceCreateOptions::default()
+    let options = KeyspaceCreateOptions::default()
         .data_block_compression_policy(CompressionPolicy::all(CompressionType::Lz4));
-    if let Ok(mb) = std::env::var("H_MEMTABLE_MB") {
-        options = options.max_memtable_size(mb.parse::<u64>().unwrap() << 20);
-    }
-    if std::env::var("H_L0_PLAIN").is_ok() {
-        options = options.data_block_compression_policy(CompressionPolicy::new([CompressionType::None, CompressionType::None, CompressionType::Lz4]));
-    }
     match space {
         Space::Indexes => options.filter_policy(FilterPolicy::disabled()),
         // Records: 32 KiB blocks (WiredTiger's leaf page size) rather than 4 KiB, so a
@@ -126,7 +123,8 @@ impl Engine for FjallEngine {
             Durability::Process => PersistMode::Buffer,
             Durability::Disk => PersistMode::SyncAll,
         };
-        let mut fjall_batch = self.db.batch().durability(Some(mode));
+        let mut fjall_batch =
+            OwnedWriteBatch::with_capacity(self.db.clone(), batch.ops.len()).durability(Some(mode));
         for op in batch.ops {
             match op {
                 WriteOp::Put(space, key, value) => {

@@ -392,8 +392,14 @@ impl Shared {
             }
         };
         match chunk {
-            Chunk::Lines { first_line, data } => {
-                for (offset, line) in data.split(|&b| b == b'\n').enumerate() {
+            Chunk::Lines {
+                first_line,
+                data,
+                ends,
+            } => {
+                let starts = std::iter::once(0).chain(ends.iter().copied());
+                for (offset, (start, end)) in starts.zip(ends.iter().copied()).enumerate() {
+                    let line = &data[start..end];
                     if line.iter().all(u8::is_ascii_whitespace) {
                         continue;
                     }

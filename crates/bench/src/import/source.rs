@@ -19,8 +19,14 @@ const READ_BUFFER_SIZE_BYTES: usize = 1 << 20;
 
 /// Whole lines or records of the input, with the line number each starts on (1-based).
 pub(super) enum Chunk {
-    /// `data` holds lines separated by `\n`; line `first_line + i` is the i-th.
-    Lines { first_line: u64, data: Vec<u8> },
+    /// `data` holds lines; line `first_line + i` is `data[ends[i - 1]..ends[i]]` (from 0
+    /// for the first), its `\n` included. The reader finds the ends anyway, so the
+    /// workers need not look for them again.
+    Lines {
+        first_line: u64,
+        data: Vec<u8>,
+        ends: Vec<usize>,
+    },
     Records {
         rows: Vec<(u64, csv::ByteRecord)>,
         bytes: u64,
@@ -131,23 +137,27 @@ impl Source {
                 bytes_read,
             } => {
                 let mut data = Vec::new();
-                let mut lines = 0u64;
-                while lines < self.batch_size as u64 && data.len() < CHUNK_SIZE_BYTES_MAX {
+                let mut ends = Vec::with_capacity(self.batch_size.min(1 << 16));
+                while ends.len() < self.batch_size && data.len() < CHUNK_SIZE_BYTES_MAX {
                     let n = reader
                         .read_until(b'\n', &mut data)
                         .map_err(|e| io_error(format!("cannot read line {}", *next_line), e))?;
                     if n == 0 {
                         break;
                     }
-                    lines += 1;
+                    ends.push(data.len());
                 }
-                if lines == 0 {
+                if ends.is_empty() {
                     return Ok(None);
                 }
                 let first_line = *next_line;
-                *next_line += lines;
+                *next_line += ends.len() as u64;
                 *bytes_read += data.len() as u64;
-                Ok(Some(Chunk::Lines { first_line, data }))
+                Ok(Some(Chunk::Lines {
+                    first_line,
+                    data,
+                    ends,
+                }))
             }
             Input::Delimited { reader } => {
                 let start = reader.position().byte();
