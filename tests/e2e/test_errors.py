@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bson
 import pytest
+from pymongo.errors import OperationFailure
 
 from helpers import CODES, raises_code
 
@@ -100,3 +101,37 @@ def test_document_over_16_mib_is_refused(db):
     else:
         assert reply["code"] == CODES["BSONObjectTooLarge"], reply
     assert db["c"].count_documents({}) == 0
+
+
+def test_find_options_unknown_unsupported_and_tailable(db, coll):
+    """find refuses a field it does not know (40415, as mongod's parser does) rather than
+    ignoring it, refuses the options Basalt has not built rather than answering as if
+    they were absent, and refuses a tailable cursor as mongod does on a collection that
+    is not capped (Basalt has no capped collections yet)."""
+    coll.insert_one({"a": 1})
+    with pytest.raises(OperationFailure) as info:
+        db.command("find", "c", bogus=1)
+    assert info.value.code == 40415
+    assert "find.bogus" in str(info.value)
+    for option, value in [("returnKey", True), ("showRecordId", True), ("max", {"a": 5})]:
+        with pytest.raises(OperationFailure) as info:
+            db.command("find", "c", **{option: value})
+        assert info.value.code == 115, option
+    with raises_code("BadValue"):
+        db.command("find", "c", tailable=True)
+    with raises_code("FailedToParse"):
+        db.command("find", "c", awaitData=True)
+    # Options asked off, and those that mean nothing on one server, are accepted.
+    reply = db.command(
+        "find",
+        "c",
+        returnKey=False,
+        showRecordId=False,
+        tailable=False,
+        noCursorTimeout=True,
+        allowPartialResults=True,
+        readConcern={"level": "local"},
+        comment="why",
+    )
+    assert len(reply["cursor"]["firstBatch"]) == 1
+    assert list(coll.find({}, {"_id": 0}).comment("c").max_time_ms(1000)) == [{"a": 1}]

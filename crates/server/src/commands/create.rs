@@ -125,6 +125,6 @@ pub fn pre_and_post_images(value: &Bson) -> Result<Bson> {
     }
 }
 
-fn is_requested(value: &Bson) -> bool {
+pub(super) fn is_requested(value: &Bson) -> bool {
     !matches!(value, Bson::Boolean(false) | Bson::Null)
 }

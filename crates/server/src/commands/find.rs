@@ -6,11 +6,80 @@
 use super::Ctx;
 use crate::cursors::CursorSource;
 use crate::exec::{collect_matches, let_scope, AccessPath, CollectionScan, Deadline};
-use crate::request::Fields;
-use basalt_error::{Error, Result};
+use crate::request::{Fields, GENERIC_COMMAND_FIELDS};
+use basalt_error::{Error, ErrorCode, Result};
 use basalt_query::{Matcher, Projection, SortSpec};
 use basalt_value::Collation;
 use bson::{Bson, Document, RawDocumentBuf};
+
+/// The find options Basalt reads or accepts (as mongod does, for those that mean
+/// nothing here: no shards, replicas or query statistics).
+const FIND_FIELDS: &[&str] = &[
+    "filter",
+    "projection",
+    "sort",
+    "hint",
+    "skip",
+    "limit",
+    "batchSize",
+    "singleBatch",
+    "collation",
+    "allowDiskUse",
+    "let",
+    "noCursorTimeout",
+    "allowPartialResults",
+    "oplogReplay",
+    "readOnce",
+    "allowSpeculativeMajorityRead",
+    "term",
+    "includeQueryStatsMetrics",
+    "maxTimeMSOpOnly",
+];
+
+/// Find options not built yet: refused when asked for rather than ignored, since the
+/// results would silently differ.
+const UNSUPPORTED_FIND_FIELDS: &[&str] = &["returnKey", "showRecordId", "min", "max"];
+
+/// Refuses unknown fields (40415, as mongod's parser does), options not built yet, and
+/// tailable cursors, which need a capped collection (Basalt has none yet).
+fn check_fields(body: &Document, namespace: &str) -> Result<()> {
+    for (key, value) in body.iter().skip(1) {
+        let key = key.as_str();
+        if UNSUPPORTED_FIND_FIELDS.contains(&key) {
+            if super::create::is_requested(value)
+                && !matches!(value, Bson::Document(d) if d.is_empty())
+            {
+                return Err(Error::new(
+                    ErrorCode::COMMAND_NOT_SUPPORTED,
+                    format!("find with option '{key}' is not supported by Basalt yet"),
+                ));
+            }
+        } else if key == "tailable" || key == "awaitData" {
+            let tailable = body
+                .get("tailable")
+                .is_some_and(super::create::is_requested);
+            if key == "awaitData" && super::create::is_requested(value) && !tailable {
+                return Err(Error::failed_to_parse(
+                    "Cannot set 'awaitData' without also setting 'tailable'",
+                ));
+            }
+            if tailable {
+                return Err(Error::bad_value(format!(
+                    "error processing query: ns={namespace} tailable cursor requested on non capped collection"
+                )));
+            }
+        } else if !FIND_FIELDS.contains(&key)
+            && !GENERIC_COMMAND_FIELDS.contains(&key)
+            && !key.starts_with('$')
+        {
+            return Err(Error::location(
+                40415,
+                format!("BSON field 'find.{key}' is an unknown field."),
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// How a find orders its results.
 enum Order {
@@ -74,6 +143,7 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
     let fields = Fields::new(body);
     let name = fields.collection()?;
     let namespace = format!("{}.{name}", ctx.db);
+    check_fields(body, &namespace)?;
     let filter = fields.document_opt("filter")?.cloned().unwrap_or_default();
     let scope = let_scope(&fields)?;
     let collation = fields.collation()?;
