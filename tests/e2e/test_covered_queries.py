@@ -118,6 +118,13 @@ def test_sorted_covered_find_with_skip_and_limit(db, coll):
     got = list(coll.find(query, projection).sort([("v", -1), ("k", 1)]).skip(2).limit(5))
     want = sorted(_natural(coll, query, projection), key=lambda d: (-d["v"], d["k"]))[2:7]
     assert got == want
+    # A blocking sort on a field outside the index reads the documents.
+    coll.update_many({}, {"$set": {"w": 1}})
+    for sort, covered in [({"v": -1}, True), ({"w": 1}, False)]:
+        explained = _explain_find(db, filter=query, projection=projection, sort=sort)
+        stages = _stages(explained["queryPlanner"]["winningPlan"])
+        assert ("FETCH" not in stages) == covered, (sort, stages)
+        assert (explained["executionStats"]["totalDocsExamined"] == 0) == covered, sort
 
 
 def test_covered_count_distinct_and_aggregate(db, coll):
@@ -167,3 +174,14 @@ def test_the_id_index_and_hashed_indexes_do_not_cover(db, coll):
     )
     assert _stages(count["queryPlanner"]["winningPlan"]) == ["COUNT", "FETCH", "IXSCAN"]
     assert count["executionStats"]["totalDocsExamined"] == 2
+
+
+def test_keys_examined_counts_the_entries_used_not_those_read_ahead(db, coll):
+    coll.create_index("a")
+    coll.insert_many([{"_id": i, "a": i, "b": i % 2} for i in range(1000)])
+    for limit in [5, 20, 100]:
+        explained = _explain_find(db, filter={"a": {"$gte": 0}}, limit=limit)
+        assert explained["executionStats"]["totalKeysExamined"] == limit
+        assert explained["executionStats"]["totalDocsExamined"] == limit
+    explained = _explain_find(db, filter={"a": {"$gte": 0}, "b": 1}, limit=100)
+    assert explained["executionStats"]["totalKeysExamined"] == 200

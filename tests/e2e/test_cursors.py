@@ -7,6 +7,8 @@ wrong batch size shows up as missing data or leaked server memory in application
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from pymongo import DESCENDING
 
@@ -136,3 +138,21 @@ def test_killing_a_streaming_aggregation_cursor(big):
         db.command("getMore", cursor_id, collection=big.name)
     streamed = big.aggregate(pipeline, batchSize=700)
     assert [d["twice"] for d in streamed] == [2 * i for i in range(N_DOCS)]
+
+
+@pytest.mark.parametrize("command", ["find", "aggregate"])
+def test_max_time_ms_does_not_count_a_cursor_idle_time(db, command):
+    """maxTimeMS bounds processing time: the time a cursor waits for the client's next
+    getMore does not count (MongoDB's documented rule), whether it is a find or a
+    streaming aggregation."""
+    coll = db["idle"]
+    coll.insert_many([{"_id": i} for i in range(3000)])
+    args = (
+        {"batchSize": 2}
+        if command == "find"
+        else {"pipeline": [{"$addFields": {"z": 1}}], "cursor": {"batchSize": 2}}
+    )
+    reply = db.command(command, "idle", maxTimeMS=400, **args)
+    time.sleep(0.6)
+    more = db.command("getMore", reply["cursor"]["id"], collection="idle", batchSize=5000)
+    assert len(more["cursor"]["nextBatch"]) == 2998

@@ -6,7 +6,7 @@
 //! read-modify-write (update) sees the latest version of the document. Each change of a
 //! document and all its index entries is one atomic storage batch.
 
-use crate::index::{DocumentKeys, IndexKey, IndexSpec};
+use crate::index::{IndexKey, IndexSpec};
 use crate::keys;
 use crate::latency_stats::LatencyStats;
 use crate::plan_cache::PlanCache;
@@ -17,12 +17,12 @@ use parking_lot::{Mutex, MutexGuard, RwLock};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// What [`Collection::scan_index`] hands each entry to: the entry (encoded key and record
 /// id) and the values it stores.
 pub type IndexEntryVisitor<'v> = dyn FnMut(&[u8], &[u8]) -> Result<ControlFlow<()>> + 'v;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 
 /// What the catalog stores about a collection.
 #[derive(Clone, Debug, PartialEq)]
@@ -492,7 +492,7 @@ impl Writer<'_> {
             if keys.multikey && !index.multikey {
                 turned_multikey.push(index.id);
             }
-            let stored = index.stored_values(&decoded)?;
+            let stored = index.stored_values(&decoded, &keys)?;
             for key in keys.keys {
                 let prefix = keys::index_key_prefix(index.id, &key.encoded);
                 if index.unique {
@@ -582,18 +582,16 @@ impl Writer<'_> {
         let mut batch = WriteBatch::default();
         let mut multikey = HashSet::new();
         for index in &meta.indexes {
-            let old_keys = index.keys_for(old)?;
-            let DocumentKeys {
-                keys: new_keys,
-                multikey: new_multikey,
-            } = index.document_keys(new)?;
-            if new_multikey && !index.multikey {
+            let old_keys = index.document_keys(old)?;
+            let new_keys = index.document_keys(new)?;
+            if new_keys.multikey && !index.multikey {
                 multikey.insert(index.id);
             }
-            let stored = index.stored_values(new)?;
+            let stored = index.stored_values(new, &new_keys)?;
             // An entry whose key stays is rewritten when its stored values change (a
             // field going from 1 to 1.0 keeps its key).
-            let restored = stored != index.stored_values(old)?;
+            let restored = stored != index.stored_values(old, &old_keys)?;
+            let (old_keys, new_keys) = (old_keys.keys, new_keys.keys);
             for key in &new_keys {
                 let kept = old_keys.iter().any(|k| k.encoded == key.encoded);
                 if kept && !restored {
@@ -675,7 +673,7 @@ impl Writer<'_> {
                 let doc = Document::try_from(raw)
                     .map_err(|e| Error::internal(format!("corrupt record {record_id}: {e}")))?;
                 let keys = index.document_keys(&doc)?;
-                let stored = index.stored_values(&doc)?;
+                let stored = index.stored_values(&doc, &keys)?;
                 multikey |= keys.multikey;
                 scanned += 1;
                 for key in keys.keys {

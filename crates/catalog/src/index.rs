@@ -14,6 +14,11 @@ use basalt_value::Collation;
 use bson::{doc, Bson, Document};
 use std::sync::Arc;
 
+/// The most an index entry stores of its document's values (see
+/// [`IndexSpec::stored_values`]): enough for the keys of real indexes, while a large
+/// string does not double its size in the index.
+pub const STORED_VALUES_BYTES_MAX: usize = 1024;
+
 /// One index of a collection, as stored in the catalog.
 #[derive(Clone, Debug, PartialEq)]
 pub struct IndexSpec {
@@ -194,11 +199,14 @@ impl IndexSpec {
             .map(String::as_str)
     }
 
-    /// What an entry for `doc` stores beside its key: `doc`'s values of the
-    /// [`IndexSpec::stored_fields`] (those it has) as a BSON document; empty when the
-    /// index stores none.
-    pub fn stored_values(&self, doc: &Document) -> Result<Vec<u8>> {
-        if self.stored_fields().next().is_none() {
+    /// What the entries for `doc` (whose keys are `keys`) store beside their key:
+    /// `doc`'s values of the [`IndexSpec::stored_fields`] (those it has) as a BSON
+    /// document. Empty when the index stores none, when `doc` reaches an array (each of
+    /// its entries would hold the whole array, and a multikey index covers nothing), or
+    /// when the values are larger than [`STORED_VALUES_BYTES_MAX`]: a query then reads
+    /// the record.
+    pub fn stored_values(&self, doc: &Document, keys: &DocumentKeys) -> Result<Vec<u8>> {
+        if keys.multikey || self.stored_fields().next().is_none() {
             return Ok(Vec::new());
         }
         let mut stored = Document::new();
@@ -207,7 +215,12 @@ impl IndexSpec {
                 stored.insert(field, value.clone());
             }
         }
-        Ok(stored.to_vec()?)
+        let bytes = stored.to_vec()?;
+        Ok(if bytes.len() > STORED_VALUES_BYTES_MAX {
+            Vec::new()
+        } else {
+            bytes
+        })
     }
 
     /// Whether the key pattern's field at `position` is descending.
@@ -399,6 +412,31 @@ fn collect_from_value(value: &Bson, rest: Option<&str>, out: &mut Vec<Bson>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entries_store_small_top_level_values_of_documents_without_arrays() {
+        let s = spec(doc! { "a": 1, "b.c": -1 });
+        let stored = |d: Document| s.stored_values(&d, &s.document_keys(&d).unwrap()).unwrap();
+        let values = stored(doc! { "a": 1.5, "b": { "c": 2 }, "z": 3 });
+        assert_eq!(
+            Document::from_reader(values.as_slice()).unwrap(),
+            doc! { "a": 1.5 }
+        );
+        // Missing stays missing: an empty document, not "no values".
+        assert_eq!(
+            Document::from_reader(stored(doc! { "z": 3 }).as_slice()).unwrap(),
+            doc! {}
+        );
+        // Each entry of a multikey document would hold the whole array: none is kept.
+        assert!(stored(doc! { "a": [1, 2, 3] }).is_empty());
+        assert!(stored(doc! { "a": "x".repeat(STORED_VALUES_BYTES_MAX) }).is_empty());
+        let id = IndexSpec::id_index(1, IndexSpec::ID_INDEX_NAME);
+        let d = doc! { "_id": 1 };
+        assert!(id
+            .stored_values(&d, &id.document_keys(&d).unwrap())
+            .unwrap()
+            .is_empty());
+    }
 
     fn spec(key: Document) -> IndexSpec {
         IndexSpec {

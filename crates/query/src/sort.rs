@@ -98,18 +98,6 @@ impl SortSpec {
         &self.fields
     }
 
-    /// The top-level fields the sort reads, each once.
-    pub fn top_level_fields(&self) -> Vec<String> {
-        let mut top: Vec<String> = Vec::new();
-        for (path, _) in &self.fields {
-            let name = path.components().next().unwrap_or_default();
-            if !top.iter().any(|t| t == name) {
-                top.push(name.to_string());
-            }
-        }
-        top
-    }
-
     /// The values `doc` sorts by, one per sort field.
     pub fn sort_key(&self, doc: &Document) -> Vec<Bson> {
         let collation = self.collation.as_ref();

@@ -2,14 +2,16 @@
 //! idle, as in MongoDB.
 //!
 //! A cursor over a plain collection scan keeps no documents: it remembers the last
-//! record id it returned and resumes the scan from there on a fresh snapshot at the next
-//! batch (records keep their id when updated, so nothing is returned twice). Results
-//! that must be computed whole first (sorted finds, aggregations) are buffered.
+//! record id (or index entry) it returned and resumes the scan from there on a fresh
+//! snapshot at the next batch (records keep their id when updated, so nothing is
+//! returned twice). A sorted find streams out of its sorter (spilled runs merged as they
+//! are read), an aggregation out of its pipeline, a batch at a time; small listings are
+//! buffered. A cursor's idle time does not count toward the command's `maxTimeMS`.
 //!
 //! Batches are encoded documents: an unprojected find hands out the records' stored bytes
 //! as they are, and a reply is assembled from them without decoding them.
 
-use crate::exec::CollectionScan;
+use crate::exec::{CollectionScan, Deadline};
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{cstr, Document, RawArrayBuf, RawDocumentBuf};
 use parking_lot::Mutex;
@@ -82,7 +84,17 @@ pub struct Cursor {
     pub source: CursorSource,
     /// The batchSize given to find/aggregate, used for later getMores without one.
     pub batch_size: Option<usize>,
+    /// The command's `maxTimeMS`, which the cursor's idle time does not count toward.
+    deadline: Deadline,
     last_used: Instant,
+}
+
+impl Cursor {
+    /// Readies the cursor for its next batch: the time it sat idle since the last one
+    /// moves its time limit on.
+    pub fn resume(&mut self) {
+        self.deadline.extend(self.last_used.elapsed());
+    }
 }
 
 #[derive(Default)]
@@ -92,7 +104,13 @@ pub struct CursorManager {
 
 impl CursorManager {
     /// Registers a cursor and returns its id (never 0, which means "no cursor").
-    pub fn open(&self, namespace: String, source: CursorSource, batch_size: Option<usize>) -> i64 {
+    pub fn open(
+        &self,
+        namespace: String,
+        source: CursorSource,
+        batch_size: Option<usize>,
+        deadline: Deadline,
+    ) -> i64 {
         let mut cursors = self.cursors.lock();
         let id = loop {
             let candidate = (rand::random::<u64>() >> 1) as i64;
@@ -106,6 +124,7 @@ impl CursorManager {
                 namespace,
                 source,
                 batch_size,
+                deadline,
                 last_used: Instant::now(),
             },
         );
@@ -134,20 +153,27 @@ impl CursorManager {
 
     /// The first batch of `source` as a command reply's `cursor`, with a cursor opened
     /// for the rest unless the source is exhausted or the client wants a single batch.
-    /// `batch_size` bounds the first batch and, when given, later ones too.
+    /// `batch_size` bounds the first batch and, when given, later ones too; `deadline`
+    /// is the command's time limit, which later batches keep.
     pub fn first_batch_reply(
         &self,
         namespace: String,
         mut source: CursorSource,
         batch_size: Option<usize>,
         single_batch: bool,
+        deadline: Deadline,
     ) -> Result<RawDocumentBuf> {
         let (batch, exhausted) =
             source.next_batch(Some(batch_size.unwrap_or(FIRST_BATCH_DOCS_DEFAULT)))?;
         let id = if exhausted || single_batch {
             0
         } else {
-            self.open(namespace.clone(), source, batch_size.filter(|n| *n > 0))
+            self.open(
+                namespace.clone(),
+                source,
+                batch_size.filter(|n| *n > 0),
+                deadline,
+            )
         };
         Ok(cursor_reply(id, &namespace, batch, true))
     }
@@ -215,7 +241,12 @@ mod tests {
     fn buffered_batches_and_lifecycle() {
         let docs: Vec<Document> = (0..5).map(|i| doc! { "i": i }).collect();
         let manager = CursorManager::default();
-        let id = manager.open("db.c".into(), CursorSource::buffered(docs), None);
+        let id = manager.open(
+            "db.c".into(),
+            CursorSource::buffered(docs),
+            None,
+            Deadline::default(),
+        );
         assert_ne!(id, 0);
         let mut cursor = manager.take(id, "db.c").unwrap();
         let (batch, done) = cursor.source.next_batch(Some(3)).unwrap();

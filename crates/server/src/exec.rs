@@ -23,26 +23,36 @@ use std::time::{Duration, Instant};
 /// How often (in documents examined) a scan looks at its deadline.
 const DEADLINE_CHECK_INTERVAL_DOCS: u64 = 256;
 
-/// A `maxTimeMS` limit.
-#[derive(Clone, Copy, Debug)]
-pub struct Deadline(Option<Instant>);
+/// A `maxTimeMS` limit. It bounds processing time, not a cursor's life: a cursor moves
+/// it on by the time it sat idle between batches ([`Deadline::extend`]), as in MongoDB.
+/// Clones share the limit, so every scan and stage of one command sees the same one.
+#[derive(Clone, Debug, Default)]
+pub struct Deadline(Option<Arc<parking_lot::Mutex<Instant>>>);
 
 impl Deadline {
     pub fn from_max_time_ms(max_time_ms: Option<i64>) -> Deadline {
-        Deadline(
-            max_time_ms
-                .filter(|ms| *ms > 0)
-                .map(|ms| Instant::now() + Duration::from_millis(ms as u64)),
-        )
+        Deadline(max_time_ms.filter(|ms| *ms > 0).map(|ms| {
+            Arc::new(parking_lot::Mutex::new(
+                Instant::now() + Duration::from_millis(ms as u64),
+            ))
+        }))
     }
 
     pub fn check(&self) -> Result<()> {
-        match self.0 {
-            Some(at) if Instant::now() >= at => Err(Error::new(
+        match &self.0 {
+            Some(at) if Instant::now() >= *at.lock() => Err(Error::new(
                 ErrorCode::MAX_TIME_MS_EXPIRED,
                 "operation exceeded time limit",
             )),
             _ => Ok(()),
+        }
+    }
+
+    /// Moves the limit on by `idle`, time the command's cursor spent waiting for the
+    /// client.
+    pub fn extend(&self, idle: Duration) {
+        if let Some(at) = &self.0 {
+            *at.lock() += idle;
         }
     }
 }
@@ -506,12 +516,12 @@ impl IndexRun<'_> {
         let mut outcome = Resume::RangeDone;
         let mut pending = Vec::new();
         let mut read_ahead = 1;
+        // Keys read in this pass, for the deadline; a key counts as examined when it is
+        // rejected or its entry is used, not when it is only read ahead.
+        let mut read = 0u64;
         let mut on_entry = |entry: &[u8], stored: &[u8]| -> Result<ControlFlow<()>> {
-            stats.keys_examined += 1;
-            if stats
-                .keys_examined
-                .is_multiple_of(DEADLINE_CHECK_INTERVAL_DOCS)
-            {
+            read += 1;
+            if read.is_multiple_of(DEADLINE_CHECK_INTERVAL_DOCS) {
                 self.deadline.check()?;
             }
             let Some(key) = entry.len().checked_sub(8).map(|n| &entry[..n]) else {
@@ -523,11 +533,13 @@ impl IndexRun<'_> {
                 range.is_past_end(key)
             };
             if out_of_range {
+                stats.keys_examined += 1;
                 return Ok(ControlFlow::Break(()));
             }
             match scan.key_filter.check(key, backward) {
                 KeyCheck::InBounds => {}
                 KeyCheck::SeekAfter(target) | KeyCheck::SeekBefore(target) => {
+                    stats.keys_examined += 1;
                     let beyond = if backward {
                         target.as_slice() <= range.start.as_slice()
                     } else {
@@ -607,6 +619,7 @@ impl IndexRun<'_> {
         for (i, pending) in entries.iter().enumerate() {
             let record_id = pending.record_id;
             if self.dedup && !position.seen.insert(record_id) {
+                stats.keys_examined += 1;
                 continue;
             }
             let step = if pending.stored.is_empty() {
@@ -623,11 +636,13 @@ impl IndexRun<'_> {
                 }
             };
             if step == Step::StopBefore {
+                // Not consumed: the next batch examines it again.
                 if self.dedup {
                     position.seen.remove(&record_id);
                 }
                 return Ok(Scanned::Stopped);
             }
+            stats.keys_examined += 1;
             let last = position.after_entry.get_or_insert_with(Vec::new);
             last.clear();
             last.extend_from_slice(&pending.entry);
@@ -932,7 +947,7 @@ impl CollectionScan {
             &self.path,
             &mut self.position,
             &mut self.stats,
-            self.deadline,
+            self.deadline.clone(),
             needs,
             &mut |_, raw, doc| {
                 if batch.len() >= max_docs {
@@ -1000,7 +1015,7 @@ impl RangeScan<'_> {
             &AccessPath::CollectionScan,
             &mut Position::records(range.after, range.last),
             stats,
-            self.deadline,
+            self.deadline.clone(),
             self.needs,
             visit,
         )
@@ -1062,7 +1077,7 @@ impl CollectionScan {
                 collection: &self.collection,
                 snapshot: &*snapshot,
                 matcher: &self.matcher,
-                deadline: self.deadline,
+                deadline: self.deadline.clone(),
                 needs,
             };
             let found = parallel_scan::run_ranges(&ranges, self.workers, &|range| {

@@ -67,7 +67,7 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf>
         None => format!("{}.$cmd.aggregate", ctx.db),
     };
 
-    let collections = ServerCollections::new(ctx, body, &namespace, deadline, durability);
+    let collections = ServerCollections::new(ctx, body, &namespace, deadline.clone(), durability);
     let collection = match &name {
         Some(name) => ctx.server.catalog.get(ctx.db, name),
         None => None,
@@ -99,7 +99,7 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf>
                     &matcher,
                     &split,
                     input_fields.as_deref(),
-                    deadline,
+                    deadline.clone(),
                 )?
                 .map(|merged| (split, merged)),
                 _ => None,
@@ -115,9 +115,16 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf>
                 // Not splittable, or too many groups for memory: one pass (where
                 // $group can spill), streaming to the cursor.
                 None => {
-                    let scan =
-                        CollectionScan::new(collection, matcher, path, None, 0, None, deadline)
-                            .with_fields(input_fields);
+                    let scan = CollectionScan::new(
+                        collection,
+                        matcher,
+                        path,
+                        None,
+                        0,
+                        None,
+                        deadline.clone(),
+                    )
+                    .with_fields(input_fields);
                     stream_pipeline(pipeline, collections, scan)
                 }
             }
@@ -132,7 +139,7 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf>
     };
     ctx.server
         .cursors
-        .first_batch_reply(namespace, source, batch_size, false)
+        .first_batch_reply(namespace, source, batch_size, false, deadline)
 }
 
 /// Every result must fit in a BSON document, as in MongoDB (a `$group` pushing too much,

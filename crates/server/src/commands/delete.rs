@@ -48,7 +48,13 @@ pub(super) fn delete_matching(
     };
     let deleted = ctx.server.catalog.write(ctx.db, name, false, |writer| {
         let path = AccessPath::choose(writer.collection(), filter, collation, None)?;
-        let mut targets = collect_matches(writer.collection(), &matcher, &path, limit, deadline)?;
+        let mut targets = collect_matches(
+            writer.collection(),
+            &matcher,
+            &path,
+            limit,
+            deadline.clone(),
+        )?;
         if let Some(sort) = sort {
             sort.sort_by_document(&mut targets, |(_, doc)| doc);
             if first {
@@ -85,7 +91,7 @@ pub fn delete(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 sort: None,
                 collation: collation.as_ref(),
             };
-            delete_matching(ctx, name, &deletion, durability, deadline)
+            delete_matching(ctx, name, &deletion, durability, deadline.clone())
         });
         match result {
             Ok(deleted) => removed += deleted.len() as u64,

@@ -105,6 +105,11 @@ pub fn explain(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 // The index scan returns documents in order: no SORT stage.
                 query.sort = None;
             }
+            // A blocking sort reads its fields of each document too, as find runs it.
+            query.reads = query
+                .reads
+                .take()
+                .map(|reads| super::find::with_sort_fields(reads, query.sort));
             let matcher = Matcher::new(&query.filter)?.with_collation(collation.as_ref());
             if let Some(rest) = &query.rest_of_pipeline {
                 query.reads = parse_rest(rest, &fields, collation.as_ref())?

@@ -139,6 +139,18 @@ pub(super) fn projected_fields(spec: &Document) -> Option<Vec<String>> {
     inclusion.then_some(fields)
 }
 
+/// `read` (the top-level fields a projection reads) with those a blocking `sort`
+/// reads too, for a scan that feeds the sort.
+pub(super) fn with_sort_fields(mut read: Vec<String>, sort: Option<&Document>) -> Vec<String> {
+    for path in sort.into_iter().flat_map(Document::keys) {
+        let top = path.split('.').next().unwrap_or(path);
+        if !read.iter().any(|f| f == top) {
+            read.push(top.to_string());
+        }
+    }
+    read
+}
+
 pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
     let fields = Fields::new(body);
     let name = fields.collection()?;
@@ -182,25 +194,27 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
         .and_then(projected_fields);
     let source = match order {
         Order::Natural => CursorSource::Scan(Box::new(
-            CollectionScan::new(collection, matcher, path, projection, skip, limit, deadline)
-                .with_fields(read)
-                .with_workers(ctx.server.scan_workers()),
+            CollectionScan::new(
+                collection,
+                matcher,
+                path,
+                projection,
+                skip,
+                limit,
+                deadline.clone(),
+            )
+            .with_fields(read)
+            .with_workers(ctx.server.scan_workers()),
         )),
         Order::Sorted(spec) => {
             // Matches stream into the sorter, which holds at most its memory limit and
             // spills the rest; the sorted result streams out as the cursor is read.
             // The sort reads its fields, the projection the rest: a covering index or
             // a partial decoding serves both.
-            let read = read.map(|mut read| {
-                for field in spec.top_level_fields() {
-                    if !read.contains(&field) {
-                        read.push(field);
-                    }
-                }
-                read
-            });
-            let matches = CollectionScan::new(collection, matcher, path, None, 0, None, deadline)
-                .with_fields(read);
+            let read = read.map(|read| with_sort_fields(read, sort));
+            let matches =
+                CollectionScan::new(collection, matcher, path, None, 0, None, deadline.clone())
+                    .with_fields(read);
             let keep = limit.map(|l| (skip + l) as usize);
             let allow_disk_use = fields.bool_or("allowDiskUse", true)?;
             let sorted = crate::blocking_sort::sort_for_find(
@@ -220,7 +234,7 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
         }
         Order::ReverseNatural => {
             let mut docs: Vec<Document> =
-                collect_matches(&collection, &matcher, &path, None, deadline)?
+                collect_matches(&collection, &matcher, &path, None, deadline.clone())?
                     .into_iter()
                     .map(|(_, doc)| doc)
                     .collect();
@@ -238,7 +252,7 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
     };
     ctx.server
         .cursors
-        .first_batch_reply(namespace, source, batch_size, single_batch)
+        .first_batch_reply(namespace, source, batch_size, single_batch, deadline)
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ pub fn get_more(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
     let batch_size = fields.non_negative_opt("batchSize")?.map(|n| n as usize);
     let namespace = format!("{}.{collection}", ctx.db);
     let mut cursor = ctx.server.cursors.take(id, &namespace)?;
+    cursor.resume();
     let limit = batch_size.or(cursor.batch_size).filter(|n| *n > 0);
     let outcome = cursor.source.next_batch(limit);
     let (batch, exhausted) = outcome?;

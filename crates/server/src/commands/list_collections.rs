@@ -37,5 +37,6 @@ pub fn list_collections(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocum
         CursorSource::buffered(entries),
         batch_size,
         false,
+        crate::exec::Deadline::default(),
     )
 }

@@ -36,5 +36,6 @@ pub fn list_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentB
         CursorSource::buffered(specs),
         batch_size,
         false,
+        crate::exec::Deadline::default(),
     )
 }

@@ -76,13 +76,19 @@ pub fn map_reduce(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         collation.as_ref(),
         sort,
         limit,
-        deadline,
+        deadline.clone(),
         read_fields.as_deref(),
         &mut run,
     )?;
     let (results, mut counts) = run.finish()?;
     let namespace = format!("{}.{name}", ctx.db);
-    let collections = ServerCollections::new(ctx, body, &namespace, deadline, durability(&fields)?);
+    let collections = ServerCollections::new(
+        ctx,
+        body,
+        &namespace,
+        deadline.clone(),
+        durability(&fields)?,
+    );
     let mut finalized = results
         .into_iter()
         .map(|(key, value)| Ok(doc! {"_id": key.clone(), "value": job.finalize(&key, value)?}));
@@ -263,7 +269,7 @@ fn map_inputs(
         &path,
         &mut Position::default(),
         &mut ExecStats::default(),
-        deadline,
+        deadline.clone(),
         read_fields.into(),
         &mut |_, _, doc| {
             if sort.is_some() {

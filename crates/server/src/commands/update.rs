@@ -182,7 +182,7 @@ pub(super) fn execute(
         .server
         .catalog
         .write(ctx.db, name, statement.upsert, |writer| {
-            apply_statement(writer, &matcher, statement, durability, deadline)
+            apply_statement(writer, &matcher, statement, durability, deadline.clone())
         })?;
     Ok(outcome.unwrap_or_default())
 }
@@ -323,7 +323,7 @@ pub fn update(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let mut errors = WriteErrors::default();
     for (i, raw) in statements.iter().enumerate() {
         let result = parse_statement(raw, &scope, let_vars)
-            .and_then(|s| execute(ctx, name, &s, durability, deadline));
+            .and_then(|s| execute(ctx, name, &s, durability, deadline.clone()));
         match result {
             Ok(outcome) => {
                 matched += outcome.matched;

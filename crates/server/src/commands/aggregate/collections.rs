@@ -124,7 +124,7 @@ impl Collections for ServerCollections {
             None,
             0,
             None,
-            self.deadline,
+            self.deadline.clone(),
         );
         Ok(Box::new(scan.into_stream()))
     }
