@@ -271,3 +271,16 @@ def test_allow_disk_use_must_be_a_boolean(db):
     db.c.insert_one({"a": 1})
     with raises_code("TypeMismatch"):
         db.command("aggregate", "c", pipeline=[{"$sort": {"a": 1}}], cursor={}, allowDiskUse="yes")
+
+
+def test_aggregate_with_explain_true_returns_the_plan(db, coll):
+    coll.insert_many([{"_id": i, "a": i % 3} for i in range(10)])
+    coll.create_index("a")
+    reply = db.command("aggregate", "c", pipeline=[{"$match": {"a": 1}}], explain=True)
+    assert "cursor" not in reply
+    assert reply["queryPlanner"]["winningPlan"]["inputStage"]["stage"] == "IXSCAN"
+    assert "executionStats" not in reply
+    grouped = [{"$match": {"a": 1}}, {"$group": {"_id": None, "n": {"$sum": 1}}}]
+    reply = db.command("aggregate", "c", pipeline=grouped, explain=True)
+    assert reply["stages"][0]["$cursor"]["queryPlanner"]["winningPlan"]["stage"] == "IXSCAN"
+    assert next(coll.aggregate(grouped))["n"] == 3

@@ -47,6 +47,17 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf>
             "The 'cursor' option is required, except for aggregate with the explain argument",
         ));
     }
+    if fields.bool_or("explain", false)? {
+        // `explain: true` asks for the plan (queryPlanner verbosity), not the results.
+        let mut inner = body.clone();
+        inner.remove("explain");
+        let mut plan = super::explain::explain(
+            ctx,
+            &bson::doc! { "explain": inner, "verbosity": "queryPlanner" },
+        )?;
+        plan.remove("ok");
+        return crate::cursors::encode(&plan);
+    }
     // Accepted for the drivers that send it; there are no validators to bypass yet.
     fields.bool_or("bypassDocumentValidation", false)?;
     // Whether `$sort` may spill to disk beyond its memory limit (read by the stage).
