@@ -185,3 +185,17 @@ def test_keys_examined_counts_the_entries_used_not_those_read_ahead(db, coll):
         assert explained["executionStats"]["totalDocsExamined"] == limit
     explained = _explain_find(db, filter={"a": {"$gte": 0}, "b": 1}, limit=100)
     assert explained["executionStats"]["totalKeysExamined"] == 200
+
+
+def test_an_index_turning_multikey_under_an_open_cursor(coll):
+    """Later batches of a cursor see that the index became multikey: a document reached
+    through several of its new keys comes back once (as after MongoDB's yield; a
+    document changed under a cursor may still come back once more, as in MongoDB)."""
+    coll.create_index("a")
+    coll.insert_many([{"_id": i, "a": i} for i in range(10)])
+    cursor = coll.find({"a": {"$gte": 0}}, batch_size=2)
+    seen = [next(cursor)["_id"], next(cursor)["_id"]]
+    coll.insert_one({"_id": 100, "a": [11, 12, 13, 14]})
+    seen += [d["_id"] for d in cursor]
+    assert seen.count(100) == 1
+    assert sorted(seen) == [*range(10), 100]

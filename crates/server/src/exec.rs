@@ -305,12 +305,20 @@ pub fn execute(
     let fields = needs.decoded();
     match path {
         AccessPath::IndexScan(scan) => {
+            // An index may have turned multikey since the plan was made (a cursor's
+            // later batch): from then on a record may be reached through several keys.
+            let multikey = scan.index.multikey
+                || collection
+                    .meta()
+                    .indexes
+                    .iter()
+                    .any(|index| index.id == scan.index.id && index.multikey);
             let run = IndexRun {
                 collection,
                 snapshot,
                 matcher,
                 deadline,
-                dedup: scan.index.multikey,
+                dedup: multikey,
                 decoded_fields: decoded_fields(matcher, fields),
                 covered: covers(&scan.index, matcher, needs),
             };
