@@ -175,12 +175,7 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
     let deadline = Deadline::from_max_time_ms(fields.i64_opt("maxTimeMS")?);
 
     let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
-        return Ok(crate::cursors::cursor_reply(
-            0,
-            &namespace,
-            Vec::new(),
-            true,
-        ));
+        return crate::cursors::cursor_reply(0, &namespace, Vec::new(), true);
     };
     let sort = fields.document_opt("sort")?;
     let hint = body.get("hint");

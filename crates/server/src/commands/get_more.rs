@@ -38,5 +38,5 @@ pub fn get_more(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
         ctx.server.cursors.restore(id, cursor);
         id
     };
-    Ok(cursor_reply(reply_id, &namespace, batch, false))
+    cursor_reply(reply_id, &namespace, batch, false)
 }
