@@ -15,6 +15,7 @@ from pymongo.errors import OperationFailure, WriteError
 
 CODES = {
     "BadValue": 2,
+    "MaxTimeMSExpired": 50,
     "FailedToParse": 9,
     "TypeMismatch": 14,
     "InvalidBSON": 22,

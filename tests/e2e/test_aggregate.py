@@ -284,3 +284,10 @@ def test_aggregate_with_explain_true_returns_the_plan(db, coll):
     reply = db.command("aggregate", "c", pipeline=grouped, explain=True)
     assert reply["stages"][0]["$cursor"]["queryPlanner"]["winningPlan"]["stage"] == "IXSCAN"
     assert next(coll.aggregate(grouped))["n"] == 3
+
+
+def test_database_aggregate_with_explain_true_shows_its_stages(client, db):
+    stages = [{"$documents": [{"x": 1}]}, {"$match": {"x": 1}}]
+    reply = db.command("aggregate", 1, pipeline=stages, explain=True)
+    assert reply["stages"] == stages
+    assert "cursor" not in reply

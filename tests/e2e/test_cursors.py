@@ -156,3 +156,28 @@ def test_max_time_ms_does_not_count_a_cursor_idle_time(db, command):
     time.sleep(0.6)
     more = db.command("getMore", reply["cursor"]["id"], collection="idle", batchSize=5000)
     assert len(more["cursor"]["nextBatch"]) == 2998
+
+
+SPIN_1MS = "function() { var d = Date.now(); while (Date.now() - d < 1) {} return true; }"
+
+
+def test_max_time_ms_counts_every_batch_of_a_cursor(db):
+    """maxTimeMS is the cursor's whole processing time: small batches that each stay
+    under it still add up to it, and a script in a later batch gets only what is left."""
+    coll = db["slow"]
+    coll.insert_many([{"_id": i, "a": i} for i in range(1200)])
+    coll.create_index("a")
+    with raises_code("MaxTimeMSExpired"):
+        list(coll.find({"$where": SPIN_1MS}, batch_size=50, max_time_ms=250))
+    with raises_code("MaxTimeMSExpired"):
+        cursor = coll.find({"a": {"$gte": 0}, "$where": SPIN_1MS}, batch_size=50)
+        list(cursor.max_time_ms(250).hint("a_1"))
+    stall = "function() { if (this._id == 100) { var d = Date.now(); while (Date.now() - d < 3000) {} } return true; }"
+    started = time.monotonic()
+    with raises_code("MaxTimeMSExpired"):
+        list(coll.find({"$where": stall}, batch_size=10, max_time_ms=600))
+    assert time.monotonic() - started < 2.5
+    # getMore takes no maxTimeMS of its own (only tailable awaitData cursors do).
+    reply = db.command("find", "slow", batchSize=2)
+    with raises_code("BadValue"):
+        db.command("getMore", reply["cursor"]["id"], collection="slow", maxTimeMS=100)

@@ -113,6 +113,9 @@ def test_find_options_unknown_unsupported_and_tailable(db, coll):
         db.command("find", "c", bogus=1)
     assert info.value.code == 40415
     assert "find.bogus" in str(info.value)
+    with pytest.raises(OperationFailure) as info:
+        db.command("explain", {"find": "c", "bogus": 1})
+    assert info.value.code == 40415
     for option, value in [("returnKey", True), ("showRecordId", True), ("max", {"a": 5})]:
         with pytest.raises(OperationFailure) as info:
             db.command("find", "c", **{option: value})

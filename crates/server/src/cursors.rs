@@ -91,9 +91,15 @@ pub struct Cursor {
 
 impl Cursor {
     /// Readies the cursor for its next batch: the time it sat idle since the last one
-    /// moves its time limit on.
-    pub fn resume(&mut self) {
+    /// moves its time limit on. Fails with MaxTimeMSExpired when no time is left.
+    pub fn resume(&mut self) -> Result<()> {
         self.deadline.extend(self.last_used.elapsed());
+        self.deadline.check()
+    }
+
+    /// The command's time limit, which the cursor's batches share.
+    pub fn deadline(&self) -> &Deadline {
+        &self.deadline
     }
 }
 

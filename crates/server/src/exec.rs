@@ -48,6 +48,14 @@ impl Deadline {
         }
     }
 
+    /// The time left in whole milliseconds (at least 1), when there is a limit: what
+    /// server-side JavaScript run for a later batch may take.
+    pub fn remaining_ms(&self) -> Option<i64> {
+        let at = *self.0.as_ref()?.lock();
+        let left = at.saturating_duration_since(Instant::now()).as_millis();
+        Some(i64::try_from(left).unwrap_or(i64::MAX).max(1))
+    }
+
     /// Moves the limit on by `idle`, time the command's cursor spent waiting for the
     /// client.
     pub fn extend(&self, idle: Duration) {
@@ -302,6 +310,9 @@ pub fn execute(
     needs: Needs<'_>,
     visit: &mut Visitor<'_>,
 ) -> Result<()> {
+    // Checked at every pass too, not only every DEADLINE_CHECK_INTERVAL_DOCS documents
+    // or keys: a cursor's small batches each start a pass.
+    deadline.check()?;
     let fields = needs.decoded();
     match path {
         AccessPath::IndexScan(scan) => {

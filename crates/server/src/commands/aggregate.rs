@@ -48,9 +48,19 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf>
         ));
     }
     if fields.bool_or("explain", false)? {
-        // `explain: true` asks for the plan (queryPlanner verbosity), not the results.
+        // `explain: true` asks for the plan (queryPlanner verbosity), not the results. A
+        // database-level pipeline has no plan: its stages are all there is to show.
         let mut inner = body.clone();
         inner.remove("explain");
+        if name.is_none() {
+            let stages: Vec<Bson> = stages
+                .iter()
+                .map(|s| Bson::Document((*s).clone()))
+                .collect();
+            inner.insert("$db", ctx.db);
+            let plan = bson::doc! { "explainVersion": "1", "stages": stages, "command": inner };
+            return crate::cursors::encode(&plan);
+        }
         let mut plan = super::explain::explain(
             ctx,
             &bson::doc! { "explain": inner, "verbosity": "queryPlanner" },

@@ -42,7 +42,7 @@ const UNSUPPORTED_FIND_FIELDS: &[&str] = &["returnKey", "showRecordId", "min", "
 
 /// Refuses unknown fields (40415, as mongod's parser does), options not built yet, and
 /// tailable cursors, which need a capped collection (Basalt has none yet).
-fn check_fields(body: &Document, namespace: &str) -> Result<()> {
+pub(super) fn check_fields(body: &Document, namespace: &str) -> Result<()> {
     for (key, value) in body.iter().skip(1) {
         let key = key.as_str();
         if UNSUPPORTED_FIND_FIELDS.contains(&key) {

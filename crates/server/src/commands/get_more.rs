@@ -27,10 +27,20 @@ pub fn get_more(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
     })?;
     let batch_size = fields.non_negative_opt("batchSize")?.map(|n| n as usize);
     let namespace = format!("{}.{collection}", ctx.db);
+    if body.contains_key("maxTimeMS") {
+        // Only tailable awaitData cursors take one (Basalt has none yet), as in MongoDB.
+        return Err(Error::bad_value(
+            "cannot set maxTimeMS on getMore command for a non-awaitData cursor",
+        ));
+    }
     let mut cursor = ctx.server.cursors.take(id, &namespace)?;
-    cursor.resume();
+    // Out of time: the cursor is not put back, as MongoDB kills it.
+    cursor.resume()?;
     let limit = batch_size.or(cursor.batch_size).filter(|n| *n > 0);
-    let outcome = cursor.source.next_batch(limit);
+    // Server-side JavaScript of this batch gets what is left of the command's time.
+    let stored = crate::system_js::stored_functions(&ctx.server.catalog, ctx.db);
+    let remaining = cursor.deadline().remaining_ms();
+    let outcome = basalt_js::with_command(remaining, stored, || cursor.source.next_batch(limit));
     let (batch, exhausted) = outcome?;
     let reply_id = if exhausted {
         0

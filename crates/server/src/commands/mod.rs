@@ -376,7 +376,8 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
         Handler::Document(handler) => handler(ctx, body).map(Reply::Document),
         Handler::Encoded(handler) => handler(ctx, body).map(Reply::Encoded),
     });
-    if let Some((name, class)) = latency_target(command.name, body) {
+    // Operations that ran: not a getMore on an unknown cursor, say, as in MongoDB.
+    if let (Ok(_), Some((name, class))) = (&reply, latency_target(command.name, body)) {
         if let Some(collection) = ctx.server.catalog.get(ctx.db, name) {
             let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
             collection.latency().record(class, micros);
