@@ -138,3 +138,16 @@ def test_find_options_unknown_unsupported_and_tailable(db, coll):
     )
     assert len(reply["cursor"]["firstBatch"]) == 1
     assert list(coll.find({}, {"_id": 0}).comment("c").max_time_ms(1000)) == [{"a": 1}]
+
+
+@pytest.mark.parametrize("value", [-1, 2**31, 1.5, "100"])
+def test_max_time_ms_must_be_a_whole_int32(db, value):
+    with raises_code("BadValue"):
+        db.command("find", "c", maxTimeMS=value)
+    with raises_code("BadValue"):
+        db.command("count", "c", maxTimeMS=value)
+
+
+def test_max_time_ms_zero_and_int32_max_mean_what_they_say(db):
+    assert db.command("find", "c", maxTimeMS=0)["ok"] == 1.0
+    assert db.command("find", "c", maxTimeMS=2**31 - 1)["ok"] == 1.0

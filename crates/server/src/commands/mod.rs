@@ -369,7 +369,7 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
     }
     let defaulted = default_collation::with_default_collation(ctx, body);
     let body = defaulted.as_ref().unwrap_or(body);
-    let max_time_ms = body.get("maxTimeMS").and_then(basalt_value::as_i64);
+    let max_time_ms = max_time_ms(body)?;
     let stored = crate::system_js::stored_functions(&ctx.server.catalog, ctx.db);
     let started = std::time::Instant::now();
     let reply = basalt_js::with_command(max_time_ms, stored, || match command.handler {
@@ -384,6 +384,25 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
         }
     }
     reply
+}
+
+/// The command's `maxTimeMS`: a whole number of milliseconds in [0, 2^31 - 1], else
+/// BadValue with mongod's message (0 means no limit).
+fn max_time_ms(body: &Document) -> Result<Option<i64>> {
+    let value = match body.get("maxTimeMS") {
+        None | Some(bson::Bson::Null) => return Ok(None),
+        Some(value) => value,
+    };
+    let Some(number) = basalt_value::as_f64(value) else {
+        return Err(Error::bad_value("maxTimeMS must be a number"));
+    };
+    if number.fract() != 0.0 {
+        return Err(Error::bad_value("maxTimeMS has non-integral value"));
+    }
+    if !(0.0..=f64::from(i32::MAX)).contains(&number) {
+        return Err(Error::bad_value("maxTimeMS is out of range"));
+    }
+    Ok(Some(number as i64))
 }
 
 /// The collection a command works on, and what kind of operation it is, for the
