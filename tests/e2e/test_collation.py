@@ -171,3 +171,36 @@ def test_commands_run_under_the_collection_default_collation(db):
     assert coll.find_one_and_update({"x": "POng"}, {"$set": {"seen": 3}})["_id"] == 4
     assert coll.delete_many({"x": "PING"}).deleted_count == 3
     assert sorted(ids(coll.find())) == [3, 4, 5, 7]
+
+
+def test_group_keys_and_expression_comparisons_under_collation(db, coll):
+    """Under a collation (the command's or the collection's default), `$group` puts
+    strings it finds equal in one group, named by the first value seen, and `$eq`, `$cmp`,
+    `$in` and `$indexOfArray` compare strings by it, in `$expr` filters and in stages."""
+    docs = [{"_id": 1, "x": "ping"}, {"_id": 2, "x": "PING"}, {"_id": 3, "x": "pong"}]
+    docs += [{"_id": 4, "x": "Ping"}]
+    coll.insert_many(docs)
+    group = [{"$group": {"_id": "$x", "n": {"$sum": 1}}}, {"$sort": {"n": -1}}]
+    out = list(coll.aggregate(group, collation=CASE_INSENSITIVE))
+    assert [(d["_id"], d["n"]) for d in out] == [("ping", 3), ("pong", 1)]
+    assert sorted(d["n"] for d in coll.aggregate(group)) == [1, 1, 1, 1]
+    match = {"$expr": {"$eq": ["$x", "PING"]}}
+    assert sorted(ids(coll.find(match, collation=CASE_INSENSITIVE))) == [1, 2, 4]
+    assert ids(coll.find(match)) == [2]
+    stages = [
+        {
+            "$project": {
+                "in": {"$in": ["$x", ["PONG"]]},
+                "at": {"$indexOfArray": [["PONG"], "$x"]},
+                "cmp": {"$cmp": ["$x", "PING"]},
+            }
+        },
+        {"$sort": {"_id": 1}},
+    ]
+    out = list(coll.aggregate(stages, collation=CASE_INSENSITIVE))
+    assert [d["in"] for d in out] == [False, False, True, False]
+    assert [d["at"] for d in out] == [-1, -1, 0, -1]
+    assert [d["cmp"] for d in out] == [0, 0, 1, 0]
+    defaulted = db.create_collection("ci", collation=CASE_INSENSITIVE)
+    defaulted.insert_many(docs)
+    assert len(list(defaulted.aggregate(group))) == 2

@@ -331,7 +331,7 @@ impl Pipeline {
         Ok(Pipeline {
             stages: parsed,
             input_fields: crate::dependencies::pipeline_fields(stages, &scope),
-            vars: scope.values,
+            vars: scope.values.with_collation(collation),
         })
     }
 

@@ -107,12 +107,14 @@ fn validate_rest(name: &str) -> Result<()> {
     }
 }
 
-/// Values fixed for one command: the clock reading behind `$$NOW` and the values of the
-/// variables declared with [`ParseContext::define`].
+/// Values fixed for one command: the clock reading behind `$$NOW`, the values of the
+/// variables declared with [`ParseContext::define`], and the collation strings compare
+/// under in `$eq`, `$in` and the other comparisons.
 #[derive(Clone, Debug)]
 pub struct Variables {
     now: DateTime,
     values: Vec<Option<Bson>>,
+    collation: Option<basalt_value::Collation>,
 }
 
 impl Default for Variables {
@@ -131,7 +133,18 @@ impl Variables {
         Variables {
             now,
             values: Vec::new(),
+            collation: None,
         }
+    }
+
+    /// These variables, with string comparisons under `collation`.
+    pub fn with_collation(mut self, collation: Option<&basalt_value::Collation>) -> Variables {
+        self.collation = collation.cloned();
+        self
+    }
+
+    pub fn collation(&self) -> Option<&basalt_value::Collation> {
+        self.collation.as_ref()
     }
 
     pub fn now(&self) -> DateTime {

@@ -63,6 +63,8 @@ impl Matcher {
     /// `collation` option; `None` for binary comparison). Regexes are not affected.
     pub fn with_collation(mut self, collation: Option<&Collation>) -> Matcher {
         self.collation = collation.cloned();
+        // `$expr` compares strings under it too.
+        self.vars = self.vars.with_collation(collation);
         if self.collation.is_some() {
             self.raw = self.raw.without_strings();
         }

@@ -94,23 +94,24 @@ impl BucketAuto {
         input: DocumentStream<'a>,
         ctx: ExecContext<'a>,
     ) -> DocumentStream<'a> {
-        let buckets = KeyedSort::new(ctx.collections.spill_directory()).and_then(|mut sort| {
-            let mut count = 0usize;
-            drain(input, |doc| {
-                let key = self
-                    .group_by
-                    .evaluate(&doc, ctx.vars)?
-                    .unwrap_or(Bson::Null);
-                if self.granularity.is_some() {
-                    check_roundable(&key, 40258, 40259, 40260)?;
-                }
-                // The input position travels along: accumulators see input order.
-                sort.push(key, doc! {"p": count as i64, "d": doc})?;
-                count += 1;
-                Ok(())
-            })?;
-            self.bucketize(count, &mut sort.finish()?, ctx)
-        });
+        let buckets =
+            KeyedSort::new(ctx.collections.spill_directory(), None).and_then(|mut sort| {
+                let mut count = 0usize;
+                drain(input, |doc| {
+                    let key = self
+                        .group_by
+                        .evaluate(&doc, ctx.vars)?
+                        .unwrap_or(Bson::Null);
+                    if self.granularity.is_some() {
+                        check_roundable(&key, 40258, 40259, 40260)?;
+                    }
+                    // The input position travels along: accumulators see input order.
+                    sort.push(key, doc! {"p": count as i64, "d": doc})?;
+                    count += 1;
+                    Ok(())
+                })?;
+                self.bucketize(count, &mut sort.finish()?, ctx)
+            });
         finished(buckets)
     }
 

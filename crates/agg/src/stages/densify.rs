@@ -138,32 +138,33 @@ impl Densify {
         input: DocumentStream<'a>,
         ctx: ExecContext<'a>,
     ) -> DocumentStream<'a> {
-        let prepared = KeyedSort::new(ctx.collections.spill_directory()).and_then(|mut sort| {
-            let mut range: Option<(Bson, Bson)> = None;
-            let mut any = false;
-            drain(input, |doc| {
-                any = true;
-                let value = match field_path::get(&doc, &self.field) {
-                    // Sorts first in its partition, and passes through.
-                    None | Some(Bson::Null | Bson::Undefined) => Bson::MinKey,
-                    Some(value) => {
-                        let value = value.clone();
-                        self.check_type(&value)?;
-                        range = Some(match range.take() {
-                            None => (value.clone(), value.clone()),
-                            Some((low, high)) => (
-                                std::cmp::min_by(low, value.clone(), compare_values),
-                                std::cmp::max_by(high, value.clone(), compare_values),
-                            ),
-                        });
-                        value
-                    }
-                };
-                let partition = Bson::Document(self.partition_of(&doc));
-                sort.push(Bson::Array(vec![partition, value]), doc)
-            })?;
-            Ok((sort.finish()?, range, any))
-        });
+        let prepared =
+            KeyedSort::new(ctx.collections.spill_directory(), None).and_then(|mut sort| {
+                let mut range: Option<(Bson, Bson)> = None;
+                let mut any = false;
+                drain(input, |doc| {
+                    any = true;
+                    let value = match field_path::get(&doc, &self.field) {
+                        // Sorts first in its partition, and passes through.
+                        None | Some(Bson::Null | Bson::Undefined) => Bson::MinKey,
+                        Some(value) => {
+                            let value = value.clone();
+                            self.check_type(&value)?;
+                            range = Some(match range.take() {
+                                None => (value.clone(), value.clone()),
+                                Some((low, high)) => (
+                                    std::cmp::min_by(low, value.clone(), compare_values),
+                                    std::cmp::max_by(high, value.clone(), compare_values),
+                                ),
+                            });
+                            value
+                        }
+                    };
+                    let partition = Bson::Document(self.partition_of(&doc));
+                    sort.push(Bson::Array(vec![partition, value]), doc)
+                })?;
+                Ok((sort.finish()?, range, any))
+            });
         match prepared {
             Ok((sorted, global, any)) => Box::new(Densified {
                 stage: self,

@@ -1,8 +1,9 @@
 //! `$group`: one output document per distinct `_id` value, with accumulated fields.
 //!
 //! Groups are keyed by MongoDB's value comparison, so `1`, `1.0` and `NumberLong(1)`
-//! fall into one group; a missing `_id` value groups as null. Output comes in `_id`
-//! order (MongoDB leaves it unspecified).
+//! fall into one group, and strings under the command's collation (at strength 2 "ABC"
+//! and "abc" are one group, named by the first value seen); a missing `_id` value groups
+//! as null. Output comes in `_id` order (MongoDB leaves it unspecified).
 //!
 //! The groups may hold 100 MB (MongoDB's `internalDocumentSourceGroupMaxMemoryBytes`).
 //! Beyond that the stage fails with 292 when the command refuses disk use; otherwise the
@@ -16,7 +17,8 @@ use crate::pipeline::{DocumentStream, ExecContext};
 use crate::stages::keyed_sort::{KeyedDocuments, KeyedSort};
 use crate::stages::{drain, finished};
 use basalt_error::{Error, ErrorCode, Result};
-use basalt_expr::{Accumulator, AccumulatorSpec, Expression, OrderedBson, ParseContext, Variables};
+use basalt_expr::{Accumulator, AccumulatorSpec, Expression, ParseContext, Variables};
+use basalt_value::Collation;
 use bson::{Bson, Document};
 use std::cmp::Ordering;
 use std::collections::btree_map::{self, Entry};
@@ -27,6 +29,36 @@ use std::iter::Peekable;
 pub(crate) struct Group {
     id: Expression,
     fields: Vec<(String, AccumulatorSpec)>,
+    /// What string keys compare under.
+    collation: Option<Collation>,
+}
+
+/// A group's key: its `_id` value, ordered as values are, strings under the stage's
+/// collation.
+#[derive(Clone, Debug)]
+struct GroupKey {
+    value: Bson,
+    collation: Option<Collation>,
+}
+
+impl PartialEq for GroupKey {
+    fn eq(&self, other: &GroupKey) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for GroupKey {}
+
+impl PartialOrd for GroupKey {
+    fn partial_cmp(&self, other: &GroupKey) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for GroupKey {
+    fn cmp(&self, other: &GroupKey) -> Ordering {
+        basalt_value::compare_values_with(&self.value, &other.value, self.collation.as_ref())
+    }
 }
 
 impl Group {
@@ -60,7 +92,11 @@ impl Group {
         }
         let id =
             id.ok_or_else(|| Error::location(15955, "a group specification must include an _id"))?;
-        Ok(Group { id, fields })
+        Ok(Group {
+            id,
+            fields,
+            collation: ctx.collation().cloned(),
+        })
     }
 
     pub(crate) fn apply<'a>(
@@ -93,7 +129,7 @@ impl Group {
                          Pass allowDiskUse:true to opt in.",
                     ));
                 };
-                overflow = Some(KeyedSort::new(Some(directory))?);
+                overflow = Some(KeyedSort::new(Some(directory), self.collation.as_ref())?);
             }
             Ok(())
         });
@@ -111,6 +147,13 @@ impl Group {
             held: groups.groups.into_iter().peekable(),
             sorted,
         })
+    }
+
+    fn group_key(&self, value: Bson) -> GroupKey {
+        GroupKey {
+            value,
+            collation: self.collation.clone(),
+        }
     }
 
     /// The group key of `doc`; missing groups as null.
@@ -145,11 +188,11 @@ impl Group {
 
     /// Adds one input document to its group.
     pub(crate) fn add(&self, groups: &mut Groups, doc: &Document, vars: &Variables) -> Result<()> {
-        let key = OrderedBson(self.key(doc, vars)?);
+        let key = self.group_key(self.key(doc, vars)?);
         let accumulators = match groups.groups.entry(key) {
             Entry::Occupied(slot) => slot.into_mut(),
             Entry::Vacant(slot) => {
-                groups.bytes += basalt_value::value_size_bytes(&slot.key().0)
+                groups.bytes += basalt_value::value_size_bytes(&slot.key().value)
                     + GROUP_OVERHEAD_BYTES
                     + ACCUMULATOR_OVERHEAD_BYTES * self.fields.len();
                 slot.insert(self.new_accumulators())
@@ -182,7 +225,7 @@ impl Group {
         groups
             .groups
             .into_iter()
-            .map(|(key, accumulators)| self.output(key.0, accumulators))
+            .map(|(key, accumulators)| self.output(key.value, accumulators))
             .collect()
     }
 
@@ -207,7 +250,7 @@ const ACCUMULATOR_OVERHEAD_BYTES: usize = 48;
 /// over to be merged.
 #[derive(Debug, Default)]
 pub(crate) struct Groups {
-    groups: BTreeMap<OrderedBson, Vec<Accumulator>>,
+    groups: BTreeMap<GroupKey, Vec<Accumulator>>,
     bytes: usize,
 }
 
@@ -223,7 +266,7 @@ impl Groups {
 struct OverflowGroups<'a> {
     group: &'a Group,
     vars: &'a Variables,
-    held: Peekable<btree_map::IntoIter<OrderedBson, Vec<Accumulator>>>,
+    held: Peekable<btree_map::IntoIter<GroupKey, Vec<Accumulator>>>,
     sorted: KeyedDocuments,
 }
 
@@ -233,26 +276,26 @@ impl OverflowGroups<'_> {
         let (key, mut accumulators) = match (self.held.peek(), sorted_key) {
             (None, None) => return Ok(None),
             (Some((held, _)), Some(sorted))
-                if held.cmp(&OrderedBson(sorted.clone())) == Ordering::Greater =>
+                if held.cmp(&self.group.group_key(sorted.clone())) == Ordering::Greater =>
             {
                 (sorted, self.group.new_accumulators())
             }
             (None, Some(sorted)) => (sorted, self.group.new_accumulators()),
             (Some(_), _) => {
                 let (key, accumulators) = self.held.next().expect("peeked");
-                (key.0, accumulators)
+                (key.value, accumulators)
             }
         };
-        let wanted = OrderedBson(key);
+        let wanted = self.group.group_key(key);
         while let Some(next) = self.sorted.peek_key()? {
-            if OrderedBson(next) != wanted {
+            if self.group.group_key(next) != wanted {
                 break;
             }
             if let Some(doc) = self.sorted.next_document()? {
                 self.group.accumulate(&mut accumulators, &doc, self.vars)?;
             }
         }
-        self.group.output(wanted.0, accumulators).map(Some)
+        self.group.output(wanted.value, accumulators).map(Some)
     }
 }
 

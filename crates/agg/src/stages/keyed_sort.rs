@@ -9,6 +9,7 @@
 
 use basalt_error::{Error, Result};
 use basalt_query::{BlockingSort, SortSpec, SortedDocuments, BLOCKING_SORT_MEMORY_LIMIT_BYTES};
+use basalt_value::Collation;
 use bson::{doc, Bson, Document};
 use std::iter::Peekable;
 use std::path::PathBuf;
@@ -16,10 +17,14 @@ use std::path::PathBuf;
 pub(crate) struct KeyedSort(BlockingSort);
 
 impl KeyedSort {
-    /// A sort spilling under `spill_directory`, or failing at the limit without one.
-    pub(crate) fn new(spill_directory: Option<PathBuf>) -> Result<KeyedSort> {
+    /// A sort spilling under `spill_directory`, or failing at the limit without one;
+    /// string keys compare under `collation`.
+    pub(crate) fn new(
+        spill_directory: Option<PathBuf>,
+        collation: Option<&Collation>,
+    ) -> Result<KeyedSort> {
         Ok(KeyedSort(BlockingSort::new(
-            SortSpec::new(&doc! {"k": 1})?,
+            SortSpec::new(&doc! {"k": 1})?.with_collation(collation),
             BLOCKING_SORT_MEMORY_LIMIT_BYTES,
             spill_directory,
             None,

@@ -330,22 +330,23 @@ impl SetWindowFields {
         input: DocumentStream<'a>,
         ctx: ExecContext<'a>,
     ) -> DocumentStream<'a> {
-        let sorted = KeyedSort::new(ctx.collections.spill_directory()).and_then(|mut sort| {
-            drain(input, |doc| {
-                let key = match &self.partition_by {
-                    Some(e) => e.evaluate(&doc, ctx.vars)?.unwrap_or(Bson::Null),
-                    None => Bson::Null,
-                };
-                if matches!(key, Bson::Array(_)) {
-                    return Err(Error::new(
+        let sorted =
+            KeyedSort::new(ctx.collections.spill_directory(), None).and_then(|mut sort| {
+                drain(input, |doc| {
+                    let key = match &self.partition_by {
+                        Some(e) => e.evaluate(&doc, ctx.vars)?.unwrap_or(Bson::Null),
+                        None => Bson::Null,
+                    };
+                    if matches!(key, Bson::Array(_)) {
+                        return Err(Error::new(
                         ErrorCode::TYPE_MISMATCH,
                         "An expression used to partition cannot evaluate to value of type array",
                     ));
-                }
-                sort.push(key, doc)
-            })?;
-            sort.finish()
-        });
+                    }
+                    sort.push(key, doc)
+                })?;
+                sort.finish()
+            });
         match sorted {
             Ok(sorted) => Box::new(Partitions {
                 stage: self,

@@ -177,7 +177,8 @@ impl ArrayOp {
                     ));
                 };
                 let found = items.iter().any(|item| {
-                    compare_missing_lowest(needle.as_deref(), Some(item)) == Ordering::Equal
+                    compare_missing_lowest(needle.as_deref(), Some(item), env.vars.collation())
+                        == Ordering::Equal
                 });
                 owned(Bson::Boolean(found))
             }
@@ -869,8 +870,10 @@ fn index_of_array<'a>(args: &'a [Expression], env: &Env<'a>) -> Result<Value<'a>
     };
     let start = bound(2, "starting")?.unwrap_or(0);
     let end = bound(3, "ending")?.unwrap_or(items.len()).min(items.len());
-    let found = (start..end)
-        .find(|&i| compare_missing_lowest(needle.as_deref(), Some(&items[i])) == Ordering::Equal);
+    let collation = env.vars.collation();
+    let found = (start..end).find(|&i| {
+        compare_missing_lowest(needle.as_deref(), Some(&items[i]), collation) == Ordering::Equal
+    });
     Ok(Some(Cow::Owned(Bson::Int32(
         found.map_or(-1, |i| i as i32),
     ))))

@@ -1,13 +1,14 @@
 //! Comparison expression operators: `$eq $ne $gt $gte $lt $lte $cmp`.
 //!
 //! They compare any two values in MongoDB's cross-type order (so `{$gt: ["a", 5]}` is
-//! true), with missing below every value including null, as aggregation does.
+//! true), with missing below every value including null, as aggregation does, and
+//! strings under the command's collation.
 
 use crate::context::ParseContext;
 use crate::env::{Env, Value};
 use crate::expression::{parse_fixed, Expression};
 use basalt_error::Result;
-use basalt_value::compare_values;
+use basalt_value::{compare_values_with, Collation};
 use bson::Bson;
 use std::borrow::Cow;
 use std::cmp::Ordering;
@@ -50,7 +51,7 @@ impl Comparison {
     pub(crate) fn eval<'a>(&'a self, env: &Env<'a>) -> Result<Value<'a>> {
         let a = self.args[0].eval(env)?;
         let b = self.args[1].eval(env)?;
-        let ord = compare_missing_lowest(a.as_deref(), b.as_deref());
+        let ord = compare_missing_lowest(a.as_deref(), b.as_deref(), env.vars.collation());
         let result = match self.op {
             Cmp::Eq => Bson::Boolean(ord == Ordering::Equal),
             Cmp::Ne => Bson::Boolean(ord != Ordering::Equal),
@@ -64,13 +65,17 @@ impl Comparison {
     }
 }
 
-/// MongoDB's order with missing as the lowest value of all.
-pub(crate) fn compare_missing_lowest(a: Option<&Bson>, b: Option<&Bson>) -> Ordering {
+/// MongoDB's order with missing as the lowest value of all, strings under `collation`.
+pub(crate) fn compare_missing_lowest(
+    a: Option<&Bson>,
+    b: Option<&Bson>,
+    collation: Option<&Collation>,
+) -> Ordering {
     match (a, b) {
         (None, None) => Ordering::Equal,
         (None, Some(_)) => Ordering::Less,
         (Some(_), None) => Ordering::Greater,
-        (Some(x), Some(y)) => compare_values(x, y),
+        (Some(x), Some(y)) => compare_values_with(x, y, collation),
     }
 }
 
