@@ -204,3 +204,37 @@ def test_group_keys_and_expression_comparisons_under_collation(db, coll):
     defaulted = db.create_collection("ci", collation=CASE_INSENSITIVE)
     defaulted.insert_many(docs)
     assert len(list(defaulted.aggregate(group))) == 2
+
+
+def test_lookup_equality_under_collation(db):
+    db.orders.insert_many([{"_id": 1, "item": "ABC"}, {"_id": 2, "item": "xyz"}])
+    db.stock.insert_many(
+        [{"_id": 10, "sku": "abc"}, {"_id": 11, "sku": "Abc"}, {"_id": 12, "sku": "q"}]
+    )
+    lookup = [
+        {"$lookup": {"from": "stock", "localField": "item", "foreignField": "sku", "as": "s"}},
+        {"$project": {"s": "$s._id"}},
+        {"$sort": {"_id": 1}},
+    ]
+    assert [d["s"] for d in db.orders.aggregate(lookup, collation=CASE_INSENSITIVE)] == [
+        [10, 11],
+        [],
+    ]
+    assert [d["s"] for d in db.orders.aggregate(lookup)] == [[], []]
+    graph = [
+        {
+            "$graphLookup": {
+                "from": "stock",
+                "startWith": "$item",
+                "connectFromField": "sku",
+                "connectToField": "sku",
+                "as": "s",
+            }
+        },
+        {"$project": {"s": {"$sortArray": {"input": "$s._id", "sortBy": 1}}}},
+        {"$sort": {"_id": 1}},
+    ]
+    assert [d["s"] for d in db.orders.aggregate(graph, collation=CASE_INSENSITIVE)] == [
+        [10, 11],
+        [],
+    ]

@@ -12,7 +12,8 @@
 use crate::pipeline::DocumentStream;
 use basalt_error::Result;
 use basalt_query::Matcher;
-use basalt_value::key_string::encode_value;
+use basalt_value::key_string::encode_value_with;
+use basalt_value::Collation;
 use basalt_value::{FieldPath, Reached};
 use bson::{Bson, Document};
 use std::collections::{HashMap, HashSet};
@@ -25,9 +26,10 @@ pub(crate) const JOIN_INDEX_BYTES_MAX: usize = 100 * 1024 * 1024;
 /// The encoded key of one value.
 pub(crate) type Key = Vec<u8>;
 
-pub(crate) fn key(value: &Bson) -> Key {
+/// Strings key by their sort key under `collation`, so values it finds equal meet.
+pub(crate) fn key(value: &Bson, collation: Option<&Collation>) -> Key {
     let mut out = Vec::new();
-    encode_value(&mut out, value, false);
+    encode_value_with(&mut out, value, false, collation);
     out
 }
 
@@ -35,17 +37,22 @@ pub(crate) fn key(value: &Bson) -> Key {
 /// value the path reaches and the elements of arrays among them. Where the path reaches
 /// nothing, null is offered when `missing_is_null` (a query for null matches missing
 /// fields; `$graphLookup` excludes them).
-pub(crate) fn offered_keys(doc: &Document, path: &FieldPath, missing_is_null: bool) -> Vec<Key> {
+pub(crate) fn offered_keys(
+    doc: &Document,
+    path: &FieldPath,
+    missing_is_null: bool,
+    collation: Option<&Collation>,
+) -> Vec<Key> {
     let mut keys = Vec::new();
     let _ = path.visit(doc, &mut |reached| {
         match reached {
             Reached::Value { value, .. } => {
-                keys.push(key(value));
+                keys.push(key(value, collation));
                 if let Bson::Array(items) = value {
-                    keys.extend(items.iter().map(key));
+                    keys.extend(items.iter().map(|item| key(item, collation)));
                 }
             }
-            Reached::Missing { .. } if missing_is_null => keys.push(key(&Bson::Null)),
+            Reached::Missing { .. } if missing_is_null => keys.push(key(&Bson::Null, collation)),
             Reached::Missing { .. } => {}
         }
         ControlFlow::<()>::Continue(())
@@ -77,6 +84,8 @@ pub(crate) struct Join<'a> {
     missing_is_null: bool,
     /// Only foreign documents that match take part (`restrictSearchWithMatch`).
     filter: Option<&'a Matcher>,
+    /// What the keys of strings compare under.
+    collation: Option<Collation>,
     source: Source<'a>,
     /// `None` when the foreign documents did not fit in memory.
     index: Option<Index>,
@@ -91,19 +100,30 @@ struct Index {
 
 impl<'a> Join<'a> {
     /// Reads the foreign documents and indexes them by the keys they offer at `path`.
+    /// Its keys are made with [`key`] under `collation`, as the keys it is asked for
+    /// must be.
     pub(crate) fn open(
         path: FieldPath,
         missing_is_null: bool,
         filter: Option<&'a Matcher>,
+        collation: Option<&Collation>,
         source: Source<'a>,
     ) -> Result<Join<'a>> {
-        Join::open_within(path, missing_is_null, filter, source, JOIN_INDEX_BYTES_MAX)
+        Join::open_within(
+            path,
+            missing_is_null,
+            filter,
+            collation,
+            source,
+            JOIN_INDEX_BYTES_MAX,
+        )
     }
 
     fn open_within(
         path: FieldPath,
         missing_is_null: bool,
         filter: Option<&'a Matcher>,
+        collation: Option<&Collation>,
         source: Source<'a>,
         bytes_max: usize,
     ) -> Result<Join<'a>> {
@@ -111,6 +131,7 @@ impl<'a> Join<'a> {
             path,
             missing_is_null,
             filter,
+            collation: collation.cloned(),
             source,
             index: None,
         };
@@ -126,7 +147,8 @@ impl<'a> Join<'a> {
                 return Ok(join);
             }
             let position = index.docs.len();
-            for key in offered_keys(&doc, &join.path, join.missing_is_null) {
+            let collation = join.collation.as_ref();
+            for key in offered_keys(&doc, &join.path, join.missing_is_null, collation) {
                 let positions = index.positions.entry(key).or_default();
                 if positions.last() != Some(&position) {
                     positions.push(position);
@@ -167,9 +189,14 @@ impl<'a> Join<'a> {
                 for doc in (self.source)()? {
                     let doc = doc?;
                     if self.takes_part(&doc)
-                        && offered_keys(&doc, &self.path, self.missing_is_null)
-                            .iter()
-                            .any(|k| keys.contains(k))
+                        && offered_keys(
+                            &doc,
+                            &self.path,
+                            self.missing_is_null,
+                            self.collation.as_ref(),
+                        )
+                        .iter()
+                        .any(|k| keys.contains(k))
                     {
                         found.push(doc);
                     }
@@ -186,19 +213,22 @@ mod tests {
     use bson::doc;
 
     fn keys(values: &[Bson]) -> HashSet<Key> {
-        values.iter().map(key).collect()
+        values.iter().map(|v| key(v, None)).collect()
     }
 
     #[test]
     fn offered_and_sought_values_follow_query_equality() {
         let path = FieldPath::parse("a.b");
         let doc = doc! {"a": [{"b": 1}, {"b": [2, 3]}, {"c": 0}]};
-        let offered: HashSet<Key> = offered_keys(&doc, &path, true).into_iter().collect();
-        assert!(offered.contains(&key(&Bson::Int64(1))));
-        assert!(offered.contains(&key(&Bson::Double(2.0))));
-        assert!(offered.contains(&key(&bson::bson!([2, 3]))));
-        assert!(offered.contains(&key(&Bson::Null)), "{{c: 0}} lacks a.b");
-        assert!(!offered_keys(&doc, &path, false).contains(&key(&Bson::Null)));
+        let offered: HashSet<Key> = offered_keys(&doc, &path, true, None).into_iter().collect();
+        assert!(offered.contains(&key(&Bson::Int64(1), None)));
+        assert!(offered.contains(&key(&Bson::Double(2.0), None)));
+        assert!(offered.contains(&key(&bson::bson!([2, 3]), None)));
+        assert!(
+            offered.contains(&key(&Bson::Null, None)),
+            "{{c: 0}} lacks a.b"
+        );
+        assert!(!offered_keys(&doc, &path, false, None).contains(&key(&Bson::Null, None)));
         assert_eq!(
             sought_values(&doc, &path),
             vec![Bson::Int32(1), Bson::Int32(2), Bson::Int32(3)]
@@ -221,7 +251,8 @@ mod tests {
             let source: Source<'_> =
                 Box::new(move || Ok(Box::new(docs.clone().into_iter().map(Ok))));
             let join =
-                Join::open_within(FieldPath::parse("k"), true, None, source, bytes_max).unwrap();
+                Join::open_within(FieldPath::parse("k"), true, None, None, source, bytes_max)
+                    .unwrap();
             assert_eq!(join.index.is_some(), bytes_max > 0);
             assert_eq!(
                 ids(join
@@ -235,7 +266,8 @@ mod tests {
         let filter = Matcher::new(&doc! {"_id": {"$gt": 1}}).unwrap();
         let source: Source<'_> =
             Box::new(|| Ok(Box::new(std::iter::once(Ok(doc! {"_id": 1, "k": 2})))));
-        let filtered = Join::open(FieldPath::parse("k"), true, Some(&filter), source).unwrap();
+        let filtered =
+            Join::open(FieldPath::parse("k"), true, Some(&filter), None, source).unwrap();
         assert!(filtered
             .matching(&keys(&[Bson::Int32(2)]))
             .unwrap()

@@ -133,6 +133,7 @@ impl GraphLookup {
                     self.connect_to.clone(),
                     false,
                     self.restrict.as_ref(),
+                    ctx.vars.collation(),
                     Box::new(move || ctx.collections.scan(ctx.collections.database(), &self.from)),
                 )?),
             };
@@ -158,7 +159,7 @@ impl GraphLookup {
         loop {
             let mut keys = HashSet::new();
             for value in &frontier {
-                let key = join::key(value);
+                let key = join::key(value, vars.collation());
                 if queried.insert(key.clone()) {
                     keys.insert(key);
                 }
@@ -168,7 +169,8 @@ impl GraphLookup {
             }
             let mut next = Vec::new();
             for mut reached in join.matching(&keys)? {
-                let id = join::key(reached.get("_id").unwrap_or(&Bson::Null));
+                // `_id`s are told apart byte for byte: distinct documents stay distinct.
+                let id = join::key(reached.get("_id").unwrap_or(&Bson::Null), None);
                 if !visited.insert(id) {
                     continue;
                 }

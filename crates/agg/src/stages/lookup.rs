@@ -14,7 +14,7 @@ use crate::pipeline::{stream_stages, DocumentStream, ExecContext, Place, Stages}
 use crate::stages::map_documents;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_expr::{type_name, Expression, ParseContext, VarId, Variables};
-use basalt_value::FieldPath;
+use basalt_value::{Collation, FieldPath};
 use bson::{Bson, Document};
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -206,6 +206,7 @@ impl Lookup {
                 equality.foreign.clone(),
                 true,
                 None,
+                ctx.vars.collation(),
                 Box::new(move || self.foreign_documents(ctx)),
             )?)),
             (None, Some(pipeline)) if self.lets.is_empty() => Ok(Prepared::Uncorrelated(
@@ -235,7 +236,7 @@ impl Lookup {
         let (foreign, rest): (DocumentStream<'_>, &[_]) = match (&self.equality, prepared) {
             (Some(equality), Prepared::Join(join)) => (
                 Box::new(
-                    join.matching(&sought_keys(doc, equality))?
+                    join.matching(&sought_keys(doc, equality, ctx.vars.collation()))?
                         .into_iter()
                         .map(Ok),
                 ),
@@ -245,11 +246,12 @@ impl Lookup {
                 // The pipeline starts with `$documents`: the equality filters what it
                 // makes, as MongoDB places the join's $match right after it.
                 let stages = &self.pipeline.as_ref().expect("checked at parse").0;
-                let keys = sought_keys(doc, equality);
+                let collation = ctx.vars.collation();
+                let keys = sought_keys(doc, equality, collation);
                 let made = stream_stages(&stages[..1], Box::new(std::iter::empty()), ctx)
                     .collect::<Result<Vec<_>>>()?;
                 let kept = made.into_iter().filter(move |d| {
-                    join::offered_keys(d, &equality.foreign, true)
+                    join::offered_keys(d, &equality.foreign, true, collation)
                         .iter()
                         .any(|k| keys.contains(k))
                 });
@@ -280,13 +282,13 @@ impl Lookup {
 }
 
 /// The keys `doc` looks for: the values at `localField`, or null when there are none
-/// (MongoDB treats a missing local value as null).
-fn sought_keys(doc: &Document, equality: &Equality) -> HashSet<Key> {
+/// (MongoDB treats a missing local value as null); strings under `collation`.
+fn sought_keys(doc: &Document, equality: &Equality, collation: Option<&Collation>) -> HashSet<Key> {
     let values = join::sought_values(doc, &equality.local);
     if values.is_empty() {
-        return HashSet::from([join::key(&Bson::Null)]);
+        return HashSet::from([join::key(&Bson::Null, collation)]);
     }
-    values.iter().map(join::key).collect()
+    values.iter().map(|v| join::key(v, collation)).collect()
 }
 
 #[cfg(test)]
