@@ -291,3 +291,11 @@ def test_database_aggregate_with_explain_true_shows_its_stages(client, db):
     reply = db.command("aggregate", 1, pipeline=stages, explain=True)
     assert reply["stages"] == stages
     assert "cursor" not in reply
+
+
+def test_aggregate_with_explain_true_refuses_a_bad_pipeline(db, coll):
+    coll.insert_one({"a": 1})
+    with pytest.raises(OperationFailure) as info:
+        db.command("aggregate", "c", pipeline=[{"$bogus": {}}], explain=True)
+    assert info.value.code == 40324
+    assert coll.count_documents({}) == 1

@@ -172,6 +172,7 @@ fn handle_frame(server: &Arc<Server>, info: &Arc<ConnectionInfo>, frame: Frame) 
                 connection: info,
                 db: &db,
                 raw_sequences: &raw_sequences,
+                max_time_ms: None,
             };
             dispatch(&ctx, &body)
         }),

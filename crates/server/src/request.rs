@@ -30,6 +30,12 @@ pub const GENERIC_COMMAND_FIELDS: &[&str] = &[
 
 pub use basalt_value::display::type_name;
 
+/// Whether an option is asked for: given, and not `false` or null (how drivers send an
+/// option left off).
+pub fn is_requested(value: &Bson) -> bool {
+    !matches!(value, Bson::Boolean(false) | Bson::Null)
+}
+
 fn wrong_type(command: &str, field: &str, value: &Bson, expected: &str) -> Error {
     Error::type_mismatch(format!(
         "BSON field '{command}.{field}' is the wrong type '{}', expected type{expected}",

@@ -73,7 +73,7 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf>
     // Whether `$sort` may spill to disk beyond its memory limit (read by the stage).
     fields.bool_or("allowDiskUse", true)?;
     let batch_size = fields.cursor_batch_size()?;
-    let deadline = Deadline::from_max_time_ms(fields.i64_opt("maxTimeMS")?);
+    let deadline = ctx.deadline();
     let durability = durability(&fields)?;
     let stages: Vec<Document> = stages.into_iter().cloned().collect();
     let collation = fields.collation()?;

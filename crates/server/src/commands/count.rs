@@ -19,7 +19,7 @@ pub fn count(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let skip = fields.non_negative_opt("skip")?.unwrap_or(0);
     // A negative limit counts like a positive one, as in MongoDB.
     let limit = fields.i64_opt("limit")?.map(i64::abs).filter(|l| *l > 0);
-    let deadline = Deadline::from_max_time_ms(fields.i64_opt("maxTimeMS")?);
+    let deadline = ctx.deadline();
     let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
         return Ok(doc! { "n": 0 });
     };

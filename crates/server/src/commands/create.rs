@@ -7,7 +7,7 @@
 //! records keep insertion order on disk (MongoDB leaves natural order unspecified).
 
 use super::Ctx;
-use crate::request::{Fields, GENERIC_COMMAND_FIELDS};
+use crate::request::{is_requested, Fields, GENERIC_COMMAND_FIELDS};
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Bson, Document};
 
@@ -123,8 +123,4 @@ pub fn pre_and_post_images(value: &Bson) -> Result<Bson> {
             "'changeStreamPreAndPostImages' must be an object {enabled: <bool>}",
         )),
     }
-}
-
-pub(super) fn is_requested(value: &Bson) -> bool {
-    !matches!(value, Bson::Boolean(false) | Bson::Null)
 }

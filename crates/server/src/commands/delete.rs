@@ -78,7 +78,7 @@ pub fn delete(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     check_batch_size(statements.len())?;
     let ordered = fields.bool_or("ordered", true)?;
     let durability = durability(&fields)?;
-    let deadline = Deadline::from_max_time_ms(fields.i64_opt("maxTimeMS")?);
+    let deadline = ctx.deadline();
     let scope = let_scope(&fields)?;
     let mut removed = 0u64;
     let mut errors = WriteErrors::default();

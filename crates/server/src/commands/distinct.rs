@@ -2,7 +2,7 @@
 //! by their elements, in MongoDB's value order.
 
 use super::Ctx;
-use crate::exec::{for_each_match, AccessPath, Deadline};
+use crate::exec::{for_each_match, AccessPath};
 use crate::request::Fields;
 use basalt_error::{Error, Result};
 use basalt_query::Matcher;
@@ -31,7 +31,7 @@ pub fn distinct(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let filter = fields.document_opt("query")?.cloned().unwrap_or_default();
     let collation = fields.collation()?;
     let matcher = Matcher::new(&filter)?.with_collation(collation.as_ref());
-    let deadline = Deadline::from_max_time_ms(fields.i64_opt("maxTimeMS")?);
+    let deadline = ctx.deadline();
     let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
         return Ok(doc! { "values": [] });
     };

@@ -5,8 +5,8 @@
 
 use super::Ctx;
 use crate::cursors::CursorSource;
-use crate::exec::{collect_matches, let_scope, AccessPath, CollectionScan, Deadline};
-use crate::request::{Fields, GENERIC_COMMAND_FIELDS};
+use crate::exec::{collect_matches, let_scope, AccessPath, CollectionScan};
+use crate::request::{is_requested, Fields, GENERIC_COMMAND_FIELDS};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_query::{Matcher, Projection, SortSpec};
 use basalt_value::Collation;
@@ -46,19 +46,15 @@ pub(super) fn check_fields(body: &Document, namespace: &str) -> Result<()> {
     for (key, value) in body.iter().skip(1) {
         let key = key.as_str();
         if UNSUPPORTED_FIND_FIELDS.contains(&key) {
-            if super::create::is_requested(value)
-                && !matches!(value, Bson::Document(d) if d.is_empty())
-            {
+            if is_requested(value) && !matches!(value, Bson::Document(d) if d.is_empty()) {
                 return Err(Error::new(
                     ErrorCode::COMMAND_NOT_SUPPORTED,
                     format!("find with option '{key}' is not supported by Basalt yet"),
                 ));
             }
         } else if key == "tailable" || key == "awaitData" {
-            let tailable = body
-                .get("tailable")
-                .is_some_and(super::create::is_requested);
-            if key == "awaitData" && super::create::is_requested(value) && !tailable {
+            let tailable = body.get("tailable").is_some_and(is_requested);
+            if key == "awaitData" && is_requested(value) && !tailable {
                 return Err(Error::failed_to_parse(
                     "Cannot set 'awaitData' without also setting 'tailable'",
                 ));
@@ -172,7 +168,7 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
         .map(|n| n as u64);
     let batch_size = fields.non_negative_opt("batchSize")?.map(|n| n as usize);
     let single_batch = fields.bool_or("singleBatch", false)?;
-    let deadline = Deadline::from_max_time_ms(fields.i64_opt("maxTimeMS")?);
+    let deadline = ctx.deadline();
 
     let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
         return crate::cursors::cursor_reply(0, &namespace, Vec::new(), true);

@@ -6,7 +6,7 @@ use super::delete::{delete_matching, Deletion};
 use super::update::{execute, Statement, Update};
 use super::write_batch::durability;
 use super::Ctx;
-use crate::exec::{let_scope, Deadline};
+use crate::exec::let_scope;
 use crate::request::Fields;
 use crate::stats::Stats;
 use basalt_error::{Error, Result};
@@ -37,7 +37,7 @@ pub fn find_and_modify(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let upsert = fields.bool_or("upsert", false)?;
     let update = body.get("update").filter(|u| !matches!(u, Bson::Null));
     let durability = durability(&fields)?;
-    let deadline = Deadline::from_max_time_ms(fields.i64_opt("maxTimeMS")?);
+    let deadline = ctx.deadline();
 
     let (value, last_error) = match (remove, update) {
         (true, Some(_)) => {

@@ -66,7 +66,7 @@ pub fn map_reduce(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         }
         read
     });
-    let deadline = Deadline::from_max_time_ms(fields.i64_opt("maxTimeMS")?);
+    let deadline = ctx.deadline();
 
     let mut run = job.start();
     map_inputs(

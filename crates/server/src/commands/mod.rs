@@ -45,6 +45,16 @@ pub struct Ctx<'a> {
     /// OP_MSG document sequences left in their wire bytes (an insert's `documents`, see
     /// [`reads_sequence_raw`]); every other sequence is an array field of the body.
     pub raw_sequences: &'a [basalt_wire::DocumentSequence],
+    /// The command's `maxTimeMS`, validated once for every command (see [`max_time_ms`]).
+    pub max_time_ms: Option<i64>,
+}
+
+impl Ctx<'_> {
+    /// The command's time limit, shared by everything it runs (its scans, stages and
+    /// cursor).
+    pub fn deadline(&self) -> crate::exec::Deadline {
+        crate::exec::Deadline::from_max_time_ms(self.max_time_ms)
+    }
 }
 
 /// Whether `command` reads the document sequence `identifier` in its wire bytes rather
@@ -370,6 +380,10 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
     let defaulted = default_collation::with_default_collation(ctx, body);
     let body = defaulted.as_ref().unwrap_or(body);
     let max_time_ms = max_time_ms(body)?;
+    let ctx = &Ctx {
+        max_time_ms,
+        ..*ctx
+    };
     let stored = crate::system_js::stored_functions(&ctx.server.catalog, ctx.db);
     let started = std::time::Instant::now();
     let reply = basalt_js::with_command(max_time_ms, stored, || match command.handler {

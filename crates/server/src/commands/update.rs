@@ -305,7 +305,7 @@ pub fn update(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     check_batch_size(statements.len())?;
     let ordered = fields.bool_or("ordered", true)?;
     let durability = durability(&fields)?;
-    let deadline = Deadline::from_max_time_ms(fields.i64_opt("maxTimeMS")?);
+    let deadline = ctx.deadline();
     let scope = let_scope(&fields)?;
     let let_vars = fields.document_opt("let")?;
     // mongod parses every statement with the command, so an unknown field fails the

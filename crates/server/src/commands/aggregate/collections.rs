@@ -67,6 +67,7 @@ impl ServerCollections {
             connection: &self.connection,
             db: &self.db,
             raw_sequences: &[],
+            max_time_ms: None,
         }
     }
 
