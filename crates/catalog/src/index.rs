@@ -237,6 +237,16 @@ impl IndexSpec {
         encode_key_with(&parts, self.collation.as_ref())
     }
 
+    /// The key of the `_id` index for a document whose `_id` is `id`: always exactly one
+    /// (an `_id` is never an array), found without looking at the rest of the document.
+    pub fn id_key(&self, id: Bson) -> IndexKey {
+        let encoded = encode_key_with(&[(&id, false)], self.collation.as_ref());
+        IndexKey {
+            encoded,
+            values: vec![id],
+        }
+    }
+
     /// Every distinct key `doc` produces for this index; none for a sparse index when
     /// all indexed fields are missing.
     pub fn keys_for(&self, doc: &Document) -> Result<Vec<IndexKey>> {

@@ -1,7 +1,9 @@
 //! Byte layouts of the keys Basalt writes into the storage spaces (DESIGN §4).
 //!
 //! - catalog: `c` | db | 0x00 | collection → collection metadata (BSON);
-//!   `n` → the next id to hand out (u64, big-endian)
+//!   `n` → the next id to hand out (u64, big-endian);
+//!   `i` | collection id → the first and last record ids (u64 BE) of an insert batch
+//!   being ingested (present only while it is written)
 //! - records: collection id (u64 BE) | record id (u64 BE) → document (BSON)
 //! - indexes: index id (u64 BE) | encoded key | record id (u64 BE) → empty
 //!
@@ -10,6 +12,7 @@
 
 pub const NEXT_ID_KEY: &[u8] = b"n";
 const COLLECTION_TAG: u8 = b'c';
+const INGESTION_TAG: u8 = b'i';
 
 pub fn collection_meta_key(db: &str, collection: &str) -> Vec<u8> {
     let mut key = Vec::with_capacity(2 + db.len() + collection.len());
@@ -17,6 +20,13 @@ pub fn collection_meta_key(db: &str, collection: &str) -> Vec<u8> {
     key.extend_from_slice(db.as_bytes());
     key.push(0);
     key.extend_from_slice(collection.as_bytes());
+    key
+}
+
+pub fn ingestion_marker_key(collection_id: u64) -> Vec<u8> {
+    let mut key = Vec::with_capacity(9);
+    key.push(INGESTION_TAG);
+    key.extend_from_slice(&collection_id.to_be_bytes());
     key
 }
 

@@ -526,6 +526,112 @@ mod tests {
         assert_eq!(coll.stats().unwrap().count, 4);
     }
 
+    /// Documents of about 1 KiB each, enough of them to be ingested.
+    fn bulk(ids: std::ops::Range<i32>) -> Vec<bson::RawDocumentBuf> {
+        let filler = "x".repeat(1000);
+        ids.map(|i| {
+            bson::RawDocumentBuf::try_from(&doc! {"_id": i, "a": i % 7, "f": &filler}).unwrap()
+        })
+        .collect()
+    }
+
+    fn a_index(cat: &Catalog, coll: &Collection) -> IndexSpec {
+        let mut spec = IndexSpec::id_index(0, "a_1");
+        spec.key = doc! {"a": 1};
+        spec.unique = false;
+        cat.add_index(coll, spec).unwrap();
+        coll.meta().indexes[1].clone()
+    }
+
+    #[test]
+    fn large_batches_are_ingested_with_their_index_entries() {
+        let cat = catalog();
+        let coll = cat.get_or_create("test", "c").unwrap();
+        let a = a_index(&cat, &coll);
+        // 6000 documents (~6 MB, past the ingestion threshold), one of them a duplicate.
+        let mut docs = bulk(0..6000);
+        docs.push(bson::RawDocumentBuf::try_from(&doc! {"_id": 17}).unwrap());
+        let outcomes = coll
+            .writer()
+            .insert_many_raw(&docs, false, Durability::Process)
+            .unwrap();
+        assert_eq!(outcomes.iter().filter(|o| o.is_ok()).count(), 6000);
+        assert_eq!(
+            outcomes[6000].clone().unwrap_err().code,
+            ErrorCode::DUPLICATE_KEY
+        );
+        let snap = coll.snapshot();
+        let id_index = coll.meta().indexes[0].clone();
+        assert_eq!(
+            coll.lookup_index(&*snap, &id_index, &[bson::Bson::Int32(5999)])
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(
+            coll.lookup_index(&*snap, &a, &[bson::Bson::Int32(3)])
+                .unwrap()
+                .len(),
+            (0..6000).filter(|i| i % 7 == 3).count()
+        );
+        assert_eq!(coll.stats().unwrap().count, 6000);
+        assert!(snap
+            .get(Space::Catalog, &keys::ingestion_marker_key(coll.meta().id))
+            .unwrap()
+            .is_none());
+    }
+
+    #[test]
+    fn an_interrupted_ingestion_is_completed_when_the_catalog_opens() {
+        let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::default());
+        let cat = Catalog::open(engine.clone()).unwrap();
+        let coll = cat.get_or_create("test", "c").unwrap();
+        let a = a_index(&cat, &coll);
+        coll.writer()
+            .insert_many_raw(&bulk(0..10), false, Durability::Process)
+            .unwrap();
+        // A crash after the records' tables reached the disk and before the index
+        // entries' did: records 11..=20 are stored, their entries are not.
+        let meta = coll.meta();
+        let mut records = WriteBatch::default();
+        for (record_id, doc) in (11..=20).zip(bulk(10..20)) {
+            records.put(
+                Space::Records,
+                keys::record_key(meta.id, record_id),
+                doc.into_bytes(),
+            );
+        }
+        let mut marker = 11u64.to_be_bytes().to_vec();
+        marker.extend_from_slice(&20u64.to_be_bytes());
+        records.put(Space::Catalog, keys::ingestion_marker_key(meta.id), marker);
+        engine.ingest(records).unwrap();
+        drop(cat);
+
+        let cat = Catalog::open(engine.clone()).unwrap();
+        let coll = cat.get("test", "c").unwrap();
+        let snap = coll.snapshot();
+        let id_index = coll.meta().indexes[0].clone();
+        for id in [0, 9, 10, 19] {
+            assert_eq!(
+                coll.lookup_index(&*snap, &id_index, &[bson::Bson::Int32(id)])
+                    .unwrap()
+                    .len(),
+                1,
+                "_id {id}"
+            );
+        }
+        assert_eq!(
+            coll.lookup_index(&*snap, &a, &[bson::Bson::Int32(3)])
+                .unwrap(),
+            vec![4, 11, 18],
+            "the entries of records 11..=20 were written at open"
+        );
+        assert!(snap
+            .get(Space::Catalog, &keys::ingestion_marker_key(meta.id))
+            .unwrap()
+            .is_none());
+    }
+
     #[test]
     fn raw_inserts_fill_every_index() {
         let cat = catalog();

@@ -15,12 +15,20 @@ use fjall::{
     CompressionType, Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode,
     Readable,
 };
+use parking_lot::RwLock;
 use std::ops::Bound;
 use std::path::Path;
+use std::time::Duration;
+
+/// Level-0 tables at which an ingestion waits for compaction (where fjall halts writes).
+const L0_TABLES_HALT: usize = 30;
 
 pub struct FjallEngine {
     db: Database,
     keyspaces: [Keyspace; 3],
+    /// Held shared while a snapshot is taken and exclusively while an ingestion makes
+    /// its tables visible, one space after another: no snapshot falls between them.
+    snapshot_gate: RwLock<()>,
 }
 
 /// The block cache when none is configured: as WiredTiger's, half of the memory less
@@ -63,15 +71,15 @@ impl FjallEngine {
             open(Space::Records)?,
             open(Space::Indexes)?,
         ];
-        Ok(FjallEngine { db, keyspaces })
+        Ok(FjallEngine {
+            db,
+            keyspaces,
+            snapshot_gate: RwLock::new(()),
+        })
     }
 
     fn keyspace(&self, space: Space) -> &Keyspace {
-        match space {
-            Space::Catalog => &self.keyspaces[0],
-            Space::Records => &self.keyspaces[1],
-            Space::Indexes => &self.keyspaces[2],
-        }
+        &self.keyspaces[space.position()]
     }
 }
 
@@ -102,16 +110,13 @@ struct FjallSnapshot {
 
 impl FjallSnapshot {
     fn keyspace(&self, space: Space) -> &Keyspace {
-        match space {
-            Space::Catalog => &self.keyspaces[0],
-            Space::Records => &self.keyspaces[1],
-            Space::Indexes => &self.keyspaces[2],
-        }
+        &self.keyspaces[space.position()]
     }
 }
 
 impl Engine for FjallEngine {
     fn snapshot(&self) -> Box<dyn Snapshot> {
+        let _gate = self.snapshot_gate.read();
         Box::new(FjallSnapshot {
             snapshot: self.db.snapshot(),
             keyspaces: self.keyspaces.clone(),
@@ -134,6 +139,34 @@ impl Engine for FjallEngine {
             }
         }
         fjall_batch.commit().map_err(storage_error)
+    }
+
+    /// Each space's puts are written into new tables (compressed, fsynced) while readers
+    /// and writers go on; then, with snapshots held off, fjall registers each space's
+    /// tables at a sequence number of their own (flushing that space's memtable first, so
+    /// older writes stay older). Tables are registered in the order of [`Space::ALL`].
+    fn ingest(&self, batch: WriteBatch) -> Result<()> {
+        let mut ingestions = Vec::new();
+        for (keyspace, run) in self.keyspaces.iter().zip(crate::ingestion_runs(batch)?) {
+            if run.is_empty() {
+                continue;
+            }
+            // Each ingestion adds a level-0 table: wait for compaction as fjall makes its
+            // own writes wait, rather than let reads wade through ever more tables.
+            while keyspace.l0_table_count() >= L0_TABLES_HALT {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let mut ingestion = keyspace.start_ingestion().map_err(storage_error)?;
+            for (key, value) in run {
+                ingestion.write(key, value).map_err(storage_error)?;
+            }
+            ingestions.push(ingestion);
+        }
+        let _gate = self.snapshot_gate.write();
+        for ingestion in ingestions {
+            ingestion.finish().map_err(storage_error)?;
+        }
+        Ok(())
     }
 
     fn sync(&self) -> Result<()> {

@@ -29,6 +29,15 @@ pub enum Space {
 impl Space {
     pub const ALL: [Space; 3] = [Space::Catalog, Space::Records, Space::Indexes];
 
+    /// Where the space is in [`Space::ALL`] (engines keep their spaces in that order).
+    pub fn position(self) -> usize {
+        match self {
+            Space::Catalog => 0,
+            Space::Records => 1,
+            Space::Indexes => 2,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Space::Catalog => "catalog",
@@ -73,6 +82,28 @@ impl WriteBatch {
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }
+}
+
+/// One space's keys and values of an ingestion, in key order.
+type IngestionRun = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// The puts of an [`Engine::ingest`] batch, per space in the order of [`Space::ALL`],
+/// each sorted by key; a delete or a key put twice is refused.
+fn ingestion_runs(batch: WriteBatch) -> Result<[IngestionRun; 3]> {
+    let mut runs: [IngestionRun; 3] = Default::default();
+    for op in batch.ops {
+        match op {
+            WriteOp::Put(space, key, value) => runs[space.position()].push((key, value)),
+            WriteOp::Delete(..) => return Err(Error::internal("an ingested batch with a delete")),
+        }
+    }
+    for run in &mut runs {
+        run.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        if run.windows(2).any(|pair| pair[0].0 == pair[1].0) {
+            return Err(Error::internal("an ingested batch puts a key twice"));
+        }
+    }
+    Ok(runs)
 }
 
 /// Where a scan starts: at the first key with a prefix, or just after a given key.
@@ -133,6 +164,14 @@ pub trait Engine: Send + Sync {
 
     /// Applies every change of the batch atomically, durable as asked before returning.
     fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()>;
+
+    /// Writes a batch of puts of keys not stored yet by building sorted tables directly,
+    /// bypassing the journal and the memtables: a bulk load's path, for batches of
+    /// megabytes (each one becomes a table of its own, so small ones cost compactions).
+    /// No snapshot sees part of the batch, and it is on disk when this returns. A crash
+    /// while it runs can leave its spaces written in part, but only in the order of
+    /// [`Space`]: a space is on disk only once every space before it is.
+    fn ingest(&self, batch: WriteBatch) -> Result<()>;
 
     /// Makes everything written so far durable on disk (shutdown, fsync command).
     fn sync(&self) -> Result<()>;
@@ -264,9 +303,48 @@ mod conformance_tests {
         assert_eq!(seen, 1, "a visitor's break stops the scan");
     }
 
+    /// An ingested batch: all of it or none of it in a snapshot, in key order whatever
+    /// order it came in, beside what was written before; deletes and repeated keys refused.
+    pub(crate) fn check_ingest(engine: &dyn Engine) {
+        let mut batch = WriteBatch::default();
+        batch.put(Space::Records, b"c1".to_vec(), b"old".to_vec());
+        engine.write(batch, Durability::Process).unwrap();
+        let before = engine.snapshot();
+        let mut batch = WriteBatch::default();
+        for k in [b"c3".as_slice(), b"c2", b"c4"] {
+            batch.put(Space::Records, k.to_vec(), k.to_vec());
+        }
+        batch.put(Space::Indexes, b"i1".to_vec(), Vec::new());
+        engine.ingest(batch).unwrap();
+        let after = engine.snapshot();
+        assert_eq!(collect(&*before, b"c", ScanStart::Beginning).len(), 1);
+        assert_eq!(
+            collect(&*after, b"c", ScanStart::Beginning),
+            vec![
+                b"c1".to_vec(),
+                b"c2".to_vec(),
+                b"c3".to_vec(),
+                b"c4".to_vec()
+            ]
+        );
+        assert_eq!(after.get(Space::Indexes, b"i1").unwrap(), Some(Vec::new()));
+        assert_eq!(before.get(Space::Indexes, b"i1").unwrap(), None);
+
+        let mut with_delete = WriteBatch::default();
+        with_delete.put(Space::Records, b"d1".to_vec(), Vec::new());
+        with_delete.delete(Space::Records, b"c1".to_vec());
+        assert!(engine.ingest(with_delete).is_err());
+        let mut twice = WriteBatch::default();
+        twice.put(Space::Records, b"d1".to_vec(), Vec::new());
+        twice.put(Space::Records, b"d1".to_vec(), Vec::new());
+        assert!(engine.ingest(twice).is_err());
+        assert!(collect(&*engine.snapshot(), b"d", ScanStart::Beginning).is_empty());
+    }
+
     #[test]
     fn memory_engine_behaves() {
         check_engine(&MemoryEngine::default());
+        check_ingest(&MemoryEngine::default());
     }
 
     #[test]
@@ -275,6 +353,7 @@ mod conformance_tests {
         {
             let engine = FjallEngine::open(dir.path()).unwrap();
             check_engine(&engine);
+            check_ingest(&engine);
         }
         let engine = FjallEngine::open(dir.path()).unwrap();
         let snap = engine.snapshot();
@@ -283,6 +362,11 @@ mod conformance_tests {
             Some(b"a3".to_vec())
         );
         assert_eq!(snap.get(Space::Records, b"a2").unwrap(), None);
+        assert_eq!(
+            collect(&*snap, b"c", ScanStart::Beginning).len(),
+            4,
+            "ingested tables are there after a restart"
+        );
     }
 
     #[test]

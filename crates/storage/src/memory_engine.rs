@@ -22,14 +22,6 @@ struct MemorySnapshot {
     spaces: [Arc<Tree>; 3],
 }
 
-fn index(space: Space) -> usize {
-    match space {
-        Space::Catalog => 0,
-        Space::Records => 1,
-        Space::Indexes => 2,
-    }
-}
-
 impl Engine for MemoryEngine {
     fn snapshot(&self) -> Box<dyn Snapshot> {
         Box::new(MemorySnapshot {
@@ -42,14 +34,24 @@ impl Engine for MemoryEngine {
         for op in batch.ops {
             match op {
                 WriteOp::Put(space, key, value) => {
-                    Arc::make_mut(&mut spaces[index(space)]).insert(key, value);
+                    Arc::make_mut(&mut spaces[space.position()]).insert(key, value);
                 }
                 WriteOp::Delete(space, key) => {
-                    Arc::make_mut(&mut spaces[index(space)]).remove(&key);
+                    Arc::make_mut(&mut spaces[space.position()]).remove(&key);
                 }
             }
         }
         Ok(())
+    }
+
+    fn ingest(&self, batch: WriteBatch) -> Result<()> {
+        let mut puts = WriteBatch::default();
+        for (space, run) in Space::ALL.into_iter().zip(crate::ingestion_runs(batch)?) {
+            for (key, value) in run {
+                puts.put(space, key, value);
+            }
+        }
+        self.write(puts, Durability::Process)
     }
 
     fn sync(&self) -> Result<()> {
@@ -63,7 +65,7 @@ impl Engine for MemoryEngine {
 
 impl Snapshot for MemorySnapshot {
     fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.spaces[index(space)].get(key).cloned())
+        Ok(self.spaces[space.position()].get(key).cloned())
     }
 
     fn scan_prefix(
@@ -77,7 +79,7 @@ impl Snapshot for MemorySnapshot {
             ScanStart::Beginning => Bound::Included(prefix.to_vec()),
             ScanStart::After(key) => Bound::Excluded(key.to_vec()),
         };
-        for (k, v) in self.spaces[index(space)].range((lower, Bound::Unbounded)) {
+        for (k, v) in self.spaces[space.position()].range((lower, Bound::Unbounded)) {
             if !k.starts_with(prefix) {
                 break;
             }
@@ -98,7 +100,7 @@ impl Snapshot for MemorySnapshot {
         let Some(upper) = crate::back_scan_upper(prefix, end) else {
             return Ok(());
         };
-        for (k, v) in self.spaces[index(space)]
+        for (k, v) in self.spaces[space.position()]
             .range((Bound::Included(prefix.to_vec()), upper))
             .rev()
         {
@@ -110,7 +112,7 @@ impl Snapshot for MemorySnapshot {
     }
 
     fn last_key_with_prefix(&self, space: Space, prefix: &[u8]) -> Result<Option<Vec<u8>>> {
-        let tree = &self.spaces[index(space)];
+        let tree = &self.spaces[space.position()];
         let upper = match crate::prefix_upper_bound(prefix) {
             Some(end) => Bound::Excluded(end),
             None => Bound::Unbounded,

@@ -31,6 +31,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// Documents per batch unless `--batchSize` says otherwise.
+const BATCH_SIZE_DEFAULT: usize = 100_000;
+
 /// Input formats, as mongoimport names them.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InputType {
@@ -91,8 +94,9 @@ pub struct ImportArgs {
     /// Parallel batches in flight (default: twice the number of cores).
     #[arg(long = "numInsertionWorkers", short = 'j')]
     pub workers: Option<usize>,
-    /// Documents per batch.
-    #[arg(long = "batchSize", default_value_t = 2000)]
+    /// Documents per batch (MongoDB's maxWriteBatchSize); a batch also ends at 16 MB of
+    /// input.
+    #[arg(long = "batchSize", default_value_t = BATCH_SIZE_DEFAULT)]
     pub batch_size: usize,
     /// No progress bar and no summary.
     #[arg(long)]
@@ -118,7 +122,7 @@ impl ImportArgs {
             upsert_fields: vec!["_id".to_string()],
             stop_on_error: false,
             workers: None,
-            batch_size: 2000,
+            batch_size: BATCH_SIZE_DEFAULT,
             quiet: false,
         }
     }

@@ -12,9 +12,10 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
-/// A chunk may grow to this many bytes before its line count is reached, so batches of
-/// big documents stay well under the 48 MB message limit.
-const CHUNK_SIZE_BYTES_MAX: usize = 8 << 20;
+/// A chunk may grow to this many bytes before its line count is reached: batches of big
+/// documents stay well under the 48 MB message limit, and each is large enough for the
+/// server to write it as tables of its own (its bulk path, past 4 MB of documents).
+const CHUNK_SIZE_BYTES_MAX: usize = 16 << 20;
 const READ_BUFFER_SIZE_BYTES: usize = 1 << 20;
 
 /// Whole lines or records of the input, with the line number each starts on (1-based).
