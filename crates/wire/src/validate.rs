@@ -31,6 +31,22 @@ pub fn validate_document(doc: &RawDocument) -> Result<()> {
     .walk()
 }
 
+/// A field name the walker found (valid UTF-8), as error messages show it.
+#[derive(Clone, Copy)]
+struct FieldName<'a>(&'a [u8]);
+
+impl std::fmt::Display for FieldName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&String::from_utf8_lossy(self.0))
+    }
+}
+
+/// Whether `bytes` are UTF-8; field names and most strings are ASCII, which is checked a
+/// word at a time before the full decoder is asked.
+fn is_utf8(bytes: &[u8]) -> bool {
+    bytes.is_ascii() || std::str::from_utf8(bytes).is_ok()
+}
+
 struct Walker<'a> {
     bytes: &'a [u8],
 }
@@ -67,8 +83,8 @@ impl Walker<'_> {
                 stack.pop();
                 continue;
             }
-            let key = self.cstr_at(pos + 1, limit, "field name")?;
-            pos += 1 + key.len() + 1;
+            let key = FieldName(self.cstr_at(pos + 1, limit, "field name")?);
+            pos += 1 + key.0.len() + 1;
             let value_at = pos;
             pos = match tag {
                 0x01 | 0x09 | 0x11 | 0x12 => self.fixed(pos, 8, limit, key)?,
@@ -144,7 +160,7 @@ impl Walker<'_> {
     }
 
     /// A value of `len` bytes at `at`; returns where it ends.
-    fn fixed(&self, at: usize, len: usize, limit: usize, key: &str) -> Result<usize> {
+    fn fixed(&self, at: usize, len: usize, limit: usize, key: FieldName<'_>) -> Result<usize> {
         if at + len > limit {
             return Err(invalid_bson(format!(
                 "field '{key}': value runs past the end of its document"
@@ -154,18 +170,19 @@ impl Walker<'_> {
     }
 
     /// A NUL-terminated UTF-8 string starting at `at` whose terminator lies before `limit`.
-    fn cstr_at(&self, at: usize, limit: usize, what: &str) -> Result<&str> {
+    fn cstr_at(&self, at: usize, limit: usize, what: &str) -> Result<&[u8]> {
         let region = self.bytes.get(at..limit).unwrap_or_default();
-        let len = region
-            .iter()
-            .position(|&b| b == 0)
+        let len = memchr::memchr(0, region)
             .ok_or_else(|| invalid_bson(format!("{what} is not NUL-terminated")))?;
-        std::str::from_utf8(&region[..len])
-            .map_err(|_| invalid_bson(format!("{what} is not valid UTF-8")))
+        let text = &region[..len];
+        if !is_utf8(text) {
+            return Err(invalid_bson(format!("{what} is not valid UTF-8")));
+        }
+        Ok(text)
     }
 
     /// A length-prefixed UTF-8 string (string, code, symbol); returns where it ends.
-    fn string_at(&self, at: usize, limit: usize, key: &str) -> Result<usize> {
+    fn string_at(&self, at: usize, limit: usize, key: FieldName<'_>) -> Result<usize> {
         let declared = self.i32_at(at, limit, "string length")?;
         let len = usize::try_from(declared).unwrap_or(0);
         if len == 0 || len > limit - (at + 4) {
@@ -179,12 +196,15 @@ impl Walker<'_> {
                 "field '{key}': string is not NUL-terminated"
             )));
         }
-        std::str::from_utf8(&body[..len - 1])
-            .map_err(|_| invalid_bson(format!("field '{key}': string is not valid UTF-8")))?;
+        if !is_utf8(&body[..len - 1]) {
+            return Err(invalid_bson(format!(
+                "field '{key}': string is not valid UTF-8"
+            )));
+        }
         Ok(at + 4 + len)
     }
 
-    fn binary_at(&self, at: usize, limit: usize, key: &str) -> Result<usize> {
+    fn binary_at(&self, at: usize, limit: usize, key: FieldName<'_>) -> Result<usize> {
         let declared = self.i32_at(at, limit, "binary length")?;
         let len = usize::try_from(declared).map_err(|_| {
             invalid_bson(format!(
@@ -207,7 +227,7 @@ impl Walker<'_> {
 
     /// The header of an embedded document at `at` that must end by `limit`; returns its end.
     /// Its elements are checked by the main walk.
-    fn nested_at(&self, at: usize, limit: usize, key: &str) -> Result<usize> {
+    fn nested_at(&self, at: usize, limit: usize, key: FieldName<'_>) -> Result<usize> {
         let declared = self.i32_at(at, limit, "embedded document length")?;
         let len = usize::try_from(declared).unwrap_or(0);
         if len < 5 || len > limit - at {
