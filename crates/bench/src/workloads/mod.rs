@@ -199,13 +199,17 @@ impl Files {
         Ok(())
     }
 
-    /// Flushes the files: `(import file, peer file, import bytes, checksum)`.
+    /// Flushes the files and syncs them to the disk, so that the kernel writing a
+    /// gigabyte of generated data back does not fall into the timed loads:
+    /// `(import file, peer file, import bytes, checksum)`.
     pub(crate) fn finish(mut self) -> Result<(PathBuf, PathBuf, u64, u64)> {
         let failed = |e| io_error("cannot write the generated data", e);
         self.import.flush().map_err(failed)?;
+        self.import.get_ref().sync_all().map_err(failed)?;
         let peer_path = match self.peer {
             Some((mut peer, path)) => {
                 peer.flush().map_err(failed)?;
+                peer.get_ref().sync_all().map_err(failed)?;
                 path
             }
             None => self.import_path.clone(),
