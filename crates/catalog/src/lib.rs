@@ -195,6 +195,8 @@ impl Catalog {
         let meta = existing.meta();
         let mut batch = WriteBatch::default();
         batch.delete(Space::Catalog, keys::collection_meta_key(db, collection));
+        // The marker of an ingestion that failed, if any: nothing will complete it now.
+        batch.delete(Space::Catalog, keys::ingestion_marker_key(meta.id));
         self.engine.write(batch, Durability::Process)?;
         self.collections
             .write()
