@@ -510,7 +510,7 @@ impl Writer<'_> {
                 .collect(),
             multikey: HashSet::new(),
             greatest: meta.indexes.iter().map(|_| None).collect(),
-            id_index_only: meta.indexes.iter().all(IndexSpec::is_id_index),
+            id_index_only: meta.indexes.iter().all(IndexSpec::keyed_by_id_alone),
         };
         let mut outcomes = Vec::with_capacity(docs.size_hint().0);
         let mut bytes = 0;
@@ -571,6 +571,8 @@ impl Writer<'_> {
     /// collection completes a batch it finds marked ([`Collection::complete_ingestion`]).
     /// The metadata of indexes the batch makes multikey is written with the marker.
     fn ingest(&self, staging: Staging, (first, last): (u64, u64)) -> Result<()> {
+        // A batch whose ingestion failed earlier is completed before its marker is reused.
+        self.collection.complete_ingestion()?;
         let marker = keys::ingestion_marker_key(self.collection.meta().id);
         let mut intent = WriteBatch::default();
         let mut record_ids = first.to_be_bytes().to_vec();
@@ -578,7 +580,9 @@ impl Writer<'_> {
         intent.put(Space::Catalog, marker.clone(), record_ids);
         self.commit(intent, &staging.multikey, Durability::Disk)?;
         if let Err(e) = self.collection.engine.ingest(staging.batch) {
-            // Whatever reached the tables gets its entries now rather than at a restart.
+            // Whatever reached the tables gets its entries now rather than at a restart,
+            // and is counted again when the counts are next asked for.
+            *self.collection.counters.lock() = None;
             self.collection.complete_ingestion()?;
             return Err(e);
         }
@@ -595,19 +599,18 @@ impl Writer<'_> {
         staging: &mut Staging,
     ) -> Result<(u64, usize)> {
         let (bytes, decoded, id) = match doc {
+            Incoming::Raw(raw) if staging.id_index_only => {
+                (raw.as_bytes().to_vec(), None, leading_id(raw)?)
+            }
+            Incoming::Raw(raw) => {
+                let doc = Document::try_from(raw)
+                    .map_err(|e| Error::bad_value(format!("invalid document: {e}")))?;
+                let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
+                (raw.as_bytes().to_vec(), Some(Cow::Owned(doc)), id)
+            }
             Incoming::Document(doc) => {
                 let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
                 (doc.to_vec()?, Some(Cow::Borrowed(doc)), id)
-            }
-            Incoming::Raw(raw) => {
-                let decoded = if staging.id_index_only {
-                    None
-                } else {
-                    let doc = Document::try_from(raw)
-                        .map_err(|e| Error::bad_value(format!("invalid document: {e}")))?;
-                    Some(Cow::Owned(doc))
-                };
-                (raw.as_bytes().to_vec(), decoded, leading_id(raw)?)
             }
         };
         let size = bytes.len();
@@ -615,7 +618,7 @@ impl Writer<'_> {
         let mut turned_multikey = Vec::new();
         for (position, index) in meta.indexes.iter().enumerate() {
             let (keys, stored) = match &decoded {
-                _ if index.is_id_index() => (vec![index.id_key(id.clone())], Vec::new()),
+                _ if index.keyed_by_id_alone() => (vec![index.id_key(id.clone())], Vec::new()),
                 Some(doc) => {
                     let keys = index.document_keys(doc)?;
                     if keys.multikey && !index.multikey {
@@ -913,5 +916,33 @@ fn shell_format(value: &Bson) -> String {
             format!("[ {} ]", shown.join(", "))
         }
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PendingKeys;
+
+    #[test]
+    fn pending_keys_hold_ascending_and_other_keys() {
+        let mut pending = PendingKeys::default();
+        let keys: [&[u8]; 7] = [b"b", b"d", b"d", b"a", b"c", b"f", b"e"];
+        for (i, key) in keys.iter().enumerate() {
+            let seen_before = keys[..i].contains(key);
+            assert_eq!(pending.contains(key), seen_before, "{key:?} at {i}");
+            pending.insert(key.to_vec());
+        }
+        for key in [b"a", b"b", b"c", b"d", b"e", b"f"] {
+            assert!(pending.contains(key));
+        }
+        for key in [b"0".as_slice(), b"bb", b"g"] {
+            assert!(!pending.contains(key));
+        }
+        let mut descending = PendingKeys::default();
+        for key in [b"z", b"y", b"x"] {
+            assert!(!descending.contains(key));
+            descending.insert(key.to_vec());
+        }
+        assert!(descending.contains(b"y") && !descending.contains(b"w"));
     }
 }

@@ -237,6 +237,12 @@ impl IndexSpec {
         encode_key_with(&parts, self.collation.as_ref())
     }
 
+    /// Whether a document's keys for this index come from its `_id` alone (the `_id`
+    /// index, which has no partial filter), so [`IndexSpec::id_key`] gives them.
+    pub fn keyed_by_id_alone(&self) -> bool {
+        self.is_id_index() && self.partial.is_none()
+    }
+
     /// The key of the `_id` index for a document whose `_id` is `id`: always exactly one
     /// (an `_id` is never an array), found without looking at the rest of the document.
     pub fn id_key(&self, id: Bson) -> IndexKey {

@@ -528,110 +528,132 @@ mod tests {
         assert_eq!(coll.stats().unwrap().count, 4);
     }
 
-    /// Documents of about 1 KiB each, enough of them to be ingested.
+    /// Documents of about 1 KiB each, enough of them to be ingested: `a` repeats, `u` is
+    /// unique, `m` is an array.
     fn bulk(ids: std::ops::Range<i32>) -> Vec<bson::RawDocumentBuf> {
         let filler = "x".repeat(1000);
         ids.map(|i| {
-            bson::RawDocumentBuf::try_from(&doc! {"_id": i, "a": i % 7, "f": &filler}).unwrap()
+            let doc = doc! {"_id": i, "a": i % 7, "u": i, "m": [i, -i - 1], "f": &filler};
+            bson::RawDocumentBuf::try_from(&doc).unwrap()
         })
         .collect()
     }
 
-    fn a_index(cat: &Catalog, coll: &Collection) -> IndexSpec {
-        let mut spec = IndexSpec::id_index(0, "a_1");
-        spec.key = doc! {"a": 1};
-        spec.unique = false;
-        cat.add_index(coll, spec).unwrap();
-        coll.meta().indexes[1].clone()
+    /// Indexes on `a`, `u` (unique) and `m` (becomes multikey); returns them.
+    fn bulk_indexes(cat: &Catalog, coll: &Collection) -> Vec<IndexSpec> {
+        for (field, unique) in [("a", false), ("u", true), ("m", false)] {
+            let mut spec = IndexSpec::id_index(0, &format!("{field}_1"));
+            spec.key = doc! {field: 1};
+            spec.unique = unique;
+            cat.add_index(coll, spec).unwrap();
+        }
+        coll.meta().indexes[1..].to_vec()
+    }
+
+    fn lookup(coll: &Collection, index: &IndexSpec, value: i32) -> Vec<u64> {
+        let snap = coll.snapshot();
+        coll.lookup_index(&*snap, index, &[bson::Bson::Int32(value)])
+            .unwrap()
+    }
+
+    /// The engines the ingestion tests run on: in memory, and fjall in `dir`.
+    fn engines(dir: &std::path::Path) -> [Arc<dyn Engine>; 2] {
+        [
+            Arc::new(MemoryEngine::default()),
+            Arc::new(basalt_storage::FjallEngine::open_with_cache(dir, 64 << 20).unwrap()),
+        ]
     }
 
     #[test]
     fn large_batches_are_ingested_with_their_index_entries() {
-        let cat = catalog();
-        let coll = cat.get_or_create("test", "c").unwrap();
-        let a = a_index(&cat, &coll);
-        // 6000 documents (~6 MB, past the ingestion threshold), one of them a duplicate.
-        let mut docs = bulk(0..6000);
-        docs.push(bson::RawDocumentBuf::try_from(&doc! {"_id": 17}).unwrap());
-        let outcomes = coll
-            .writer()
-            .insert_many_raw(&docs, false, Durability::Process)
-            .unwrap();
-        assert_eq!(outcomes.iter().filter(|o| o.is_ok()).count(), 6000);
-        assert_eq!(
-            outcomes[6000].clone().unwrap_err().code,
-            ErrorCode::DUPLICATE_KEY
-        );
-        let snap = coll.snapshot();
-        let id_index = coll.meta().indexes[0].clone();
-        assert_eq!(
-            coll.lookup_index(&*snap, &id_index, &[bson::Bson::Int32(5999)])
-                .unwrap()
-                .len(),
-            1
-        );
-        assert_eq!(
-            coll.lookup_index(&*snap, &a, &[bson::Bson::Int32(3)])
-                .unwrap()
-                .len(),
-            (0..6000).filter(|i| i % 7 == 3).count()
-        );
-        assert_eq!(coll.stats().unwrap().count, 6000);
-        assert!(snap
-            .get(Space::Catalog, &keys::ingestion_marker_key(coll.meta().id))
-            .unwrap()
-            .is_none());
+        let dir = tempfile::tempdir().unwrap();
+        for engine in engines(dir.path()) {
+            let cat = Catalog::open(engine).unwrap();
+            let coll = cat.get_or_create("test", "c").unwrap();
+            let indexes = bulk_indexes(&cat, &coll);
+            // 6000 documents (~6 MB, past the ingestion threshold), then a repeated `u`.
+            let mut docs = bulk(0..6000);
+            docs.push(bson::RawDocumentBuf::try_from(&doc! {"_id": -1, "u": 17}).unwrap());
+            let outcomes = coll
+                .writer()
+                .insert_many_raw(&docs, false, Durability::Process)
+                .unwrap();
+            assert_eq!(outcomes.iter().filter(|o| o.is_ok()).count(), 6000);
+            let dup = outcomes[6000].clone().unwrap_err();
+            assert_eq!(dup.code, ErrorCode::DUPLICATE_KEY);
+            assert!(dup.message.contains("index: u_1"), "{}", dup.message);
+            let id_index = coll.meta().indexes[0].clone();
+            assert_eq!(lookup(&coll, &id_index, 5999).len(), 1);
+            assert_eq!(
+                lookup(&coll, &indexes[0], 3).len(),
+                (0..6000).filter(|i| i % 7 == 3).count()
+            );
+            assert_eq!(lookup(&coll, &indexes[1], 4321).len(), 1);
+            assert_eq!(lookup(&coll, &indexes[2], -4322).len(), 1);
+            assert!(coll.meta().indexes[3].multikey, "written with the marker");
+            assert_eq!(coll.stats().unwrap().count, 6000);
+            let snap = coll.snapshot();
+            let marker = keys::ingestion_marker_key(coll.meta().id);
+            assert!(snap.get(Space::Catalog, &marker).unwrap().is_none());
+        }
     }
 
     #[test]
     fn an_interrupted_ingestion_is_completed_when_the_catalog_opens() {
-        let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::default());
-        let cat = Catalog::open(engine.clone()).unwrap();
-        let coll = cat.get_or_create("test", "c").unwrap();
-        let a = a_index(&cat, &coll);
-        coll.writer()
-            .insert_many_raw(&bulk(0..10), false, Durability::Process)
-            .unwrap();
-        // A crash after the records' tables reached the disk and before the index
-        // entries' did: records 11..=20 are stored, their entries are not.
-        let meta = coll.meta();
-        let mut records = WriteBatch::default();
-        for (record_id, doc) in (11..=20).zip(bulk(10..20)) {
-            records.put(
-                Space::Records,
-                keys::record_key(meta.id, record_id),
-                doc.into_bytes(),
-            );
-        }
-        let mut marker = 11u64.to_be_bytes().to_vec();
-        marker.extend_from_slice(&20u64.to_be_bytes());
-        records.put(Space::Catalog, keys::ingestion_marker_key(meta.id), marker);
-        engine.ingest(records).unwrap();
-        drop(cat);
+        let dir = tempfile::tempdir().unwrap();
+        let [memory, _] = engines(dir.path());
+        let reopen_fjall = || -> Arc<dyn Engine> {
+            Arc::new(basalt_storage::FjallEngine::open_with_cache(dir.path(), 64 << 20).unwrap())
+        };
+        for (engine, reopen) in [
+            (
+                memory.clone(),
+                Box::new(move || memory.clone()) as Box<dyn Fn() -> Arc<dyn Engine>>,
+            ),
+            (reopen_fjall(), Box::new(reopen_fjall)),
+        ] {
+            let cat = Catalog::open(engine.clone()).unwrap();
+            let coll = cat.get_or_create("test", "c").unwrap();
+            bulk_indexes(&cat, &coll);
+            coll.writer()
+                .insert_many_raw(&bulk(0..10), false, Durability::Process)
+                .unwrap();
+            // A crash after the records' tables reached the disk and before the index
+            // entries' did: records 11..=20 are stored, their entries are not.
+            let meta = coll.meta();
+            let mut records = WriteBatch::default();
+            for (record_id, doc) in (11..=20).zip(bulk(10..20)) {
+                records.put(
+                    Space::Records,
+                    keys::record_key(meta.id, record_id),
+                    doc.into_bytes(),
+                );
+            }
+            let mut marker = 11u64.to_be_bytes().to_vec();
+            marker.extend_from_slice(&20u64.to_be_bytes());
+            let mut intent = WriteBatch::default();
+            intent.put(Space::Catalog, keys::ingestion_marker_key(meta.id), marker);
+            engine.write(intent, Durability::Disk).unwrap();
+            engine.ingest(records).unwrap();
+            drop((coll, cat, engine));
 
-        let cat = Catalog::open(engine.clone()).unwrap();
-        let coll = cat.get("test", "c").unwrap();
-        let snap = coll.snapshot();
-        let id_index = coll.meta().indexes[0].clone();
-        for id in [0, 9, 10, 19] {
+            let cat = Catalog::open(reopen()).unwrap();
+            let coll = cat.get("test", "c").unwrap();
+            let indexes = coll.meta().indexes.clone();
+            for id in [0, 9, 10, 19] {
+                assert_eq!(lookup(&coll, &indexes[0], id).len(), 1, "_id {id}");
+            }
             assert_eq!(
-                coll.lookup_index(&*snap, &id_index, &[bson::Bson::Int32(id)])
-                    .unwrap()
-                    .len(),
-                1,
-                "_id {id}"
+                lookup(&coll, &indexes[1], 3),
+                vec![4, 11, 18],
+                "the entries of records 11..=20 were written at open"
             );
+            assert_eq!(lookup(&coll, &indexes[2], 15), vec![16]);
+            assert_eq!(lookup(&coll, &indexes[3], -16), vec![16]);
+            let snap = coll.snapshot();
+            let marker = keys::ingestion_marker_key(meta.id);
+            assert!(snap.get(Space::Catalog, &marker).unwrap().is_none());
         }
-        assert_eq!(
-            coll.lookup_index(&*snap, &a, &[bson::Bson::Int32(3)])
-                .unwrap(),
-            vec![4, 11, 18],
-            "the entries of records 11..=20 were written at open"
-        );
-        assert!(snap
-            .get(Space::Catalog, &keys::ingestion_marker_key(meta.id))
-            .unwrap()
-            .is_none());
     }
 
     #[test]

@@ -18,10 +18,12 @@ use fjall::{
 use parking_lot::RwLock;
 use std::ops::Bound;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// Level-0 tables at which an ingestion waits for compaction (where fjall halts writes).
+/// Level-0 tables at which an ingestion waits for compaction (where fjall halts writes),
+/// and for how long at most.
 const L0_TABLES_HALT: usize = 30;
+const L0_TABLES_WAIT_MAX: Duration = Duration::from_secs(10);
 
 pub struct FjallEngine {
     db: Database,
@@ -152,18 +154,27 @@ impl Engine for FjallEngine {
                 continue;
             }
             // Each ingestion adds a level-0 table: wait for compaction as fjall makes its
-            // own writes wait, rather than let reads wade through ever more tables.
-            while keyspace.l0_table_count() >= L0_TABLES_HALT {
+            // own writes wait, rather than let reads wade through ever more tables (for a
+            // while only: a compaction that cannot go on must not hang the writer).
+            let waiting = Instant::now();
+            while keyspace.l0_table_count() >= L0_TABLES_HALT
+                && waiting.elapsed() < L0_TABLES_WAIT_MAX
+            {
                 std::thread::sleep(Duration::from_millis(10));
             }
             let mut ingestion = keyspace.start_ingestion().map_err(storage_error)?;
             for (key, value) in run {
                 ingestion.write(key, value).map_err(storage_error)?;
             }
-            ingestions.push(ingestion);
+            ingestions.push((keyspace, ingestion));
+        }
+        // `finish` flushes the space's memtable before registering the tables; flushing
+        // it now leaves that one (snapshots held off) with only the latest writes.
+        for (keyspace, _) in &ingestions {
+            keyspace.rotate_memtable_and_wait().map_err(storage_error)?;
         }
         let _gate = self.snapshot_gate.write();
-        for ingestion in ingestions {
+        for (_, ingestion) in ingestions {
             ingestion.finish().map_err(storage_error)?;
         }
         Ok(())
