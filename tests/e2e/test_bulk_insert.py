@@ -10,6 +10,7 @@ the index entries of whatever is there.
 from __future__ import annotations
 
 import threading
+import time
 
 import pymongo
 import pytest
@@ -17,6 +18,7 @@ from pymongo.errors import BulkWriteError, PyMongoError
 
 PAD = "x" * 1000
 BATCH = 6000  # ~6 MB of documents: past the ingestion threshold
+ACKS_WAIT_LIMIT_S = 60.0
 
 
 def _docs(first: int, count: int) -> list[dict]:
@@ -108,7 +110,9 @@ def test_a_large_batch_cut_by_kill_9_is_whole_or_absent(own_server):
     client = pymongo.MongoClient(own_server.uri, serverSelectionTimeoutMS=2000, retryWrites=False)
     writer = _BatchWriter(client["d"]["bulk"])
     writer.start()
+    deadline = time.monotonic() + ACKS_WAIT_LIMIT_S
     while len(writer.acknowledged) < 3:
+        assert time.monotonic() < deadline, "the batches made too little progress"
         assert writer.is_alive(), "the writer failed before the kill"
         writer.join(timeout=0.01)
     own_server.kill()  # while the writer is in its next batch

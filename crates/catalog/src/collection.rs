@@ -145,16 +145,11 @@ impl Collection {
         let meta = self.meta();
         let marker = keys::ingestion_marker_key(meta.id);
         let snapshot = self.engine.snapshot();
-        let Some(range) = snapshot.get(Space::Catalog, &marker)? else {
+        let Some(value) = snapshot.get(Space::Catalog, &marker)? else {
             return Ok(());
         };
-        let record_id = |bytes: &[u8]| bytes.try_into().ok().map(u64::from_be_bytes);
-        let (Some(first), Some(last)) = (
-            range.get(..8).and_then(record_id),
-            range.get(8..).and_then(record_id),
-        ) else {
-            return Err(Error::internal("corrupt ingestion marker in catalog"));
-        };
+        let (first, last) = keys::ingestion_marker_range(&value)
+            .ok_or_else(|| Error::internal("corrupt ingestion marker in catalog"))?;
         let mut batch = WriteBatch::default();
         let mut completed = 0u64;
         self.scan(&*snapshot, first.checked_sub(1), &mut |record_id, raw| {
@@ -163,8 +158,7 @@ impl Collection {
             }
             let doc = decode_record(raw.as_bytes())?;
             for index in &meta.indexes {
-                let keys = index.document_keys(&doc)?;
-                let stored = index.stored_values(&doc, &keys)?;
+                let (keys, stored) = index.entries_of(&doc)?;
                 for key in keys.keys {
                     let entry = keys::index_entry_key(index.id, &key.encoded, record_id);
                     batch.put(Space::Indexes, entry, stored.clone());
@@ -286,7 +280,7 @@ impl Collection {
     /// `key_prefix`, from the first entry after `after` (an encoded key, possibly with
     /// its record id) when given. The visitor sees the entry without the index id: the
     /// encoded key followed by the record id (u64 BE); and the values it stores
-    /// ([`IndexSpec::stored_values`]).
+    /// ([`IndexSpec::entries_of`]).
     pub fn scan_index(
         &self,
         snapshot: &dyn Snapshot,
@@ -514,13 +508,10 @@ impl Writer<'_> {
         };
         let mut outcomes = Vec::with_capacity(docs.size_hint().0);
         let mut bytes = 0;
-        let mut record_ids = None;
         for doc in docs {
             let outcome = self.stage_insert(&meta, &*snapshot, doc, &mut staging);
             let outcome = outcome.map(|(record_id, size)| {
                 bytes += size;
-                let first = record_ids.map_or(record_id, |(first, _)| first);
-                record_ids = Some((first, record_id));
                 record_id
             });
             let failed = outcome.is_err();
@@ -529,9 +520,11 @@ impl Writer<'_> {
                 break;
             }
         }
-        match record_ids {
-            Some(record_ids) if bytes >= INGEST_BATCH_BYTES_MIN => {
-                self.ingest(staging, record_ids)?
+        // Record ids are handed out in order, so the inserted ones span first..=last.
+        let mut inserted_ids = outcomes.iter().flatten();
+        match (inserted_ids.next(), inserted_ids.next_back()) {
+            (Some(&first), last) if bytes >= INGEST_BATCH_BYTES_MIN => {
+                self.ingest(staging, (first, last.copied().unwrap_or(first)))?
             }
             _ => self.commit(staging.batch, &staging.multikey, durability)?,
         }
@@ -575,9 +568,8 @@ impl Writer<'_> {
         self.collection.complete_ingestion()?;
         let marker = keys::ingestion_marker_key(self.collection.meta().id);
         let mut intent = WriteBatch::default();
-        let mut record_ids = first.to_be_bytes().to_vec();
-        record_ids.extend_from_slice(&last.to_be_bytes());
-        intent.put(Space::Catalog, marker.clone(), record_ids);
+        let range = keys::ingestion_marker_value(first, last);
+        intent.put(Space::Catalog, marker.clone(), range);
         self.commit(intent, &staging.multikey, Durability::Disk)?;
         if let Err(e) = self.collection.engine.ingest(staging.batch) {
             // Whatever reached the tables gets its entries now rather than at a restart,
@@ -617,17 +609,17 @@ impl Writer<'_> {
         let mut entries = Vec::new();
         let mut turned_multikey = Vec::new();
         for (position, index) in meta.indexes.iter().enumerate() {
-            let (keys, stored) = match &decoded {
-                _ if index.keyed_by_id_alone() => (vec![index.id_key(id.clone())], Vec::new()),
-                Some(doc) => {
-                    let keys = index.document_keys(doc)?;
-                    if keys.multikey && !index.multikey {
-                        turned_multikey.push(index.id);
-                    }
-                    let stored = index.stored_values(doc, &keys)?;
-                    (keys.keys, stored)
+            let (keys, stored) = if index.keyed_by_id_alone() {
+                (vec![index.id_key(id.clone())], Vec::new())
+            } else {
+                let doc = decoded
+                    .as_deref()
+                    .ok_or_else(|| Error::internal("an index other than _id's on a raw insert"))?;
+                let (keys, stored) = index.entries_of(doc)?;
+                if keys.multikey && !index.multikey {
+                    turned_multikey.push(index.id);
                 }
-                None => return Err(Error::internal("an index other than _id's on a raw insert")),
+                (keys.keys, stored)
             };
             for key in keys {
                 let prefix = keys::index_key_prefix(index.id, &key.encoded);
@@ -720,15 +712,14 @@ impl Writer<'_> {
         let mut batch = WriteBatch::default();
         let mut multikey = HashSet::new();
         for index in &meta.indexes {
-            let old_keys = index.document_keys(old)?;
-            let new_keys = index.document_keys(new)?;
+            let (old_keys, old_stored) = index.entries_of(old)?;
+            let (new_keys, stored) = index.entries_of(new)?;
             if new_keys.multikey && !index.multikey {
                 multikey.insert(index.id);
             }
-            let stored = index.stored_values(new, &new_keys)?;
             // An entry whose key stays is rewritten when its stored values change (a
             // field going from 1 to 1.0 keeps its key).
-            let restored = stored != index.stored_values(old, &old_keys)?;
+            let restored = stored != old_stored;
             let (old_keys, new_keys) = (old_keys.keys, new_keys.keys);
             for key in &new_keys {
                 let kept = old_keys.iter().any(|k| k.encoded == key.encoded);
@@ -810,8 +801,7 @@ impl Writer<'_> {
             .scan(&*snapshot, None, &mut |record_id, raw| {
                 let doc = Document::try_from(raw)
                     .map_err(|e| Error::internal(format!("corrupt record {record_id}: {e}")))?;
-                let keys = index.document_keys(&doc)?;
-                let stored = index.stored_values(&doc, &keys)?;
+                let (keys, stored) = index.entries_of(&doc)?;
                 multikey |= keys.multikey;
                 scanned += 1;
                 for key in keys.keys {

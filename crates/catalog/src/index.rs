@@ -205,7 +205,7 @@ impl IndexSpec {
     /// its entries would hold the whole array, and a multikey index covers nothing), or
     /// when the values are larger than [`STORED_VALUES_BYTES_MAX`]: a query then reads
     /// the record.
-    pub fn stored_values(&self, doc: &Document, keys: &DocumentKeys) -> Result<Vec<u8>> {
+    fn stored_values(&self, doc: &Document, keys: &DocumentKeys) -> Result<Vec<u8>> {
         if keys.multikey || self.stored_fields().next().is_none() {
             return Ok(Vec::new());
         }
@@ -235,6 +235,14 @@ impl IndexSpec {
             .zip(self.key.values().map(is_descending))
             .collect();
         encode_key_with(&parts, self.collation.as_ref())
+    }
+
+    /// The keys of `doc` for this index and what each of their entries stores
+    /// ([`IndexSpec::stored_values`]): what writing `doc`'s entries takes.
+    pub fn entries_of(&self, doc: &Document) -> Result<(DocumentKeys, Vec<u8>)> {
+        let keys = self.document_keys(doc)?;
+        let stored = self.stored_values(doc, &keys)?;
+        Ok((keys, stored))
     }
 
     /// Whether a document's keys for this index come from its `_id` alone (the `_id`

@@ -30,6 +30,22 @@ pub fn ingestion_marker_key(collection_id: u64) -> Vec<u8> {
     key
 }
 
+/// The value of an ingestion marker: the batch's first and last record ids.
+pub fn ingestion_marker_value(first: u64, last: u64) -> Vec<u8> {
+    let mut value = first.to_be_bytes().to_vec();
+    value.extend_from_slice(&last.to_be_bytes());
+    value
+}
+
+/// The first and last record ids an ingestion marker names; `None` when it is corrupt.
+pub fn ingestion_marker_range(value: &[u8]) -> Option<(u64, u64)> {
+    let (first, last) = value.split_first_chunk::<8>()?;
+    Some((
+        u64::from_be_bytes(*first),
+        u64::from_be_bytes(last.try_into().ok()?),
+    ))
+}
+
 pub fn collection_meta_prefix() -> Vec<u8> {
     vec![COLLECTION_TAG]
 }
@@ -76,5 +92,16 @@ mod tests {
         assert_eq!(trailing_record_id(&record_key(7, 300)), Some(300));
         assert_eq!(trailing_record_id(&index_entry_key(3, b"abc", 9)), Some(9));
         assert_eq!(trailing_record_id(b"short"), None);
+    }
+
+    #[test]
+    fn ingestion_markers_name_their_record_range() {
+        let value = ingestion_marker_value(11, 20);
+        assert_eq!(ingestion_marker_range(&value), Some((11, 20)));
+        assert_eq!(ingestion_marker_range(&value[..15]), None);
+        assert_eq!(
+            ingestion_marker_range(&[value.clone(), vec![0]].concat()),
+            None
+        );
     }
 }

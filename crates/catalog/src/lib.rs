@@ -556,18 +556,15 @@ mod tests {
             .unwrap()
     }
 
-    /// The engines the ingestion tests run on: in memory, and fjall in `dir`.
-    fn engines(dir: &std::path::Path) -> [Arc<dyn Engine>; 2] {
-        [
-            Arc::new(MemoryEngine::default()),
-            Arc::new(basalt_storage::FjallEngine::open_with_cache(dir, 64 << 20).unwrap()),
-        ]
+    fn fjall(dir: &std::path::Path) -> Arc<dyn Engine> {
+        Arc::new(basalt_storage::FjallEngine::open_with_cache(dir, 64 << 20).unwrap())
     }
 
     #[test]
     fn large_batches_are_ingested_with_their_index_entries() {
         let dir = tempfile::tempdir().unwrap();
-        for engine in engines(dir.path()) {
+        let memory: Arc<dyn Engine> = Arc::new(MemoryEngine::default());
+        for engine in [memory, fjall(dir.path())] {
             let cat = Catalog::open(engine).unwrap();
             let coll = cat.get_or_create("test", "c").unwrap();
             let indexes = bulk_indexes(&cat, &coll);
@@ -601,17 +598,15 @@ mod tests {
     #[test]
     fn an_interrupted_ingestion_is_completed_when_the_catalog_opens() {
         let dir = tempfile::tempdir().unwrap();
-        let [memory, _] = engines(dir.path());
-        let reopen_fjall = || -> Arc<dyn Engine> {
-            Arc::new(basalt_storage::FjallEngine::open_with_cache(dir.path(), 64 << 20).unwrap())
-        };
-        for (engine, reopen) in [
-            (
-                memory.clone(),
-                Box::new(move || memory.clone()) as Box<dyn Fn() -> Arc<dyn Engine>>,
-            ),
-            (reopen_fjall(), Box::new(reopen_fjall)),
+        let memory: Arc<dyn Engine> = Arc::new(MemoryEngine::default());
+        // The memory engine "reopens" as itself; fjall is opened again from its files.
+        let reopen_memory = move || memory.clone();
+        let reopen_fjall = || fjall(dir.path());
+        for reopen in [
+            &reopen_memory as &dyn Fn() -> Arc<dyn Engine>,
+            &reopen_fjall,
         ] {
+            let engine = reopen();
             let cat = Catalog::open(engine.clone()).unwrap();
             let coll = cat.get_or_create("test", "c").unwrap();
             bulk_indexes(&cat, &coll);
@@ -629,8 +624,7 @@ mod tests {
                     doc.into_bytes(),
                 );
             }
-            let mut marker = 11u64.to_be_bytes().to_vec();
-            marker.extend_from_slice(&20u64.to_be_bytes());
+            let marker = keys::ingestion_marker_value(11, 20);
             let mut intent = WriteBatch::default();
             intent.put(Space::Catalog, keys::ingestion_marker_key(meta.id), marker);
             engine.write(intent, Durability::Disk).unwrap();

@@ -374,6 +374,9 @@ mod tests {
     #[test]
     fn rejects_bad_keys() {
         assert_eq!(code_of(&doc(b"\x0a\xff\0")), ErrorCode::INVALID_BSON);
+        // A multi-byte character is decoded in full; one cut short is not UTF-8.
+        check(&doc(b"\x0acl\xc3\xa9\0")).unwrap();
+        assert_eq!(code_of(&doc(b"\x0acl\xc3\0")), ErrorCode::INVALID_BSON);
         // The key runs into the document's terminator.
         assert_eq!(code_of(&doc(b"\x0aabc")), ErrorCode::INVALID_BSON);
     }
