@@ -15,6 +15,8 @@ from pymongo.errors import OperationFailure, WriteError
 
 CODES = {
     "BadValue": 2,
+    "Overflow": 15,
+    "ExceededMemoryLimit": 146,
     "MaxTimeMSExpired": 50,
     "FailedToParse": 9,
     "TypeMismatch": 14,
@@ -33,6 +35,11 @@ CODES = {
     "Location15955": 15955,
     "Location16608": 16608,
     "Location40324": 40324,
+    "Location4568": 4568,
+    "Location16493": 16493,
+    "Location40099": 40099,
+    "Location40101": 40101,
+    "Location4031700": 4031700,
     "DuplicateKey": 11000,
     "QueryExceededMemoryLimitNoDiskUseAllowed": 292,
 }

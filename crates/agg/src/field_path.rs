@@ -33,6 +33,19 @@ pub(crate) fn get<'d>(doc: &'d Document, path: &[String]) -> Option<&'d Bson> {
     current.get(last)
 }
 
+/// The value at `path`, through subdocuments only, to change in place.
+pub(crate) fn get_mut<'d>(doc: &'d mut Document, path: &[String]) -> Option<&'d mut Bson> {
+    let (last, parents) = path.split_last()?;
+    let mut current = doc;
+    for name in parents {
+        current = match current.get_mut(name)? {
+            Bson::Document(d) => d,
+            _ => return None,
+        };
+    }
+    current.get_mut(last)
+}
+
 /// Sets `path`, replacing non-documents on the way with subdocuments.
 pub(crate) fn set(doc: &mut Document, path: &[String], value: Bson) {
     let Some((last, parents)) = path.split_last() else {

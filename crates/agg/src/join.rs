@@ -6,14 +6,17 @@
 //! such a query (a hash join), so each input document costs a few hash probes instead of
 //! a collection scan. Values are compared by their order-preserving key encoding, under
 //! which `1`, `1.0` and `NumberLong(1)` are one key, as MongoDB's equality has them. When
-//! the foreign documents exceed [`JOIN_INDEX_BYTES_MAX`], the join falls back to reading
-//! them again for every probe, so memory stays bounded.
+//! the foreign documents exceed [`JOIN_INDEX_BYTES_MAX`] of BSON, or the server's memory
+//! budget has no room for them, the join falls back to reading them again for every
+//! probe, so memory stays bounded. Matches stream out one at a time, so a key that
+//! matches most of a large collection is never held as one vector.
 
 use crate::pipeline::DocumentStream;
 use basalt_error::Result;
+use basalt_memory::Reservation;
 use basalt_query::Matcher;
 use basalt_value::key_string::encode_value_with;
-use basalt_value::Collation;
+use basalt_value::{document_memory_bytes, document_size_bytes, Collation};
 use basalt_value::{FieldPath, Reached};
 use bson::{Bson, Document};
 use std::collections::{HashMap, HashSet};
@@ -96,6 +99,8 @@ struct Index {
     docs: Vec<Document>,
     /// Positions in `docs`, ascending, of the documents offering each key.
     positions: HashMap<Key, Vec<usize>>,
+    /// The index's share of the server's memory budget.
+    memory: Reservation,
 }
 
 impl<'a> Join<'a> {
@@ -142,8 +147,8 @@ impl<'a> Join<'a> {
             if !join.takes_part(&doc) {
                 continue;
             }
-            bytes += doc.to_vec().map_or(0, |raw| raw.len());
-            if bytes > bytes_max {
+            bytes += document_size_bytes(&doc);
+            if bytes > bytes_max || index.memory.reserve(document_memory_bytes(&doc)).is_err() {
                 return Ok(join);
             }
             let position = index.docs.len();
@@ -164,10 +169,11 @@ impl<'a> Join<'a> {
         self.filter.is_none_or(|f| f.matches(doc))
     }
 
-    /// The foreign documents offering any of `keys`, each once, in natural order.
-    pub(crate) fn matching(&self, keys: &HashSet<Key>) -> Result<Vec<Document>> {
+    /// The foreign documents offering any of `keys`, each once, in natural order, made
+    /// as they are pulled.
+    pub(crate) fn matching(&self, keys: HashSet<Key>) -> Result<DocumentStream<'_>> {
         if keys.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Box::new(std::iter::empty()));
         }
         match &self.index {
             Some(index) => {
@@ -179,30 +185,23 @@ impl<'a> Join<'a> {
                     .collect();
                 positions.sort_unstable();
                 positions.dedup();
-                Ok(positions
-                    .into_iter()
-                    .map(|p| index.docs[p].clone())
-                    .collect())
+                Ok(Box::new(
+                    positions.into_iter().map(|p| Ok(index.docs[p].clone())),
+                ))
             }
-            None => {
-                let mut found = Vec::new();
-                for doc in (self.source)()? {
-                    let doc = doc?;
-                    if self.takes_part(&doc)
+            None => Ok(Box::new((self.source)()?.filter(move |doc| {
+                doc.as_ref().map_or(true, |doc| {
+                    self.takes_part(doc)
                         && offered_keys(
-                            &doc,
+                            doc,
                             &self.path,
                             self.missing_is_null,
                             self.collation.as_ref(),
                         )
                         .iter()
                         .any(|k| keys.contains(k))
-                    {
-                        found.push(doc);
-                    }
-                }
-                Ok(found)
-            }
+                })
+            }))),
         }
     }
 }
@@ -243,8 +242,8 @@ mod tests {
             doc! {"_id": 3},
             doc! {"_id": 4, "k": "x"},
         ];
-        let ids = |found: Vec<Document>| -> Vec<i32> {
-            found.iter().map(|d| d.get_i32("_id").unwrap()).collect()
+        let ids = |found: DocumentStream<'_>| -> Vec<i32> {
+            found.map(|d| d.unwrap().get_i32("_id").unwrap()).collect()
         };
         for bytes_max in [JOIN_INDEX_BYTES_MAX, 0] {
             let docs = docs.clone();
@@ -256,21 +255,18 @@ mod tests {
             assert_eq!(join.index.is_some(), bytes_max > 0);
             assert_eq!(
                 ids(join
-                    .matching(&keys(&[Bson::Int32(2), Bson::Double(1.0)]))
+                    .matching(keys(&[Bson::Int32(2), Bson::Double(1.0)]))
                     .unwrap()),
                 vec![1, 2]
             );
-            assert_eq!(ids(join.matching(&keys(&[Bson::Null])).unwrap()), vec![3]);
-            assert!(join.matching(&HashSet::new()).unwrap().is_empty());
+            assert_eq!(ids(join.matching(keys(&[Bson::Null])).unwrap()), vec![3]);
+            assert!(ids(join.matching(HashSet::new()).unwrap()).is_empty());
         }
         let filter = Matcher::new(&doc! {"_id": {"$gt": 1}}).unwrap();
         let source: Source<'_> =
             Box::new(|| Ok(Box::new(std::iter::once(Ok(doc! {"_id": 1, "k": 2})))));
         let filtered =
             Join::open(FieldPath::parse("k"), true, Some(&filter), None, source).unwrap();
-        assert!(filtered
-            .matching(&keys(&[Bson::Int32(2)]))
-            .unwrap()
-            .is_empty());
+        assert!(ids(filtered.matching(keys(&[Bson::Int32(2)])).unwrap()).is_empty());
     }
 }

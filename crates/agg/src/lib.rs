@@ -7,6 +7,8 @@
 mod dependencies;
 mod field_path;
 mod join;
+#[cfg(test)]
+mod linear_time;
 mod optimization;
 mod partitioned;
 mod pipeline;

@@ -67,7 +67,9 @@ impl<'p> Partitioned<'p> {
         match (self.head(), &mut partial.0) {
             (Stage::Group(group), State::Group(groups)) => {
                 for doc in stream {
-                    group.add(groups, &doc?, vars)?;
+                    // Whether the groups outgrew their memory is asked after each
+                    // batch (`exceeds_memory`); the batch is taken whole meanwhile.
+                    let _over_limit = group.add(groups, &doc?, vars)?;
                 }
             }
             (_, State::Count(n)) => {

@@ -67,7 +67,8 @@ struct Args {
     /// Refuse server-side JavaScript ($where, mapReduce, $function, $accumulator).
     #[arg(long)]
     noscripting: bool,
-    /// A server parameter, NAME=VALUE (repeatable). Known: ttlMonitorSleepSecs, scanWorkers.
+    /// A server parameter, NAME=VALUE (repeatable). Known: ttlMonitorSleepSecs, scanWorkers,
+    /// operationMemoryBudgetMB.
     #[arg(long = "setParameter", value_name = "NAME=VALUE")]
     set_parameter: Vec<String>,
 }
@@ -88,6 +89,20 @@ struct Parameters {
     ttl_monitor_interval_ms: u64,
     /// `scanWorkers`: threads one collection scan may use.
     scan_workers: usize,
+    /// `operationMemoryBudgetMB`, in bytes: what running operations and open cursors
+    /// may hold together; `None` for the default (see [`operation_memory_budget_bytes`]).
+    operation_memory_budget_bytes: Option<u64>,
+}
+
+/// The memory operations may hold together: `operationMemoryBudgetMB`, else half of
+/// what the block cache leaves of the machine's memory (at least 256 MB), so that the
+/// cache, the operations and everything else fit.
+fn operation_memory_budget_bytes(given: Option<u64>, cache_bytes: u64) -> u64 {
+    const MB: u64 = 1024 * 1024;
+    given.unwrap_or_else(|| {
+        let memory = basalt_storage::physical_memory_mb().unwrap_or(0) * MB;
+        (memory.saturating_sub(cache_bytes) / 2).max(256 * MB)
+    })
 }
 
 /// The parameters given with `--setParameter`, defaults for the others.
@@ -95,6 +110,7 @@ fn parameters(given: &[String]) -> Result<Parameters, String> {
     let mut parameters = Parameters {
         ttl_monitor_interval_ms: basalt_server::TTL_MONITOR_INTERVAL_MS,
         scan_workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        operation_memory_budget_bytes: None,
     };
     let positive = |name: &str, value: &str| {
         value
@@ -110,6 +126,9 @@ fn parameters(given: &[String]) -> Result<Parameters, String> {
             }
             Some((name @ "scanWorkers", n)) => {
                 parameters.scan_workers = positive(name, n)? as usize;
+            }
+            Some((name @ "operationMemoryBudgetMB", mb)) => {
+                parameters.operation_memory_budget_bytes = Some(positive(name, mb)? << 20);
             }
             _ => return Err(format!("unknown or malformed --setParameter {parameter}")),
         }
@@ -197,6 +216,14 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
         scan_workers: parameters.scan_workers,
     };
     let cache_bytes = cache_bytes(args.cache_size_gb)?;
+    let budget_bytes =
+        operation_memory_budget_bytes(parameters.operation_memory_budget_bytes, cache_bytes);
+    basalt_memory::server_budget().set_limit_bytes(budget_bytes as usize);
+    tracing::info!(
+        "memory: block cache {} MB, operations {} MB",
+        cache_bytes >> 20,
+        budget_bytes >> 20
+    );
     let engine = FjallEngine::open_with_cache(&args.dbpath, cache_bytes)
         .map_err(|e| format!("cannot open storage at {}: {e}", args.dbpath.display()))?;
     let server =
@@ -261,16 +288,24 @@ mod tests {
         );
         assert!(defaults.scan_workers >= 1);
         assert_eq!(
-            parameters(&["ttlMonitorSleepSecs=2".into(), "scanWorkers=3".into()]),
+            parameters(&[
+                "ttlMonitorSleepSecs=2".into(),
+                "scanWorkers=3".into(),
+                "operationMemoryBudgetMB=512".into()
+            ]),
             Ok(Parameters {
                 ttl_monitor_interval_ms: 2000,
-                scan_workers: 3
+                scan_workers: 3,
+                operation_memory_budget_bytes: Some(512 << 20),
             })
         );
+        assert_eq!(operation_memory_budget_bytes(Some(1 << 30), 0), 1 << 30);
+        assert!(operation_memory_budget_bytes(None, u64::MAX) >= 256 << 20);
         for bad in [
             "ttlMonitorSleepSecs=0",
             "ttlMonitorSleepSecs=x",
             "scanWorkers=0",
+            "operationMemoryBudgetMB=0",
             "nope=1",
             "nope",
         ] {

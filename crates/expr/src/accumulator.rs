@@ -24,7 +24,7 @@ use crate::numeric::{combine, decimal_from_f64};
 use crate::operators::object::merge_into;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_value::number::ArithmeticOp;
-use basalt_value::{compare_values, Number};
+use basalt_value::{compare_values, value_memory_bytes, Number};
 use bson::{Bson, Document};
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
@@ -172,8 +172,14 @@ pub enum Accumulator {
     /// `None` until a document was seen; then its value (missing becomes null).
     First(Option<Bson>),
     Last(Option<Bson>),
-    Push(Vec<Bson>),
-    AddToSet(BTreeSet<OrderedBson>),
+    Push {
+        items: Vec<Bson>,
+        memory_bytes: usize,
+    },
+    AddToSet {
+        set: BTreeSet<OrderedBson>,
+        memory_bytes: usize,
+    },
     StdDev {
         sample: bool,
         moments: Moments,
@@ -247,8 +253,14 @@ impl Accumulator {
             AccumulatorKind::Max => Accumulator::Max(None),
             AccumulatorKind::First => Accumulator::First(None),
             AccumulatorKind::Last => Accumulator::Last(None),
-            AccumulatorKind::Push => Accumulator::Push(Vec::new()),
-            AccumulatorKind::AddToSet => Accumulator::AddToSet(BTreeSet::new()),
+            AccumulatorKind::Push => Accumulator::Push {
+                items: Vec::new(),
+                memory_bytes: 0,
+            },
+            AccumulatorKind::AddToSet => Accumulator::AddToSet {
+                set: BTreeSet::new(),
+                memory_bytes: 0,
+            },
             AccumulatorKind::StdDevPop => Accumulator::StdDev {
                 sample: false,
                 moments: Moments::default(),
@@ -261,74 +273,87 @@ impl Accumulator {
         }
     }
 
-    /// Takes one input value; `None` is missing.
-    pub fn accumulate(&mut self, value: Option<&Bson>) -> Result<()> {
-        match self {
+    /// Takes one input value (`None` is missing); returns how many bytes of memory the
+    /// state grew by (negative when it shrank), which `$group` charges to its limit.
+    pub fn accumulate(&mut self, value: Option<&Bson>) -> Result<isize> {
+        let grown = match self {
             Accumulator::Sum(sum) => {
                 if let Some(n) = value.and_then(Number::from_bson) {
                     *sum = combine(ArithmeticOp::Add, *sum, n);
                 }
+                0
             }
             Accumulator::Avg { sum, count } => {
                 if let Some(n) = value.and_then(Number::from_bson) {
                     *sum = combine(ArithmeticOp::Add, *sum, n);
                     *count += 1;
                 }
+                0
             }
-            Accumulator::Min(best) => {
-                if let Some(v) = value.filter(|v| beats(best, v, Ordering::Less)) {
-                    *best = Some(v.clone());
-                }
-            }
-            Accumulator::Max(best) => {
-                if let Some(v) = value.filter(|v| beats(best, v, Ordering::Greater)) {
-                    *best = Some(v.clone());
-                }
-            }
+            Accumulator::Min(best) => match value.filter(|v| beats(best, v, Ordering::Less)) {
+                Some(v) => replace(best, v.clone()),
+                None => 0,
+            },
+            Accumulator::Max(best) => match value.filter(|v| beats(best, v, Ordering::Greater)) {
+                Some(v) => replace(best, v.clone()),
+                None => 0,
+            },
             Accumulator::First(first) => {
-                if first.is_none() {
-                    *first = Some(value.cloned().unwrap_or(Bson::Null));
+                if first.is_some() {
+                    return Ok(0);
                 }
+                replace(first, value.cloned().unwrap_or(Bson::Null))
             }
-            Accumulator::Last(last) => *last = Some(value.cloned().unwrap_or(Bson::Null)),
-            Accumulator::Push(items) => {
-                if let Some(v) = value {
-                    items.push(v.clone());
-                }
+            Accumulator::Last(last) => replace(last, value.cloned().unwrap_or(Bson::Null)),
+            Accumulator::Push {
+                items,
+                memory_bytes,
+            } => {
+                let Some(v) = value else { return Ok(0) };
+                let size = value_memory_bytes(v);
+                keep("$push", memory_bytes, size)?;
+                items.push(v.clone());
+                size as isize
             }
-            Accumulator::AddToSet(set) => {
-                if let Some(v) = value {
-                    set.insert(OrderedBson(v.clone()));
+            Accumulator::AddToSet { set, memory_bytes } => {
+                let Some(v) = value else { return Ok(0) };
+                if set.contains(&OrderedBson(v.clone())) {
+                    return Ok(0);
                 }
+                let size = value_memory_bytes(v);
+                keep("$addToSet", memory_bytes, size)?;
+                set.insert(OrderedBson(v.clone()));
+                size as isize
             }
             Accumulator::StdDev { moments, .. } => {
                 if let Some(n) = value.and_then(Number::from_bson) {
                     moments.add(n.to_f64());
                 }
+                0
             }
             Accumulator::MergeObjects(doc) => merge_into(doc, value)?,
             Accumulator::Selection(state) => state.accumulate(value)?,
             Accumulator::Quantile(state) => state.accumulate(value),
             Accumulator::JavaScript(state) => state.accumulate(value)?,
-        }
-        Ok(())
+        };
+        Ok(grown)
     }
 
-    /// Absorbs the partial state of `later`, an accumulator of the same kind that saw
-    /// the documents after the ones this one saw.
     /// Whether the state grows with every value (kept values rather than a running
-    /// figure), which a memory limit must count.
+    /// figure), so that a window over it is better computed afresh than merged.
     pub fn keeps_values(&self) -> bool {
         matches!(
             self,
-            Accumulator::Push(_)
-                | Accumulator::AddToSet(_)
+            Accumulator::Push { .. }
+                | Accumulator::AddToSet { .. }
                 | Accumulator::MergeObjects(_)
                 | Accumulator::Quantile(_)
                 | Accumulator::JavaScript(_)
         )
     }
 
+    /// Absorbs the partial state of `later`, an accumulator of the same kind that saw
+    /// the documents after the ones this one saw.
     pub fn merge(&mut self, later: Accumulator) -> Result<()> {
         match (self, later) {
             (Accumulator::Sum(a), Accumulator::Sum(b)) => *a = combine(ArithmeticOp::Add, *a, b),
@@ -362,8 +387,30 @@ impl Accumulator {
                     *a = b;
                 }
             }
-            (Accumulator::Push(a), Accumulator::Push(b)) => a.extend(b),
-            (Accumulator::AddToSet(a), Accumulator::AddToSet(b)) => a.extend(b),
+            (
+                Accumulator::Push {
+                    items,
+                    memory_bytes,
+                },
+                Accumulator::Push {
+                    items: later,
+                    memory_bytes: later_bytes,
+                },
+            ) => {
+                keep("$push", memory_bytes, later_bytes)?;
+                items.extend(later);
+            }
+            (
+                Accumulator::AddToSet { set, memory_bytes },
+                Accumulator::AddToSet { set: later, .. },
+            ) => {
+                for v in later {
+                    if !set.contains(&v) {
+                        keep("$addToSet", memory_bytes, value_memory_bytes(&v.0))?;
+                        set.insert(v);
+                    }
+                }
+            }
             (Accumulator::StdDev { moments: a, .. }, Accumulator::StdDev { moments: b, .. }) => {
                 a.merge(b)
             }
@@ -398,8 +445,10 @@ impl Accumulator {
             }
             Accumulator::Min(v) | Accumulator::Max(v) => v.unwrap_or(Bson::Null),
             Accumulator::First(v) | Accumulator::Last(v) => v.unwrap_or(Bson::Null),
-            Accumulator::Push(items) => Bson::Array(items),
-            Accumulator::AddToSet(set) => Bson::Array(set.into_iter().map(|v| v.0).collect()),
+            Accumulator::Push { items, .. } => Bson::Array(items),
+            Accumulator::AddToSet { set, .. } => {
+                Bson::Array(set.into_iter().map(|v| v.0).collect())
+            }
             Accumulator::StdDev { sample, moments } => {
                 let divisor = if sample {
                     moments.count.saturating_sub(1)
@@ -418,6 +467,41 @@ impl Accumulator {
             Accumulator::JavaScript(state) => state.finish()?,
         })
     }
+}
+
+/// MongoDB's internalQueryMaxPushBytes and internalQueryMaxAddToSetBytes: the memory
+/// the values of one `$push` or `$addToSet` may hold. They cannot spill.
+pub const KEPT_VALUES_MEMORY_BYTES_MAX: usize = 100 * 1024 * 1024;
+
+/// Counts `bytes` more for the values of `operator`, or refuses them past the limit with
+/// MongoDB's error.
+fn keep(operator: &str, memory_bytes: &mut usize, bytes: usize) -> Result<()> {
+    let used = *memory_bytes + bytes;
+    if used > KEPT_VALUES_MEMORY_BYTES_MAX {
+        let used_part = if operator == "$addToSet" {
+            format!(" Used: {used} bytes.")
+        } else {
+            String::new()
+        };
+        return Err(Error::new(
+            ErrorCode::EXCEEDED_MEMORY_LIMIT,
+            format!(
+                "{operator} used too much memory and cannot spill to disk.{used_part} Memory \
+                 limit: {KEPT_VALUES_MEMORY_BYTES_MAX} bytes"
+            ),
+        ));
+    }
+    *memory_bytes = used;
+    Ok(())
+}
+
+/// Puts `value` in `slot`; returns the bytes of memory this added (negative when the
+/// value replaced a larger one).
+pub(crate) fn replace(slot: &mut Option<Bson>, value: Bson) -> isize {
+    let grown = value_memory_bytes(&value) as isize;
+    let shrunk = slot.as_ref().map_or(0, value_memory_bytes) as isize;
+    *slot = Some(value);
+    grown - shrunk
 }
 
 /// Whether `candidate` should replace the current extreme of a `$min`/`$max`, which

@@ -10,6 +10,7 @@ use crate::context::ParseContext;
 use crate::expression::Expression;
 use basalt_error::{Error, Result};
 use basalt_js::Script;
+use basalt_value::value_memory_bytes;
 use bson::{Bson, Document};
 use std::sync::Arc;
 
@@ -108,8 +109,9 @@ impl JavaScriptState {
         }
     }
 
-    /// Folds one document's `[initArgs, accumulateArgs]` into the state.
-    pub(crate) fn accumulate(&mut self, args: Option<&Bson>) -> Result<()> {
+    /// Folds one document's `[initArgs, accumulateArgs]` into the state; returns the
+    /// bytes of memory the state grew by.
+    pub(crate) fn accumulate(&mut self, args: Option<&Bson>) -> Result<isize> {
         let (init_args, accumulate_args) = match args {
             Some(Bson::Array(pair)) => match pair.as_slice() {
                 [Bson::Array(init), Bson::Array(accumulate)] => {
@@ -119,15 +121,20 @@ impl JavaScriptState {
             },
             _ => (&[][..], &[][..]),
         };
-        let state = match self.state.take() {
-            Some(state) => state,
-            None => self.functions.init.call(None, init_args)?,
+        let (state, before) = match self.state.take() {
+            Some(state) => {
+                let size = value_memory_bytes(&state);
+                (state, size)
+            }
+            None => (self.functions.init.call(None, init_args)?, 0),
         };
         let mut call_args = Vec::with_capacity(1 + accumulate_args.len());
         call_args.push(state);
         call_args.extend_from_slice(accumulate_args);
-        self.state = Some(self.functions.accumulate.call(None, &call_args)?);
-        Ok(())
+        let state = self.functions.accumulate.call(None, &call_args)?;
+        let grown = value_memory_bytes(&state) as isize - before as isize;
+        self.state = Some(state);
+        Ok(grown)
     }
 
     /// Absorbs the state of a partition that came after this one.

@@ -14,6 +14,7 @@ mod env;
 mod expression;
 mod field_path;
 mod javascript_accumulator;
+mod limits;
 mod numeric;
 pub(crate) mod operators;
 
@@ -24,5 +25,6 @@ pub use context::{ParseContext, Scope, VarId, Variables};
 pub use dependencies::FieldSet;
 pub use env::Value;
 pub use expression::{type_name, Expression};
+pub use limits::{BUILT_VALUE_MEMORY_BYTES_MAX, STRING_SIZE_BYTES_MAX};
 pub use operators::boolean::truthy;
 pub use operators::date::{civil_from_days, days_from_civil, TimeUnit};

@@ -7,13 +7,15 @@
 //! primitive key stay in the sandbox, grouped and reduced there, so the common job (a
 //! few keys, many values) converts values to BSON once per key rather than once per
 //! emit; the sandbox holds a bounded number of them, and hands the rest over as BSON, so
-//! a job with many keys is bounded by the server's memory rather than one runtime's cap.
+//! a job with many keys is bounded by the server's memory budget (which its groups are
+//! charged to) rather than one runtime's cap.
 //! Other keys (objects, dates, `NumberLong`s) are grouped here by their BSON order.
 
 use crate::bson_conversion::engine_error;
 use crate::sandbox::{check_scripting_enabled, js_failure, with_session, Script, Session};
 use basalt_error::{Error, Result};
-use basalt_value::key_string;
+use basalt_memory::Reservation;
+use basalt_value::{key_string, value_memory_bytes};
 use bson::{Bson, Document};
 use rquickjs::{Array, Value};
 use std::collections::HashMap;
@@ -59,6 +61,8 @@ pub struct MapReduceRun<'a> {
     groups: Vec<Group>,
     counts: MapReduceCounts,
     encoded: Vec<u8>,
+    /// The groups' share of the server's memory budget.
+    memory: Reservation,
 }
 
 impl MapReduceRun<'_> {
@@ -83,6 +87,7 @@ impl MapReduceRun<'_> {
             groups,
             counts,
             encoded,
+            memory,
         } = self;
         with_session(|session| {
             let map = session.compile(&job.map)?;
@@ -110,9 +115,11 @@ impl MapReduceRun<'_> {
                     .to_bson(value.map_err(|e| session.failure(e))?)?;
                 encoded.clear();
                 key_string::encode_value(encoded, &key, false);
+                let mut held = value_memory_bytes(&value);
                 let slot = match slots.get(encoded.as_slice()) {
                     Some(slot) => *slot,
                     None => {
+                        held += encoded.len() + value_memory_bytes(&key);
                         slots.insert(encoded.clone(), groups.len());
                         groups.push(Group {
                             key,
@@ -121,11 +128,16 @@ impl MapReduceRun<'_> {
                         groups.len() - 1
                     }
                 };
+                memory
+                    .record(held)
+                    .map_err(|exhausted| exhausted.to_error("mapReduce"))?;
                 let group = &mut groups[slot];
                 group.values.push(value);
                 if group.values.len() >= REDUCE_BATCH_VALUES {
                     let reduced = job.reduce_in(session, &group.key, &group.values)?;
                     counts.reduce += 1;
+                    let before: usize = group.values.iter().map(value_memory_bytes).sum();
+                    memory.shrink(before.saturating_sub(value_memory_bytes(&reduced)));
                     group.values = vec![reduced];
                 }
             }
@@ -207,6 +219,7 @@ impl MapReduce {
             groups: Vec::new(),
             counts: MapReduceCounts::default(),
             encoded: Vec::new(),
+            memory: Reservation::default(),
         }
     }
 

@@ -4,7 +4,10 @@
 //!
 //! A runtime has a memory cap and an interrupt handler that stops a call at its deadline
 //! (the command's `maxTimeMS` or [`JS_TIME_LIMIT_MS`], whichever comes first); a stopped
-//! or exhausted runtime is thrown away, so the next call starts clean. The global object
+//! or exhausted runtime is thrown away, so the next call starts clean. Its cap is
+//! reserved from the server's memory budget while it exists (from a command's first
+//! script to the command's end), so a server busy with scripts refuses more of them
+//! instead of running out of memory. The global object
 //! holds only ECMAScript's built-ins, MongoDB's shell types and, as in mongod, the
 //! values stored in the database's `system.js` (read when a command's first script
 //! needs them): no I/O, no `require`, no host functions. A script's `scope` is passed in
@@ -12,6 +15,7 @@
 
 use crate::bson_conversion::{engine_error, Internal, ShellTypes};
 use basalt_error::{Error, ErrorCode, Result};
+use basalt_memory::Reservation;
 use bson::{Bson, Document};
 use rquickjs::context::EvalOptions;
 use rquickjs::convert::Coerced;
@@ -76,6 +80,18 @@ impl CommandScripts {
         COMMAND_NUMBER.set(COMMAND_NUMBER.get() + 1);
         let outer = COMMAND.replace(self.clone());
         let result = body();
+        // The command's sandbox serves no other: free its memory now, not at the
+        // thread's next script.
+        SANDBOX.with(|cell| {
+            if let Ok(mut slot) = cell.try_borrow_mut() {
+                if slot
+                    .as_ref()
+                    .is_some_and(|sandbox| sandbox.command == COMMAND_NUMBER.get())
+                {
+                    *slot = None;
+                }
+            }
+        });
         COMMAND.set(outer);
         COMMAND_NUMBER.set(COMMAND_NUMBER.get() + 1);
         result
@@ -316,6 +332,8 @@ struct Sandbox {
     watch: Rc<Watch>,
     /// The command (see [`with_command`]) this sandbox serves.
     command: u64,
+    /// The runtime's cap, taken from the server's memory budget.
+    _memory: Reservation,
 }
 
 thread_local! {
@@ -377,6 +395,14 @@ impl Watch {
 
 impl Sandbox {
     fn new() -> Result<Sandbox> {
+        let mut memory = Reservation::default();
+        memory.reserve(JS_MEMORY_LIMIT_BYTES).map_err(|exhausted| {
+            let detail = exhausted.to_error("a JavaScript runtime").message;
+            Error::new(
+                ErrorCode::EXCEEDED_MEMORY_LIMIT,
+                format!("Out of memory while trying to initialize javascript scope: {detail}"),
+            )
+        })?;
         let runtime = Runtime::new().map_err(engine_error)?;
         runtime.set_memory_limit(JS_MEMORY_LIMIT_BYTES);
         runtime.set_max_stack_size(JS_STACK_SIZE_BYTES);
@@ -406,6 +432,7 @@ impl Sandbox {
             _runtime: runtime,
             watch,
             command: COMMAND_NUMBER.get(),
+            _memory: memory,
         })
     }
 }

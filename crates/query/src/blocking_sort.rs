@@ -1,8 +1,13 @@
 //! Blocking sorts under MongoDB's memory limit: documents are buffered and sorted in
-//! memory until they exceed [`BLOCKING_SORT_MEMORY_LIMIT_BYTES`]; then, if the command
-//! allows disk use, the buffer is written as a sorted run to a temporary file under the
-//! dbpath and the runs are merged at the end, else the sort fails as MongoDB's does
-//! (QueryExceededMemoryLimitNoDiskUseAllowed).
+//! memory until they exceed [`BLOCKING_SORT_MEMORY_LIMIT_BYTES`], or the server's memory
+//! budget has no room for them; then, if the command allows disk use, the buffer is
+//! written as a sorted run to a temporary file under the dbpath and the runs are merged
+//! at the end, else the sort fails as MongoDB's does (QueryExceededMemoryLimitNoDiskUse
+//! Allowed past its own limit, ExceededMemoryLimit past the budget).
+//!
+//! The buffer holds each document encoded, beside its sort key: a decoded document takes
+//! several times its BSON size in memory, so 100 MB of buffer holds about as many
+//! documents as MongoDB's does.
 //!
 //! A sort that only needs its first `k` results (a `limit`, plus any `skip`) keeps only
 //! the best `k` documents, as MongoDB's top-k sort does, so `sort + limit` over a large
@@ -15,6 +20,8 @@
 
 use crate::SortSpec;
 use basalt_error::{Error, ErrorCode, Result};
+use basalt_memory::{Exceeded, StageMemory};
+use basalt_value::value_memory_bytes;
 use bson::{Bson, Document};
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
@@ -27,19 +34,40 @@ pub const BLOCKING_SORT_MEMORY_LIMIT_BYTES: usize = 100 * 1024 * 1024;
 /// The directory under the dbpath that holds spilled sort runs (MongoDB's `_tmp`).
 const SPILL_DIRECTORY: &str = "_tmp";
 
-/// A document with the key it sorts by.
-type Keyed = (Vec<Bson>, Document);
+/// A document with the key it sorts by: encoded while it waits in the buffer, decoded
+/// once read back from a run.
+type Keyed = (Vec<Bson>, Held);
+
+#[derive(Debug)]
+enum Held {
+    Encoded(Vec<u8>),
+    Decoded(Document),
+}
+
+impl Held {
+    fn into_document(self) -> Result<Document> {
+        match self {
+            Held::Decoded(doc) => Ok(doc),
+            Held::Encoded(bytes) => Document::from_reader(&bytes[..])
+                .map_err(|e| Error::internal(format!("cannot decode a sorted document: {e}"))),
+        }
+    }
+}
+
+/// The memory a buffered entry holds: its key, its bytes and its place in the buffer.
+fn entry_memory_bytes(key: &[Bson], bytes: &[u8]) -> usize {
+    std::mem::size_of::<Keyed>() + key.iter().map(value_memory_bytes).sum::<usize>() + bytes.len()
+}
 
 /// A sort in progress.
 pub struct BlockingSort {
     spec: SortSpec,
-    memory_limit_bytes: usize,
+    memory: StageMemory,
     /// Where runs are spilled; `None` when the command did not allow disk use.
     spill_directory: Option<PathBuf>,
     /// How many of the first results are wanted, when not all are.
     keep: Option<usize>,
-    buffered: Vec<Keyed>,
-    buffered_bytes: usize,
+    buffered: Vec<(Vec<Bson>, Vec<u8>)>,
     /// Sorted runs already written, in input order (which keeps the sort stable).
     runs: Vec<File>,
 }
@@ -55,11 +83,10 @@ impl BlockingSort {
     ) -> BlockingSort {
         BlockingSort {
             spec,
-            memory_limit_bytes,
+            memory: StageMemory::new(memory_limit_bytes),
             spill_directory,
             keep,
             buffered: Vec::new(),
-            buffered_bytes: 0,
             runs: Vec::new(),
         }
     }
@@ -73,24 +100,34 @@ impl BlockingSort {
         if self.keep == Some(0) {
             return Ok(());
         }
-        self.buffered_bytes += encoded_size(&doc)?;
-        self.buffered.push((self.spec.sort_key(&doc), doc));
+        let key = self.spec.sort_key(&doc);
+        let bytes = doc
+            .to_vec()
+            .map_err(|e| Error::internal(format!("cannot encode a document to sort: {e}")))?;
+        let mut charged = self
+            .memory
+            .charge(entry_memory_bytes(&key, &bytes) as isize);
+        self.buffered.push((key, bytes));
         if let Some(k) = self.keep {
             // Trimming at twice the size keeps the cost of re-sorting amortised.
             if self.buffered.len() >= k.saturating_mul(2).max(2) {
                 self.sort_buffer();
-                self.buffered.truncate(k);
-                self.buffered_bytes = self
-                    .buffered
+                let dropped: usize = self.buffered[k..]
                     .iter()
-                    .map(|(_, d)| encoded_size(d))
-                    .sum::<Result<usize>>()?;
+                    .map(|(key, bytes)| entry_memory_bytes(key, bytes))
+                    .sum();
+                self.buffered.truncate(k);
+                // Giving memory back cannot fail; what matters is where it leaves us.
+                let _ = self.memory.charge(-(dropped as isize));
+                if !self.memory.exceeded() {
+                    charged = Ok(());
+                }
             }
         }
-        if self.buffered_bytes > self.memory_limit_bytes {
-            self.spill()?;
+        match charged {
+            Ok(()) => Ok(()),
+            Err(exceeded) => self.spill(exceeded),
         }
-        Ok(())
     }
 
     /// The documents in order (at most `keep` of them).
@@ -114,6 +151,7 @@ impl BlockingSort {
             sources,
             heads,
             remaining: self.keep.unwrap_or(usize::MAX),
+            _memory: self.memory,
         })
     }
 
@@ -124,16 +162,19 @@ impl BlockingSort {
     }
 
     /// Writes the buffer as one sorted run, or fails when disk use is not allowed.
-    fn spill(&mut self) -> Result<()> {
+    fn spill(&mut self, exceeded: Exceeded) -> Result<()> {
         let Some(directory) = &self.spill_directory else {
-            return Err(Error::new(
-                ErrorCode::QUERY_EXCEEDED_MEMORY_LIMIT_NO_DISK_USE_ALLOWED,
-                format!(
-                    "Sort exceeded memory limit of {} bytes, but did not opt in to external \
-                     sorting.",
-                    self.memory_limit_bytes
+            return Err(match exceeded {
+                Exceeded::StageLimit => Error::new(
+                    ErrorCode::QUERY_EXCEEDED_MEMORY_LIMIT_NO_DISK_USE_ALLOWED,
+                    format!(
+                        "Sort exceeded memory limit of {} bytes, but did not opt in to \
+                         external sorting.",
+                        self.memory.limit_bytes()
+                    ),
                 ),
-            ));
+                Exceeded::ServerBudget(exhausted) => exhausted.to_error("Sort"),
+            });
         };
         std::fs::create_dir_all(directory).map_err(spill_error)?;
         // An unnamed file: the OS removes it when it is closed, even after a crash.
@@ -143,9 +184,8 @@ impl BlockingSort {
             self.buffered.truncate(k);
         }
         let mut writer = BufWriter::new(file);
-        for (_, doc) in self.buffered.drain(..) {
-            doc.to_writer(&mut writer)
-                .map_err(|e| Error::internal(format!("cannot write a sort run: {e}")))?;
+        for (_, bytes) in self.buffered.drain(..) {
+            writer.write_all(&bytes).map_err(spill_error)?;
         }
         writer.flush().map_err(spill_error)?;
         self.runs.push(
@@ -153,15 +193,9 @@ impl BlockingSort {
                 .into_inner()
                 .map_err(|e| spill_error(e.into_error()))?,
         );
-        self.buffered_bytes = 0;
+        self.memory.clear();
         Ok(())
     }
-}
-
-fn encoded_size(doc: &Document) -> Result<usize> {
-    doc.to_vec()
-        .map(|bytes| bytes.len())
-        .map_err(|e| Error::internal(format!("cannot encode a document to sort: {e}")))
 }
 
 fn spill_error(e: std::io::Error) -> Error {
@@ -170,21 +204,21 @@ fn spill_error(e: std::io::Error) -> Error {
 
 /// One sorted sequence being merged.
 enum Run {
-    Memory(std::vec::IntoIter<Keyed>),
+    Memory(std::vec::IntoIter<(Vec<Bson>, Vec<u8>)>),
     File(BufReader<File>),
 }
 
 impl Run {
     fn next(&mut self, spec: &SortSpec) -> Result<Option<Keyed>> {
         match self {
-            Run::Memory(docs) => Ok(docs.next()),
+            Run::Memory(docs) => Ok(docs.next().map(|(key, bytes)| (key, Held::Encoded(bytes)))),
             Run::File(reader) => {
                 if reader.fill_buf().map_err(spill_error)?.is_empty() {
                     return Ok(None);
                 }
                 let doc = Document::from_reader(&mut *reader)
                     .map_err(|e| Error::internal(format!("cannot read a sort run: {e}")))?;
-                Ok(Some((spec.sort_key(&doc), doc)))
+                Ok(Some((spec.sort_key(&doc), Held::Decoded(doc))))
             }
         }
     }
@@ -197,6 +231,8 @@ pub struct SortedDocuments {
     /// The next document of each source.
     heads: Vec<Option<Keyed>>,
     remaining: usize,
+    /// The buffer's share of the server's memory, given back when the output is dropped.
+    _memory: StageMemory,
 }
 
 impl Iterator for SortedDocuments {
@@ -226,7 +262,7 @@ impl Iterator for SortedDocuments {
             Err(e) => return Some(Err(e)),
         }
         self.remaining -= 1;
-        Some(Ok(doc))
+        Some(doc.into_document())
     }
 }
 
@@ -287,8 +323,9 @@ mod tests {
         let (spilled_top, _) = sort(1000, Some(12), dir.path());
         assert_eq!(spilled_top, expected(Some(12)));
         assert!(sort(1000, Some(0), dir.path()).0.is_empty());
-        // Ten documents of ~140 bytes fit in 2000 bytes: top-k never needs the disk.
-        assert_eq!(sort(2000, Some(5), dir.path()).1, 0);
+        // Ten entries of ~370 bytes (a ~140-byte document, its key, its slot) fit in
+        // 5000 bytes: top-k never needs the disk.
+        assert_eq!(sort(5000, Some(5), dir.path()).1, 0);
     }
 
     #[test]

@@ -13,6 +13,7 @@
 
 use crate::exec::{CollectionScan, Deadline};
 use basalt_error::{Error, ErrorCode, Result};
+use basalt_memory::Reservation;
 use bson::{Document, RawDocumentBuf};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -38,9 +39,17 @@ pub enum CursorSource {
 }
 
 impl CursorSource {
-    /// A source over documents already computed.
+    /// A source over documents already computed, whose memory counts in the server's
+    /// budget until they are handed out (or the cursor is dropped).
     pub fn buffered(docs: Vec<Document>) -> CursorSource {
-        CursorSource::stream(docs.into_iter().map(Ok))
+        let mut memory = Reservation::default();
+        // The documents exist already: count them even past the budget, which then
+        // makes other work spill or wait.
+        let _ = memory.record(docs.iter().map(basalt_value::document_memory_bytes).sum());
+        CursorSource::stream(Buffered {
+            docs: docs.into_iter(),
+            memory,
+        })
     }
 
     pub fn stream(docs: impl Iterator<Item = Result<Document>> + Send + 'static) -> CursorSource {
@@ -76,6 +85,23 @@ impl CursorSource {
                 scan.next_batch::<RawDocumentBuf>(max_docs, BATCH_SIZE_BYTES_MAX)
             }
         }
+    }
+}
+
+/// Documents computed ahead, with their share of the server's memory budget.
+struct Buffered {
+    docs: std::vec::IntoIter<Document>,
+    memory: Reservation,
+}
+
+impl Iterator for Buffered {
+    type Item = Result<Document>;
+
+    fn next(&mut self) -> Option<Result<Document>> {
+        let doc = self.docs.next()?;
+        self.memory
+            .shrink(basalt_value::document_memory_bytes(&doc));
+        Some(Ok(doc))
     }
 }
 

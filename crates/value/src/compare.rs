@@ -108,6 +108,31 @@ pub fn values_equal(a: &Bson, b: &Bson) -> bool {
     compare_values(a, b) == Ordering::Equal
 }
 
+/// A borrowed value ordered by [`compare_values`], for sets and maps of values (a
+/// membership test over a large array in log time instead of a scan).
+#[derive(Clone, Copy, Debug)]
+pub struct ByValue<'a>(pub &'a Bson);
+
+impl PartialEq for ByValue<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        values_equal(self.0, other.0)
+    }
+}
+
+impl Eq for ByValue<'_> {}
+
+impl PartialOrd for ByValue<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ByValue<'_> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        compare_values(self.0, other.0)
+    }
+}
+
 /// Compares documents field by field: type rank, then field name, then value; a document
 /// that is a prefix of the other sorts first.
 pub fn compare_documents(a: &Document, b: &Document) -> Ordering {

@@ -15,8 +15,10 @@ pub mod raw;
 pub mod size;
 
 pub use collation::Collation;
-pub use compare::{canonical_type_rank, compare_values, compare_values_with, values_equal};
+pub use compare::{
+    canonical_type_rank, compare_values, compare_values_with, values_equal, ByValue,
+};
 pub use distinct::DistinctValues;
 pub use number::{as_f64, as_i64, is_number, Number};
 pub use path::{get_path, FieldPath, Reached};
-pub use size::{document_size_bytes, value_size_bytes};
+pub use size::{document_memory_bytes, document_size_bytes, value_memory_bytes, value_size_bytes};

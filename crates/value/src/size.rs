@@ -1,7 +1,11 @@
-//! The encoded size of a document, computed without encoding it.
+//! The sizes of values: the bytes a document takes as BSON, computed without encoding
+//! it, and the memory a decoded value holds.
 //!
 //! Batches stop at 16 MiB and documents may not exceed 16 MiB; measuring by serialising
-//! would allocate and copy every document just to count its bytes.
+//! would allocate and copy every document just to count its bytes. Memory limits (a
+//! stage's 100 MB, the server's budget for operations) are about the memory a value
+//! really holds once decoded, which is several times its BSON size: every element is a
+//! `Bson` of 112 bytes, every field also a key `String` and a map entry.
 
 use bson::{Bson, Document};
 
@@ -72,6 +76,40 @@ pub fn value_size_bytes(value: &Bson) -> usize {
     }
 }
 
+/// What one field of a decoded document costs beyond its value: the map entry's hash
+/// and key `String`, and its slot in the map's index table.
+const DOCUMENT_ENTRY_OVERHEAD_BYTES: usize =
+    std::mem::size_of::<u64>() + std::mem::size_of::<String>() + std::mem::size_of::<usize>();
+
+/// About the memory `value` holds once decoded, itself included.
+pub fn value_memory_bytes(value: &Bson) -> usize {
+    std::mem::size_of::<Bson>() + value_heap_bytes(value)
+}
+
+/// About the memory a decoded `doc` holds, itself included.
+pub fn document_memory_bytes(doc: &Document) -> usize {
+    std::mem::size_of::<Document>() + document_heap_bytes(doc)
+}
+
+fn document_heap_bytes(doc: &Document) -> usize {
+    doc.iter()
+        .map(|(key, value)| DOCUMENT_ENTRY_OVERHEAD_BYTES + key.len() + value_memory_bytes(value))
+        .sum()
+}
+
+/// The memory `value` holds outside its own `Bson`.
+fn value_heap_bytes(value: &Bson) -> usize {
+    match value {
+        Bson::String(s) | Bson::Symbol(s) | Bson::JavaScriptCode(s) => s.len(),
+        Bson::Document(d) => document_heap_bytes(d),
+        Bson::Array(items) => items.iter().map(value_memory_bytes).sum(),
+        Bson::Binary(b) => b.bytes.len(),
+        Bson::RegularExpression(r) => r.pattern.len() + r.options.len(),
+        Bson::JavaScriptCodeWithScope(c) => c.code.len() + document_memory_bytes(&c.scope),
+        _ => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,5 +133,22 @@ mod tests {
         };
         assert_eq!(document_size_bytes(&doc), doc.to_vec().unwrap().len());
         assert_eq!(document_size_bytes(&Document::new()), 5);
+    }
+
+    #[test]
+    fn memory_counts_every_element_and_what_it_owns() {
+        let element = std::mem::size_of::<Bson>();
+        assert_eq!(value_memory_bytes(&Bson::Int32(1)), element);
+        assert_eq!(value_memory_bytes(&Bson::String("abc".into())), element + 3);
+        let array = Bson::Array(vec![Bson::Int32(1), Bson::String("xy".into())]);
+        assert_eq!(value_memory_bytes(&array), 3 * element + 2);
+        let doc = doc! { "ab": 1 };
+        assert_eq!(
+            document_memory_bytes(&doc),
+            std::mem::size_of::<Document>() + DOCUMENT_ENTRY_OVERHEAD_BYTES + 2 + element
+        );
+        // Decoded, a small document holds many times its BSON size.
+        let record = doc! { "a": 1, "b": "x", "c": 2.5 };
+        assert!(document_memory_bytes(&record) > 10 * document_size_bytes(&record));
     }
 }

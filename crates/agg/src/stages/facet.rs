@@ -1,11 +1,12 @@
 //! `$facet`: runs several pipelines over the same input and outputs one document with
 //! each pipeline's results as an array field. The input is read once and kept for all
-//! of them.
+//! of them, within the server's memory budget (ExceededMemoryLimit beyond it).
 
 use crate::pipeline::{DocumentStream, ExecContext, Place, Stages};
 use crate::stages::{drain, finished};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_expr::{type_name, ParseContext};
+use basalt_memory::Reservation;
 use bson::{Bson, Document};
 
 /// The largest document `$facet` builds, as MongoDB's
@@ -71,7 +72,11 @@ impl Facet {
         ctx: ExecContext<'a>,
     ) -> DocumentStream<'a> {
         let mut docs = Vec::new();
+        let mut memory = Reservation::default();
         let result = drain(input, |doc| {
+            memory
+                .reserve(basalt_value::document_memory_bytes(&doc))
+                .map_err(|exhausted| exhausted.to_error("$facet"))?;
             docs.push(doc);
             Ok(())
         })
@@ -87,7 +92,7 @@ impl Facet {
             let mut results = Vec::new();
             for doc in stages.stream(input, ctx) {
                 let doc = doc?;
-                bytes += doc.to_vec().map_or(0, |raw| raw.len());
+                bytes += basalt_value::document_size_bytes(&doc);
                 if bytes > FACET_OUTPUT_BYTES_MAX {
                     return Err(Error::location(
                         4031700,

@@ -19,6 +19,10 @@ use basalt_value::FieldPath;
 use bson::{Bson, Document};
 use std::collections::HashSet;
 
+/// MongoDB's `$graphLookup` maxMemoryUsageBytes: what one search may hold (the documents
+/// found and the keys looked for), counted in BSON bytes as MongoDB does.
+const GRAPH_LOOKUP_MEMORY_BYTES_MAX: usize = 100 * 1024 * 1024;
+
 #[derive(Debug)]
 pub(crate) struct GraphLookup {
     from: String,
@@ -155,11 +159,13 @@ impl GraphLookup {
         let mut queried: HashSet<Key> = HashSet::new();
         let mut visited: HashSet<Key> = HashSet::new();
         let mut found = Vec::new();
+        let mut memory_bytes = 0usize;
         let mut depth = 0i64;
         loop {
             let mut keys = HashSet::new();
             for value in &frontier {
                 let key = join::key(value, vars.collation());
+                memory_bytes += key.len();
                 if queried.insert(key.clone()) {
                     keys.insert(key);
                 }
@@ -168,11 +174,20 @@ impl GraphLookup {
                 break;
             }
             let mut next = Vec::new();
-            for mut reached in join.matching(&keys)? {
+            for reached in join.matching(keys)? {
+                let mut reached = reached?;
                 // `_id`s are told apart byte for byte: distinct documents stay distinct.
                 let id = join::key(reached.get("_id").unwrap_or(&Bson::Null), None);
+                memory_bytes += id.len();
                 if !visited.insert(id) {
                     continue;
+                }
+                memory_bytes += basalt_value::document_size_bytes(&reached);
+                if memory_bytes > GRAPH_LOOKUP_MEMORY_BYTES_MAX {
+                    return Err(Error::location(
+                        40099,
+                        "$graphLookup reached maximum memory consumption",
+                    ));
                 }
                 next.extend(join::sought_values(&reached, &self.connect_from));
                 if let Some(path) = &self.depth_field {

@@ -5,8 +5,10 @@
 //! and "abc" are one group, named by the first value seen); a missing `_id` value groups
 //! as null. Output comes in `_id` order (MongoDB leaves it unspecified).
 //!
-//! The groups may hold 100 MB (MongoDB's `internalDocumentSourceGroupMaxMemoryBytes`).
-//! Beyond that the stage fails with 292 when the command refuses disk use; otherwise the
+//! The groups may hold 100 MB (MongoDB's `internalDocumentSourceGroupMaxMemoryBytes`),
+//! and no more than the server's memory budget has room for. Beyond that the stage fails
+//! (292 past its own limit, 146 past the budget) when the command refuses disk use;
+//! otherwise the
 //! groups held so far stay as they are and every later document goes, with its group
 //! key, into a sort that spills to disk (`keyed_sort.rs`). The output then
 //! walks the held groups and the sorted documents together in key order, finishing each
@@ -18,6 +20,7 @@ use crate::stages::keyed_sort::{KeyedDocuments, KeyedSort};
 use crate::stages::{drain, finished};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_expr::{Accumulator, AccumulatorSpec, Expression, ParseContext, Variables};
+use basalt_memory::{Exceeded, StageMemory};
 use basalt_value::Collation;
 use bson::{Bson, Document};
 use std::cmp::Ordering;
@@ -114,23 +117,26 @@ impl Group {
         ctx: ExecContext<'a>,
         limit: usize,
     ) -> DocumentStream<'a> {
-        let mut groups = Groups::default();
+        let mut groups = Groups::within(limit);
         let mut overflow: Option<KeyedSort> = None;
         let result = drain(input, |doc| {
             if let Some(sort) = overflow.as_mut() {
                 return sort.push(self.key(&doc, ctx.vars)?, doc);
             }
-            self.add(&mut groups, &doc, ctx.vars)?;
-            if groups.bytes > limit {
-                let Some(directory) = ctx.collections.spill_directory() else {
-                    return Err(Error::new(
+            let Err(exceeded) = self.add(&mut groups, &doc, ctx.vars)? else {
+                return Ok(());
+            };
+            let Some(directory) = ctx.collections.spill_directory() else {
+                return Err(match exceeded {
+                    Exceeded::StageLimit => Error::new(
                         ErrorCode::QUERY_EXCEEDED_MEMORY_LIMIT_NO_DISK_USE_ALLOWED,
                         "Exceeded memory limit for $group, but didn't allow external sort. \
                          Pass allowDiskUse:true to opt in.",
-                    ));
-                };
-                overflow = Some(KeyedSort::new(Some(directory), self.collation.as_ref())?);
-            }
+                    ),
+                    Exceeded::ServerBudget(exhausted) => exhausted.to_error("$group"),
+                });
+            };
+            overflow = Some(KeyedSort::new(Some(directory), self.collation.as_ref())?);
             Ok(())
         });
         let sorted = match (result, overflow) {
@@ -168,43 +174,49 @@ impl Group {
             .collect()
     }
 
-    /// Feeds `doc` to a group's accumulators; returns the bytes they grew by.
+    /// Feeds `doc` to a group's accumulators; returns the bytes of memory they grew by.
     fn accumulate(
         &self,
         accumulators: &mut [Accumulator],
         doc: &Document,
         vars: &Variables,
-    ) -> Result<usize> {
+    ) -> Result<isize> {
         let mut grown = 0;
         for ((_, spec), acc) in self.fields.iter().zip(accumulators.iter_mut()) {
             let value = spec.argument.evaluate_ref(doc, vars)?;
-            acc.accumulate(value.as_deref())?;
-            if acc.keeps_values() {
-                grown += value.as_deref().map_or(0, basalt_value::value_size_bytes);
-            }
+            grown += acc.accumulate(value.as_deref())?;
         }
         Ok(grown)
     }
 
-    /// Adds one input document to its group.
-    pub(crate) fn add(&self, groups: &mut Groups, doc: &Document, vars: &Variables) -> Result<()> {
+    /// Adds one input document to its group. The inner result says whether the groups
+    /// now hold more memory than they may.
+    pub(crate) fn add(
+        &self,
+        groups: &mut Groups,
+        doc: &Document,
+        vars: &Variables,
+    ) -> Result<Result<(), Exceeded>> {
         let key = self.group_key(self.key(doc, vars)?);
+        let mut grown = 0;
         let accumulators = match groups.groups.entry(key) {
             Entry::Occupied(slot) => slot.into_mut(),
             Entry::Vacant(slot) => {
-                groups.bytes += basalt_value::value_size_bytes(&slot.key().value)
+                grown += (basalt_value::value_memory_bytes(&slot.key().value)
                     + GROUP_OVERHEAD_BYTES
-                    + ACCUMULATOR_OVERHEAD_BYTES * self.fields.len();
+                    + std::mem::size_of::<Accumulator>() * self.fields.len())
+                    as isize;
                 slot.insert(self.new_accumulators())
             }
         };
-        groups.bytes += self.accumulate(accumulators, doc, vars)?;
-        Ok(())
+        grown += self.accumulate(accumulators, doc, vars)?;
+        Ok(groups.memory.charge(grown))
     }
 
     /// Merges the groups of input that came after the input of `groups`.
     pub(crate) fn merge(&self, groups: &mut Groups, later: Groups) -> Result<()> {
-        groups.bytes += later.bytes;
+        // The later groups' memory moves over; an excess shows in `over_limit`.
+        let _ = groups.memory.charge(later.memory.used_bytes() as isize);
         for (key, accumulators) in later.groups {
             match groups.groups.entry(key) {
                 Entry::Vacant(slot) => {
@@ -241,23 +253,37 @@ impl Group {
 
 /// MongoDB's `internalDocumentSourceGroupMaxMemoryBytes`.
 pub(crate) const GROUP_MEMORY_LIMIT_BYTES: usize = 100 * 1024 * 1024;
-/// What a group costs beyond its key: the map entry and the accumulator vector.
-const GROUP_OVERHEAD_BYTES: usize = 64;
-const ACCUMULATOR_OVERHEAD_BYTES: usize = 48;
+/// What a group costs beyond its key's value and its accumulators: the rest of its key,
+/// the accumulator vector and its place in the map.
+const GROUP_OVERHEAD_BYTES: usize =
+    std::mem::size_of::<GroupKey>() + std::mem::size_of::<Vec<Accumulator>>() + 16;
 
-/// The groups seen so far, each with its accumulators, and about how many bytes they
-/// hold: what `$group` keeps while it reads, and what a partition of a parallel run hands
-/// over to be merged.
-#[derive(Debug, Default)]
+/// The groups seen so far, each with its accumulators, and the memory they hold: what
+/// `$group` keeps while it reads, and what a partition of a parallel run hands over to
+/// be merged.
+#[derive(Debug)]
 pub(crate) struct Groups {
     groups: BTreeMap<GroupKey, Vec<Accumulator>>,
-    bytes: usize,
+    memory: StageMemory,
+}
+
+impl Default for Groups {
+    fn default() -> Groups {
+        Groups::within(GROUP_MEMORY_LIMIT_BYTES)
+    }
 }
 
 impl Groups {
-    /// Whether the groups hold more than `$group` may.
+    fn within(limit_bytes: usize) -> Groups {
+        Groups {
+            groups: BTreeMap::new(),
+            memory: StageMemory::new(limit_bytes),
+        }
+    }
+
+    /// Whether the groups hold more than `$group` may, or than the server's budget had.
     pub(crate) fn over_limit(&self) -> bool {
-        self.bytes > GROUP_MEMORY_LIMIT_BYTES
+        self.memory.exceeded()
     }
 }
 

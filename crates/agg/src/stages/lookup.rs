@@ -19,6 +19,10 @@ use bson::{Bson, Document};
 use std::borrow::Cow;
 use std::collections::HashSet;
 
+/// MongoDB's internalLookupStageIntermediateDocumentMaxSizeBytes: the BSON bytes of the
+/// documents one input document may be joined with.
+const LOOKUP_RESULTS_BYTES_MAX: usize = 100 * 1024 * 1024;
+
 #[derive(Debug)]
 pub(crate) struct Lookup {
     /// `None` when the pipeline starts with `$documents` and reads no collection.
@@ -210,9 +214,7 @@ impl Lookup {
                 Box::new(move || self.foreign_documents(ctx)),
             )?)),
             (None, Some(pipeline)) if self.lets.is_empty() => Ok(Prepared::Uncorrelated(
-                pipeline
-                    .stream(self.foreign_documents(ctx)?, ctx)
-                    .collect::<Result<_>>()?,
+                self.collect_within_limit(pipeline.stream(self.foreign_documents(ctx)?, ctx))?,
             )),
             _ => Ok(Prepared::PerDocument),
         }
@@ -235,11 +237,7 @@ impl Lookup {
         };
         let (foreign, rest): (DocumentStream<'_>, &[_]) = match (&self.equality, prepared) {
             (Some(equality), Prepared::Join(join)) => (
-                Box::new(
-                    join.matching(&sought_keys(doc, equality, ctx.vars.collation()))?
-                        .into_iter()
-                        .map(Ok),
-                ),
+                join.matching(sought_keys(doc, equality, ctx.vars.collation()))?,
                 self.pipeline.as_ref().map_or(&[][..], |p| &p.0[..]),
             ),
             (Some(equality), _) => {
@@ -262,7 +260,30 @@ impl Lookup {
                 &self.pipeline.as_ref().expect("checked at parse").0[..],
             ),
         };
-        stream_stages(rest, foreign, ctx).collect()
+        self.collect_within_limit(stream_stages(rest, foreign, ctx))
+    }
+
+    /// The joined documents, refused once they pass MongoDB's limit on what one input
+    /// document may be joined with (internalLookupStageIntermediateDocumentMaxSizeBytes).
+    fn collect_within_limit(&self, found: DocumentStream<'_>) -> Result<Vec<Document>> {
+        let mut bytes = 0usize;
+        found
+            .map(|doc| {
+                let doc = doc?;
+                bytes += basalt_value::document_size_bytes(&doc);
+                if bytes > LOOKUP_RESULTS_BYTES_MAX {
+                    return Err(Error::location(
+                        4568,
+                        format!(
+                            "Total size of documents in {} matching pipeline's $lookup stage \
+                             exceeds {LOOKUP_RESULTS_BYTES_MAX} bytes",
+                            self.from.as_deref().unwrap_or_default()
+                        ),
+                    ));
+                }
+                Ok(doc)
+            })
+            .collect()
     }
 
     /// The command's variables with this document's `let` values.

@@ -23,6 +23,7 @@ use crate::stages::{drain, finished};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_expr::TimeUnit;
 use basalt_expr::{AccumulatorSpec, Expression, OrderedBson, ParseContext};
+use basalt_memory::Reservation;
 use basalt_query::SortSpec;
 use basalt_value::display::{type_name, value_to_string};
 use basalt_value::Number;
@@ -353,13 +354,18 @@ impl SetWindowFields {
                 ctx,
                 sorted,
                 ready: VecDeque::new(),
+                memory: Reservation::default(),
             }),
             Err(e) => finished(Err(e)),
         }
     }
 
-    /// The next partition's documents, in input order; empty after the last.
-    fn next_partition(sorted: &mut KeyedDocuments) -> Result<Vec<Document>> {
+    /// The next partition's documents, in input order, with their memory reserved;
+    /// empty after the last.
+    fn next_partition(
+        sorted: &mut KeyedDocuments,
+        memory: &mut Reservation,
+    ) -> Result<Vec<Document>> {
         let mut docs = Vec::new();
         let Some(key) = sorted.peek_key()?.map(OrderedBson) else {
             return Ok(docs);
@@ -368,7 +374,12 @@ impl SetWindowFields {
             if OrderedBson(next) != key {
                 break;
             }
-            docs.extend(sorted.next_document()?);
+            if let Some(doc) = sorted.next_document()? {
+                memory
+                    .reserve(basalt_value::document_memory_bytes(&doc))
+                    .map_err(|exhausted| exhausted.to_error("$setWindowFields"))?;
+                docs.push(doc);
+            }
         }
         Ok(docs)
     }
@@ -468,13 +479,15 @@ fn unrecognized(name: &str) -> Error {
 }
 
 /// The output of `$setWindowFields`: the input sorted by partition key (spilling past
-/// 100 MB), one partition at a time in memory.
+/// 100 MB), one partition at a time in memory, within the server's memory budget.
 struct Partitions<'a> {
     stage: &'a SetWindowFields,
     ctx: ExecContext<'a>,
     sorted: KeyedDocuments,
     /// Output documents of the current partition not handed out yet.
     ready: VecDeque<Document>,
+    /// The current partition's share of the server's memory budget.
+    memory: Reservation,
 }
 
 impl Iterator for Partitions<'_> {
@@ -482,15 +495,24 @@ impl Iterator for Partitions<'_> {
 
     fn next(&mut self) -> Option<Result<Document>> {
         while self.ready.is_empty() {
-            let mut docs = match SetWindowFields::next_partition(&mut self.sorted) {
+            self.memory.clear();
+            let mut docs = match SetWindowFields::next_partition(&mut self.sorted, &mut self.memory)
+            {
                 Ok(docs) if docs.is_empty() => return None,
                 Ok(docs) => docs,
                 Err(e) => return Some(Err(e)),
             };
-            match self.stage.partition(&mut docs, self.ctx) {
-                Ok(out) => self.ready.extend(out),
+            let out = match self.stage.partition(&mut docs, self.ctx) {
+                Ok(out) => out,
                 Err(e) => return Some(Err(e)),
+            };
+            // The outputs carry the window values too: count them as they are.
+            self.memory.clear();
+            let held: usize = out.iter().map(basalt_value::document_memory_bytes).sum();
+            if let Err(exhausted) = self.memory.record(held) {
+                return Some(Err(exhausted.to_error("$setWindowFields")));
             }
+            self.ready.extend(out);
         }
         self.ready.pop_front().map(Ok)
     }

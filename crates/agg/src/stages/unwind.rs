@@ -4,11 +4,14 @@
 //! traversed). A value that is not an array counts as a one-element array; null,
 //! missing and empty arrays produce nothing unless `preserveNullAndEmptyArrays` is set.
 
-use crate::field_path::{get, remove, set, split};
+use crate::field_path::{get_mut, remove, set, split};
 use crate::pipeline::DocumentStream;
 use basalt_error::{Error, Result};
 use basalt_expr::type_name;
 use bson::{Bson, Document};
+
+/// The documents one input document unwinds to.
+type Unwound<'a> = Box<dyn Iterator<Item = Result<Document>> + Send + 'a>;
 
 #[derive(Debug)]
 pub(crate) struct Unwind {
@@ -101,39 +104,49 @@ impl Unwind {
     }
 
     pub(crate) fn apply<'a>(&'a self, input: DocumentStream<'a>) -> DocumentStream<'a> {
-        Box::new(input.flat_map(move |item| match item {
-            Ok(doc) => self.unwind(doc),
-            Err(e) => vec![Err(e)],
+        Box::new(input.flat_map(move |item| -> Unwound<'a> {
+            match item {
+                Ok(doc) => self.unwind(doc),
+                Err(e) => Box::new(std::iter::once(Err(e))),
+            }
         }))
     }
 
-    fn unwind(&self, mut doc: Document) -> Vec<Result<Document>> {
-        match get(&doc, &self.path) {
+    /// The documents `doc` unwinds to, made as they are pulled. The array is taken out
+    /// of the document first, so each output copies the rest of the document and one
+    /// element, not the whole array: unwinding n elements costs time linear in n.
+    fn unwind(&self, mut doc: Document) -> Unwound<'_> {
+        match get_mut(&mut doc, &self.path) {
             Some(Bson::Array(items)) if !items.is_empty() => {
-                let items = items.clone();
-                let mut out = Vec::with_capacity(items.len());
-                for (i, item) in items.into_iter().enumerate() {
-                    let mut copy = doc.clone();
-                    set(&mut copy, &self.path, item);
-                    self.set_index(&mut copy, Bson::Int64(i as i64));
-                    out.push(Ok(copy));
-                }
-                out
+                // The field keeps its place (now an empty array) for `set` to refill.
+                let items = std::mem::take(items);
+                let last = items.len() - 1;
+                let mut rest = Some(doc);
+                Box::new(items.into_iter().enumerate().map(move |(i, item)| {
+                    let mut out = if i == last {
+                        rest.take().expect("the last element takes the document")
+                    } else {
+                        rest.clone().expect("taken only by the last element")
+                    };
+                    set(&mut out, &self.path, item);
+                    self.set_index(&mut out, Bson::Int64(i as i64));
+                    Ok(out)
+                }))
             }
             Some(Bson::Array(_)) => {
                 if !self.preserve_null_and_empty {
-                    return Vec::new();
+                    return Box::new(std::iter::empty());
                 }
                 remove(&mut doc, &self.path);
                 self.set_index(&mut doc, Bson::Null);
-                vec![Ok(doc)]
+                Box::new(std::iter::once(Ok(doc)))
             }
             None | Some(Bson::Null | Bson::Undefined) if !self.preserve_null_and_empty => {
-                Vec::new()
+                Box::new(std::iter::empty())
             }
             _ => {
                 self.set_index(&mut doc, Bson::Null);
-                vec![Ok(doc)]
+                Box::new(std::iter::once(Ok(doc)))
             }
         }
     }

@@ -475,6 +475,11 @@ fn accumulate_windows(
 /// time linear in the partition whatever its width (for accumulators whose state does
 /// not grow with the window). It relies on `Accumulator::merge` being exactly the
 /// sequential accumulation split in two.
+///
+/// A state that keeps every value (`$push`, `$addToSet`, ...) would make the stack of
+/// suffix states hold the window's values once per element, quadratic in its width; such
+/// a window is accumulated afresh whenever its start moves, in time and memory linear in
+/// its width (as its output is), and grows incrementally while its start stays.
 struct SlidingWindow<'a> {
     spec: &'a AccumulatorSpec,
     args: &'a [Option<Bson>],
@@ -502,7 +507,12 @@ impl<'a> SlidingWindow<'a> {
 
     /// The aggregate of `[start, end)`; windows only move forward.
     fn value(&mut self, start: usize, end: usize) -> Result<Bson> {
-        if start < self.lo || end < self.hi {
+        let restart = if self.back.keeps_values() {
+            start != self.lo
+        } else {
+            start < self.lo
+        };
+        if restart || end < self.hi {
             *self = SlidingWindow::new(self.spec, self.args);
             self.lo = start;
             self.mid = start;

@@ -162,9 +162,14 @@ impl Quantile {
         }
     }
 
-    pub fn accumulate(&mut self, value: Option<&Bson>) {
-        if let Some(n) = value.and_then(Number::from_bson) {
-            self.values.push(n.to_f64());
+    /// Takes one value; returns the bytes of memory the state grew by.
+    pub fn accumulate(&mut self, value: Option<&Bson>) -> isize {
+        match value.and_then(Number::from_bson) {
+            Some(n) => {
+                self.values.push(n.to_f64());
+                std::mem::size_of::<f64>() as isize
+            }
+            None => 0,
         }
     }
 

@@ -13,7 +13,7 @@ use crate::context::ParseContext;
 use crate::expression::{is_nullish, Expression};
 use basalt_error::{Error, Result};
 use basalt_value::display::value_to_string;
-use basalt_value::{compare_values_with, Collation, Number};
+use basalt_value::{compare_values_with, value_memory_bytes, Collation, Number};
 use bson::Bson;
 use std::cmp::Ordering;
 use std::collections::VecDeque;
@@ -353,7 +353,8 @@ impl Selection {
         }))
     }
 
-    pub fn accumulate(&mut self, value: Option<&Bson>) -> Result<()> {
+    /// Takes one value; returns the bytes of memory the kept entries grew by.
+    pub fn accumulate(&mut self, value: Option<&Bson>) -> Result<isize> {
         let value = match (self.spec.n, value) {
             (Some(_), value) => value,
             (None, Some(Bson::Array(pair))) if pair.len() == 2 => {
@@ -371,16 +372,16 @@ impl Selection {
             }
             Selector::MinN | Selector::MaxN => {
                 let Some(v) = value.filter(|v| !is_nullish(Some(v))) else {
-                    return Ok(());
+                    return Ok(0);
                 };
                 (vec![v.clone()], v.clone())
             }
             _ => {
                 let Some(Bson::Array(parts)) = value else {
-                    return Ok(());
+                    return Ok(0);
                 };
                 let Some((output, fields)) = parts.split_first() else {
-                    return Ok(());
+                    return Ok(0);
                 };
                 let key = fields
                     .iter()
@@ -390,29 +391,38 @@ impl Selection {
                 (key, output.clone())
             }
         };
-        self.add(key, output);
-        Ok(())
+        Ok(self.add(key, output))
     }
 
-    fn add(&mut self, key: Vec<Bson>, output: Bson) {
+    /// Offers an entry; returns the bytes of memory the kept entries grew by.
+    fn add(&mut self, key: Vec<Bson>, output: Bson) -> isize {
         let Some(n) = self.n else {
-            return;
+            return 0;
         };
+        let size = |key: &[Bson], output: &Bson| {
+            (key.iter().map(value_memory_bytes).sum::<usize>() + value_memory_bytes(output))
+                as isize
+        };
+        let added = size(&key, &output);
         let order = &self.spec.order;
         let entries = &mut self.entries;
         match self.spec.selector.keep() {
             Keep::Earliest => {
-                if entries.len() < n {
-                    entries.push_back((key, output));
+                if entries.len() >= n {
+                    return 0;
                 }
+                entries.push_back((key, output));
+                added
             }
             Keep::Latest => {
                 entries.push_back((key, output));
                 if entries.len() > n {
-                    entries.pop_front();
+                    return added - entries.pop_front().map_or(0, |(k, o)| size(&k, &o));
                 }
+                added
             }
             Keep::Smallest | Keep::Largest => {
+                let mut removed = 0;
                 if entries.len() == n {
                     let smallest = self.spec.selector.keep() == Keep::Smallest;
                     let (boundary, wanted) = if smallest {
@@ -422,16 +432,18 @@ impl Selection {
                     };
                     match boundary {
                         Some((k, _)) if order.compare(&key, k) == wanted => {}
-                        _ => return,
+                        _ => return 0,
                     }
-                    if smallest {
-                        entries.pop_back();
+                    let dropped = if smallest {
+                        entries.pop_back()
                     } else {
-                        entries.pop_front();
-                    }
+                        entries.pop_front()
+                    };
+                    removed = dropped.map_or(0, |(k, o)| size(&k, &o));
                 }
                 let at = entries.partition_point(|(k, _)| order.compare(k, &key).is_le());
                 entries.insert(at, (key, output));
+                added - removed
             }
         }
     }

@@ -11,6 +11,7 @@ use crate::env::{Env, Value};
 use crate::expression::{
     is_nullish, parse_fixed, parse_operands, parse_ranged, type_name, Expression,
 };
+use crate::limits::{check_carried_value, check_memory, ArrayBuilder};
 use crate::numeric::display;
 use crate::operators::boolean::truthy;
 use crate::operators::comparison::compare_missing_lowest;
@@ -636,13 +637,13 @@ impl Map {
         else {
             return Ok(Some(Cow::Owned(Bson::Null)));
         };
-        let mut out = Vec::with_capacity(items.len());
+        let mut out = ArrayBuilder::with_capacity("$map", items.len());
         for item in items.iter() {
             let binding = env.binding(self.var, Some(item));
             let v = self.body.eval(&env.with(&binding))?;
-            out.push(v.map_or(Bson::Null, Cow::into_owned));
+            out.push(v.map_or(Bson::Null, Cow::into_owned))?;
         }
-        Ok(Some(Cow::Owned(Bson::Array(out))))
+        Ok(Some(Cow::Owned(out.finish())))
     }
 }
 
@@ -704,6 +705,9 @@ impl Reduce {
             let with_value = env.with(&value);
             let this = with_value.binding(self.this, Some(item));
             acc = self.body.eval_owned(&with_value.with(&this))?;
+            if let Some(carried) = &acc {
+                check_carried_value(carried)?;
+            }
         }
         Ok(acc.map(Cow::Owned))
     }
@@ -787,9 +791,6 @@ fn slice<'a>(args: &'a [Expression], env: &Env<'a>) -> Result<Value<'a>> {
     Ok(Some(Cow::Owned(Bson::Array(items[start..end].to_vec()))))
 }
 
-/// `$range` refuses to build arrays larger than this many elements.
-const RANGE_ELEMENTS_MAX: i64 = 16 * 1024 * 1024;
-
 fn range<'a>(args: &'a [Expression], env: &Env<'a>) -> Result<Value<'a>> {
     let start = args[0].eval(env)?;
     let start = int32_arg(
@@ -820,14 +821,13 @@ fn range<'a>(args: &'a [Expression], env: &Env<'a>) -> Result<Value<'a>> {
             "$range requires a non-zero step value",
         ));
     }
-    let count = ((end - start) + step - step.signum()) / step;
-    if count > RANGE_ELEMENTS_MAX {
-        return Err(Error::location(
-            5488600,
-            format!("$range would use too much memory ({count} elements) and cannot spill to disk"),
-        ));
-    }
-    let mut out = Vec::with_capacity(count.max(0) as usize);
+    let count = (((end - start) + step - step.signum()) / step).max(0) as usize;
+    // MongoDB's formula: the vector and one value per element.
+    check_memory(
+        "$range",
+        std::mem::size_of::<Vec<Bson>>() + count * std::mem::size_of::<Bson>(),
+    )?;
+    let mut out = Vec::with_capacity(count);
     let mut i = start;
     while (step > 0 && i < end) || (step < 0 && i > end) {
         out.push(Bson::Int32(i as i32));

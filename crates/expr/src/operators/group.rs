@@ -59,7 +59,9 @@ impl GroupOp {
                         acc.accumulate(Some(item))?;
                     }
                 }
-                other => acc.accumulate(other)?,
+                other => {
+                    acc.accumulate(other)?;
+                }
             }
         } else {
             for arg in args {

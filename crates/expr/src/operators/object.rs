@@ -9,6 +9,7 @@ use crate::env::{Env, Value};
 use crate::expression::{is_nullish, parse_fixed, parse_operands, type_name, Expression};
 use crate::numeric::display;
 use basalt_error::{Error, Result};
+use basalt_value::value_memory_bytes;
 use bson::{doc, Bson, Document};
 use std::borrow::Cow;
 
@@ -145,15 +146,19 @@ impl ObjectOp {
 }
 
 /// Adds the fields of `value` to `out` (later fields win), as `$mergeObjects` does;
-/// null and missing add nothing.
-pub(crate) fn merge_into(out: &mut Document, value: Option<&Bson>) -> Result<()> {
+/// null and missing add nothing. Returns the bytes of memory `out` grew by.
+pub(crate) fn merge_into(out: &mut Document, value: Option<&Bson>) -> Result<isize> {
     match value {
-        v if is_nullish(v) => Ok(()),
+        v if is_nullish(v) => Ok(0),
         Some(Bson::Document(d)) => {
+            let mut grown = 0;
             for (k, v) in d {
-                out.insert(k.clone(), v.clone());
+                grown += (k.len() + value_memory_bytes(v)) as isize;
+                if let Some(old) = out.insert(k.clone(), v.clone()) {
+                    grown -= (k.len() + value_memory_bytes(&old)) as isize;
+                }
             }
-            Ok(())
+            Ok(grown)
         }
         Some(other) => Err(Error::location(
             40400,

@@ -10,6 +10,7 @@ use crate::env::{Env, Value};
 use crate::expression::{
     is_nullish, parse_fixed, parse_operands, parse_ranged, type_name, Expression,
 };
+use crate::limits::{check_string_size, ArrayBuilder};
 use crate::numeric::{display, format_double};
 use crate::operators::date::format_iso;
 use basalt_error::{Error, Result};
@@ -125,7 +126,10 @@ impl StringOp {
                     let v = arg.eval(env)?;
                     match v.as_deref() {
                         v if is_nullish(v) => return Ok(Some(Cow::Owned(Bson::Null))),
-                        Some(Bson::String(s)) => out.push_str(s),
+                        Some(Bson::String(s)) => {
+                            check_string_size(out.len() + s.len())?;
+                            out.push_str(s);
+                        }
                         other => {
                             return Err(Error::location(
                                 16702,
@@ -351,11 +355,11 @@ fn split(s: Option<&Bson>, sep: Option<&Bson>) -> Result<Bson> {
             "$split requires a non-empty separator",
         ));
     }
-    Ok(Bson::Array(
-        s.split(sep.as_str())
-            .map(|p| Bson::String(p.to_string()))
-            .collect(),
-    ))
+    let mut parts = ArrayBuilder::new("$split");
+    for part in s.split(sep.as_str()) {
+        parts.push(Bson::String(part.to_string()))?;
+    }
+    Ok(parts.finish())
 }
 
 fn parse_trim(kind: TrimKind, name: &str, args: &Bson, ctx: &ParseContext) -> Result<Trim> {
@@ -688,23 +692,30 @@ impl RegexOp {
         };
         Ok(match self.mode {
             RegexMode::Match => Bson::Boolean(regex.is_match(input)),
-            RegexMode::Find => regex
-                .captures(input)
-                .map_or(Bson::Null, |c| found(input, &c)),
-            RegexMode::FindAll => Bson::Array(
-                regex
-                    .captures_iter(input)
-                    .map(|c| found(input, &c))
-                    .collect(),
-            ),
+            RegexMode::Find => regex.captures(input).map_or(Bson::Null, |c| {
+                let start = c.get(0).expect("group 0 is the whole match").start();
+                found(&c, input[..start].chars().count())
+            }),
+            RegexMode::FindAll => {
+                // Code points are counted from the previous match on, not from the
+                // start each time: many matches in a long string stay linear.
+                let (mut counted_bytes, mut counted_chars) = (0, 0);
+                let mut matches = ArrayBuilder::new("$regexFindAll");
+                for caps in regex.captures_iter(input) {
+                    let start = caps.get(0).expect("group 0 is the whole match").start();
+                    counted_chars += input[counted_bytes..start].chars().count();
+                    counted_bytes = start;
+                    matches.push(found(&caps, counted_chars))?;
+                }
+                matches.finish()
+            }
         })
     }
 }
 
-/// `{match, idx, captures}` for one match; `idx` counts code points.
-fn found(input: &str, caps: &regex::Captures<'_>) -> Bson {
+/// `{match, idx, captures}` for one match that starts `idx` code points into the input.
+fn found(caps: &regex::Captures<'_>, idx: usize) -> Bson {
     let whole = caps.get(0).expect("group 0 is the whole match");
-    let idx = input[..whole.start()].chars().count();
     let captures: Vec<Bson> = caps
         .iter()
         .skip(1)
@@ -784,6 +795,14 @@ impl Replace {
             return Ok(Bson::Null);
         }
         let (input, find, replacement) = (strings[0], strings[1], strings[2]);
+        if replacement.len() > find.len() {
+            let replaced = if self.all {
+                input.matches(find).count()
+            } else {
+                usize::from(input.contains(find))
+            };
+            check_string_size(input.len() + replaced * (replacement.len() - find.len()))?;
+        }
         Ok(Bson::String(if self.all {
             input.replace(find, replacement)
         } else {

@@ -9,8 +9,9 @@ use crate::matcher::Matcher;
 use crate::operators::is_operator_document;
 use crate::sort::SortSpec;
 use basalt_error::{Error, ErrorCode, Result};
-use basalt_value::{as_f64, as_i64, compare_values, values_equal};
+use basalt_value::{as_f64, as_i64, compare_values, values_equal, ByValue};
 use bson::{doc, Bson};
+use std::collections::BTreeSet;
 
 #[derive(Clone, Debug)]
 pub(crate) struct Push {
@@ -209,13 +210,12 @@ pub(super) fn parse_add_to_set(operand: &Bson) -> Result<Vec<Bson>> {
         }
         single => vec![single.clone()],
     };
-    let mut unique: Vec<Bson> = Vec::with_capacity(values.len());
-    for v in values {
-        if !unique.iter().any(|u| values_equal(u, &v)) {
-            unique.push(v);
-        }
-    }
-    Ok(unique)
+    let mut seen = BTreeSet::new();
+    Ok(values
+        .iter()
+        .filter(|v| seen.insert(ByValue(v)))
+        .cloned()
+        .collect())
 }
 
 pub(super) fn add_to_set(
@@ -223,9 +223,9 @@ pub(super) fn add_to_set(
     existing: Option<&Bson>,
     target: &Target,
 ) -> Result<Outcome> {
-    let mut items = match existing {
-        None => Vec::new(),
-        Some(Bson::Array(items)) => items.clone(),
+    let present: &[Bson] = match existing {
+        None => &[],
+        Some(Bson::Array(items)) => items,
         Some(other) => {
             return Err(Error::bad_value(format!(
                 "Cannot apply $addToSet to non-array field. Field named '{}' has non-array type {}",
@@ -234,17 +234,19 @@ pub(super) fn add_to_set(
             )))
         }
     };
-    let before = items.len();
-    for v in values {
-        if !items.iter().any(|item| values_equal(item, v)) {
-            items.push(v.clone());
-        }
+    // A set of what the array holds: adding m values to n elements takes n + m log n.
+    let mut members: BTreeSet<ByValue> = present.iter().map(ByValue).collect();
+    let added: Vec<&Bson> = values
+        .iter()
+        .filter(|v| members.insert(ByValue(v)))
+        .collect();
+    if existing.is_some() && added.is_empty() {
+        return Ok(Outcome::Keep);
     }
-    Ok(if existing.is_some() && items.len() == before {
-        Outcome::Keep
-    } else {
-        Outcome::Set(Bson::Array(items))
-    })
+    let mut items = Vec::with_capacity(present.len() + added.len());
+    items.extend_from_slice(present);
+    items.extend(added.into_iter().cloned());
+    Ok(Outcome::Set(Bson::Array(items)))
 }
 
 /// Which end `$pop` removes.
@@ -343,9 +345,8 @@ pub(super) fn parse_pull_all(operand: &Bson) -> Result<Vec<Bson>> {
 }
 
 pub(super) fn pull_all(values: &[Bson], existing: Option<&Bson>) -> Result<Outcome> {
-    cull("$pullAll", existing, |e| {
-        values.iter().any(|v| values_equal(v, e))
-    })
+    let removed: BTreeSet<ByValue> = values.iter().map(ByValue).collect();
+    cull("$pullAll", existing, |e| removed.contains(&ByValue(e)))
 }
 
 /// Removes the elements `remove` selects from an array field.

@@ -207,7 +207,20 @@ pub fn server_status(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
         "mem": { "bits": 64, "resident": resident, "virtual": virtual_mb, "supported": true },
         "metrics": { "cursor": { "open": { "total": ctx.server.cursors.open_count() as i64 } } },
         "storageEngine": { "name": "fjall", "supportsCommittedReads": true, "persistent": true },
+        "basalt": { "memory": operation_memory() },
     })
+}
+
+/// What operations hold of the server's memory budget (`basalt.memory` in serverStatus):
+/// sort buffers, groups, joins, windows, cursors' results, JavaScript runtimes.
+fn operation_memory() -> Document {
+    let budget = basalt_memory::server_budget();
+    doc! {
+        "operationBudgetBytes": budget.limit_bytes() as i64,
+        "operationBytesHeld": budget.reserved_bytes() as i64,
+        "operationBytesPeak": budget.peak_bytes() as i64,
+        "reservationsRefused": budget.refusals() as i64,
+    }
 }
 
 pub fn connection_status(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {

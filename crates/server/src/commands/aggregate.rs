@@ -25,7 +25,7 @@ use basalt_agg::{Partial, Partitioned, Pipeline};
 use basalt_catalog::Collection;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_query::Matcher;
-use basalt_wire::MAX_BSON_OBJECT_SIZE_BYTES;
+use basalt_wire::MAX_BSON_OBJECT_INTERNAL_SIZE_BYTES;
 use bson::{Bson, Document};
 use collections::ServerCollections;
 
@@ -163,15 +163,27 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf>
         .first_batch_reply(namespace, source, batch_size, false, deadline)
 }
 
+/// How much of a too-large result's first element its error shows.
+const FIRST_ELEMENT_SHOWN_CHARS: usize = 100;
+
 /// Every result must fit in a BSON document, as in MongoDB (a `$group` pushing too much,
-/// a `$lookup` joining too many).
+/// a `$lookup` joining too many): results may use the 16 KB MongoDB allows beyond 16 MB
+/// for its own documents, and the error reads as MongoDB's.
 fn fits_in_bson(doc: Document) -> Result<Document> {
     let size = basalt_value::document_size_bytes(&doc);
-    if size > MAX_BSON_OBJECT_SIZE_BYTES {
+    if size > MAX_BSON_OBJECT_INTERNAL_SIZE_BYTES {
+        // Only the start of the first element: it may be most of the 16 MB.
+        let first: String = doc.iter().next().map_or_else(String::new, |(name, value)| {
+            basalt_value::display::element_to_string(name, value)
+                .chars()
+                .take(FIRST_ELEMENT_SHOWN_CHARS)
+                .collect()
+        });
         return Err(Error::new(
             ErrorCode::BSON_OBJECT_TOO_LARGE,
             format!(
-                "BSONObj size: {size} is invalid. Size must be between 0 and {MAX_BSON_OBJECT_SIZE_BYTES}(16MB)"
+                "BSONObj size: {size} (0x{size:X}) is invalid. Size must be between 0 and \
+                 {MAX_BSON_OBJECT_INTERNAL_SIZE_BYTES}(16MB) First element: {first}"
             ),
         ));
     }

@@ -9,7 +9,7 @@
 //! document, whose result then replaces it as a replacement document would. The
 //! command's `let` variables are visible to every filter and pipeline.
 
-use super::insert::{check_document_size, prepare_for_insert};
+use super::insert::prepare_for_insert;
 use super::write_batch::{check_batch_size, durability, WriteErrors};
 use super::Ctx;
 use crate::exec::{for_each_match, let_scope, AccessPath, Deadline};
@@ -210,7 +210,7 @@ fn apply_statement(
         outcome.matched += 1;
         if changed {
             check_id_unchanged(&before, &after)?;
-            check_document_size(&after)?;
+            check_updated_size(&after)?;
             writer.replace(record_id, &before, &after, durability)?;
             outcome.modified += 1;
         }
@@ -296,6 +296,20 @@ fn check_id_unchanged(before: &Document, after: &Document) -> Result<()> {
             ),
         )),
     }
+}
+
+/// An updated document must still fit in BSON's 16 MB, with MongoDB's error.
+fn check_updated_size(doc: &Document) -> Result<()> {
+    if basalt_value::document_size_bytes(doc) > basalt_wire::MAX_BSON_OBJECT_SIZE_BYTES {
+        return Err(Error::new(
+            ErrorCode::BSON_OBJECT_TOO_LARGE,
+            format!(
+                "Resulting document after update is larger than {}",
+                basalt_wire::MAX_BSON_OBJECT_SIZE_BYTES
+            ),
+        ));
+    }
+    Ok(())
 }
 
 pub fn update(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
