@@ -188,6 +188,10 @@ pub(crate) enum Place {
     Update,
 }
 
+/// MongoDB's internalPipelineLengthLimit: the most stages one pipeline (or sub-pipeline)
+/// may have.
+const PIPELINE_STAGES_MAX: usize = 1000;
+
 /// Parsed stages that run as one unit: a pipeline's body, or the sub-pipeline of a
 /// `$lookup`, `$unionWith`, `$facet` or `$merge`.
 #[derive(Debug)]
@@ -196,6 +200,13 @@ pub(crate) struct Stages(pub(crate) Vec<Stage>);
 impl Stages {
     /// Parses `specs`, then checks that each stage may stand where it does.
     pub(crate) fn parse(specs: &[Document], ctx: &ParseContext, place: Place) -> Result<Stages> {
+        // Checked before parsing, as MongoDB does, so a huge pipeline costs nothing.
+        if specs.len() > PIPELINE_STAGES_MAX {
+            return Err(Error::location(
+                7749501,
+                format!("Pipeline length must be no longer than {PIPELINE_STAGES_MAX} stages."),
+            ));
+        }
         let mut parsed = Vec::with_capacity(specs.len());
         for spec in specs {
             parsed.extend(Stage::parse(spec, ctx)?);
@@ -425,6 +436,11 @@ mod tests {
                 .message,
             "Unrecognized pipeline stage name: '$nonsense'"
         );
+        let limits = |n: usize| vec![doc! {"$limit": 1}; n];
+        assert!(Pipeline::parse(&limits(PIPELINE_STAGES_MAX), None).is_ok());
+        assert_eq!(code(limits(PIPELINE_STAGES_MAX + 1)), 7749501);
+        let facet = vec![doc! {"$facet": {"f": limits(PIPELINE_STAGES_MAX + 1)}}];
+        assert_eq!(code(facet), 7749501);
     }
 
     #[test]
