@@ -35,7 +35,6 @@ import time
 from pathlib import Path
 
 import bson
-import pymongo
 from pymongo.errors import AutoReconnect, ConnectionFailure, OperationFailure
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "e2e"))
