@@ -197,8 +197,10 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
         scan_workers: parameters.scan_workers,
     };
     let cache_bytes = cache_bytes(args.cache_size_gb)?;
-    let engine = FjallEngine::open_with_cache(&args.dbpath, cache_bytes)
-        .map_err(|e| format!("cannot open storage at {}: {e}", args.dbpath.display()))?;
+    // A read-only, full, locked or corrupt data directory: the error names it, as
+    // mongod refuses to start on a read-only dbpath (IllegalOperation).
+    let engine =
+        FjallEngine::open_with_cache(&args.dbpath, cache_bytes).map_err(|e| e.to_string())?;
     let server =
         Arc::new(Server::new(Arc::new(engine), options.clone(), log).map_err(|e| e.to_string())?);
     let listeners = bind(&options).await.map_err(|e| {

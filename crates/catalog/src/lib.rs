@@ -12,6 +12,8 @@ mod keys;
 mod latency_stats;
 mod namespace;
 mod plan_cache;
+#[cfg(test)]
+mod testing;
 mod ttl;
 
 use collection::delete_prefix;
@@ -202,8 +204,19 @@ impl Catalog {
             .write()
             .remove(&(db.to_string(), collection.to_string()));
         drop(writer);
-        self.delete_data(&meta)?;
-        Ok(true)
+        match self.delete_data(&meta) {
+            // What could not be read stays on disk, where nothing can reach it: a corrupt
+            // collection can still be dropped (and restored from a backup).
+            Err(e) if e.code == ErrorCode::DATA_CORRUPTION_DETECTED => {
+                tracing::warn!(
+                    collection = %meta.namespace(),
+                    "dropped; part of its data could not be read to be deleted: {}",
+                    e.message
+                );
+                Ok(true)
+            }
+            deleted => deleted.map(|()| true),
+        }
     }
 
     fn delete_data(&self, meta: &CollectionMeta) -> Result<()> {
@@ -829,5 +842,37 @@ mod tests {
             })
             .unwrap();
         assert_eq!(left, 0, "dropping removes the records");
+    }
+
+    #[test]
+    fn a_collection_whose_last_records_are_unreadable_opens_and_drops() {
+        let engine = Arc::new(testing::CorruptBlocks::default());
+        let cat = Catalog::open(engine.clone()).unwrap();
+        let coll = cat.get_or_create("test", "c").unwrap();
+        let docs: Vec<Document> = (1..=20).map(|i| doc! {"_id": i}).collect();
+        coll.writer()
+            .insert_many(&docs, true, Durability::Process)
+            .unwrap();
+        let id = coll.meta().id;
+        drop((coll, cat));
+        engine
+            .unreadable
+            .lock()
+            .extend([19, 20].map(|r| keys::record_key(id, r)));
+
+        let cat = Catalog::open(engine.clone()).unwrap();
+        let coll = cat.get("test", "c").unwrap();
+        coll.writer()
+            .insert_many(&[doc! {"_id": 100}], true, Durability::Process)
+            .unwrap();
+        let id_index = coll.meta().indexes[0].clone();
+        let snap = coll.snapshot();
+        let found = coll
+            .lookup_index(&*snap, &id_index, &[bson::Bson::Int32(100)])
+            .unwrap();
+        assert_eq!(found, [21], "no record id is handed out twice");
+        assert!(coll.get_record(&*snap, 21).unwrap().is_some());
+        assert!(cat.drop_collection("test", "c").unwrap());
+        assert!(cat.get("test", "c").is_none());
     }
 }

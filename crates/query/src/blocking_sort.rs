@@ -143,9 +143,14 @@ impl BlockingSort {
             self.buffered.truncate(k);
         }
         let mut writer = BufWriter::new(file);
+        // Encoded apart from the file, so that the file's errors keep their kind (the
+        // encoder's say only "IO error").
+        let mut encoded = Vec::new();
         for (_, doc) in self.buffered.drain(..) {
-            doc.to_writer(&mut writer)
-                .map_err(|e| Error::internal(format!("cannot write a sort run: {e}")))?;
+            encoded.clear();
+            doc.to_writer(&mut encoded)
+                .map_err(|e| Error::internal(format!("cannot encode a document to sort: {e}")))?;
+            writer.write_all(&encoded).map_err(spill_error)?;
         }
         writer.flush().map_err(spill_error)?;
         self.runs.push(
@@ -164,8 +169,9 @@ fn encoded_size(doc: &Document) -> Result<usize> {
         .map_err(|e| Error::internal(format!("cannot encode a document to sort: {e}")))
 }
 
+/// A full disk is OutOfDiskSpace, as mongod reports a sort that could not spill.
 fn spill_error(e: std::io::Error) -> Error {
-    Error::internal(format!("cannot spill a sort to disk: {e}"))
+    Error::io(&e, "cannot spill a sort to disk")
 }
 
 /// One sorted sequence being merged.
