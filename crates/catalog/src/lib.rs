@@ -15,6 +15,7 @@ mod plan_cache;
 #[cfg(test)]
 mod testing;
 mod ttl;
+mod validate;
 
 use collection::delete_prefix;
 pub use collection::{
@@ -25,6 +26,7 @@ pub use index_builds::IndexBuildProgress;
 pub use latency_stats::{LatencyStats, OperationClass};
 pub use namespace::{validate_collection_name, validate_database_name};
 pub use plan_cache::{CachedPlan, PlanCache};
+pub use validate::{IndexValidation, Validation};
 
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_storage::{Durability, Engine, ScanStart, Space, WriteBatch};
