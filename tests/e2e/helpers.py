@@ -35,6 +35,9 @@ CODES = {
     "Location40324": 40324,
     "DuplicateKey": 11000,
     "QueryExceededMemoryLimitNoDiskUseAllowed": 292,
+    "IllegalOperation": 20,
+    "DataCorruptionDetected": 301,
+    "OutOfDiskSpace": 14031,
 }
 
 
