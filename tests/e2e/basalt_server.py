@@ -53,9 +53,12 @@ class BasaltServer:
         log_path: Path,
         port: int | None = None,
         extra_args: list[str] | None = None,
+        launcher: list[str] | None = None,
     ):
         self.binary = Path(binary)
         self.extra_args = list(extra_args or [])
+        # A command that runs the binary, such as `nsenter ...` into a mount namespace.
+        self.launcher = list(launcher or [])
         self.dbpath = Path(dbpath)
         self.log_path = Path(log_path)
         self.port = port or free_port()
@@ -69,6 +72,7 @@ class BasaltServer:
     @property
     def argv(self) -> list[str]:
         return [
+            *self.launcher,
             str(self.binary),
             "--port",
             str(self.port),

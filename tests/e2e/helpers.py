@@ -42,6 +42,9 @@ CODES = {
     "Location4031700": 4031700,
     "DuplicateKey": 11000,
     "QueryExceededMemoryLimitNoDiskUseAllowed": 292,
+    "IllegalOperation": 20,
+    "DataCorruptionDetected": 301,
+    "OutOfDiskSpace": 14031,
 }
 
 

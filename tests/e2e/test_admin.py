@@ -267,6 +267,13 @@ def test_validate(db):
     assert result["nInvalidDocuments"] == 0
     assert result["keysPerIndex"] == {"_id_": 10}
     assert result["errors"] == []
+    # MongoDB 8.0's fields, in its order; `advice` only when not valid.
+    assert list(result) == [
+        "valid", "repaired", "ns", "uuid", "warnings", "errors", "extraIndexEntries",
+        "missingIndexEntries", "nInvalidDocuments", "nNonCompliantDocuments", "nrecords",
+        "corruptRecords", "nIndexes", "keysPerIndex", "indexDetails", "ok",
+    ]  # fmt: skip
+    assert result["indexDetails"] == {"_id_": {"valid": True}}
 
 
 def test_validate_missing_collection(db):

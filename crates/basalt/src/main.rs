@@ -224,8 +224,10 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
         cache_bytes >> 20,
         budget_bytes >> 20
     );
-    let engine = FjallEngine::open_with_cache(&args.dbpath, cache_bytes)
-        .map_err(|e| format!("cannot open storage at {}: {e}", args.dbpath.display()))?;
+    // A read-only, full, locked or corrupt data directory: the error names it, as
+    // mongod refuses to start on a read-only dbpath (IllegalOperation).
+    let engine =
+        FjallEngine::open_with_cache(&args.dbpath, cache_bytes).map_err(|e| e.to_string())?;
     let server =
         Arc::new(Server::new(Arc::new(engine), options.clone(), log).map_err(|e| e.to_string())?);
     let listeners = bind(&options).await.map_err(|e| {

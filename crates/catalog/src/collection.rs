@@ -115,10 +115,7 @@ pub struct CollectionStats {
 impl Collection {
     pub(crate) fn open(engine: Arc<dyn Engine>, meta: CollectionMeta) -> Result<Collection> {
         let snapshot = engine.snapshot();
-        let last = snapshot.last_key_with_prefix(Space::Records, &keys::record_prefix(meta.id))?;
-        let next = last
-            .and_then(|k| keys::trailing_record_id(&k))
-            .map_or(1, |id| id + 1);
+        let next = last_record_id(&*snapshot, &meta)?.map_or(1, |id| id + 1);
         Ok(Collection {
             engine,
             meta: RwLock::new(Arc::new(meta)),
@@ -380,6 +377,39 @@ impl Collection {
     }
 }
 
+/// The highest record id of the collection. When the block holding it is unreadable
+/// (corrupt on disk), the highest record id its `_id` index refers to, so that the
+/// collection still opens, serves what can be read and hands out no id twice.
+fn last_record_id(snapshot: &dyn Snapshot, meta: &CollectionMeta) -> Result<Option<u64>> {
+    let prefix = keys::record_prefix(meta.id);
+    let failure = match snapshot.last_key_with_prefix(Space::Records, &prefix) {
+        Ok(last) => return Ok(last.and_then(|key| keys::trailing_record_id(&key))),
+        Err(e) if e.code == ErrorCode::DATA_CORRUPTION_DETECTED => e,
+        Err(e) => return Err(e),
+    };
+    let id_index = meta
+        .indexes
+        .iter()
+        .find(|index| index.is_id_index())
+        .ok_or_else(|| failure.clone())?;
+    tracing::warn!(
+        collection = %meta.namespace(),
+        "the last records are unreadable, record ids go on after the _id index's: {}",
+        failure.message
+    );
+    let mut highest = None;
+    snapshot.scan_prefix(
+        Space::Indexes,
+        &id_index.id.to_be_bytes(),
+        ScanStart::Beginning,
+        &mut |entry, _| {
+            highest = highest.max(keys::trailing_record_id(entry));
+            Ok(ControlFlow::Continue(()))
+        },
+    )?;
+    Ok(highest)
+}
+
 fn decode_record(bytes: &[u8]) -> Result<Document> {
     let raw = bson::RawDocument::from_bytes(bytes)
         .map_err(|e| Error::internal(format!("corrupt record: {e}")))?;
@@ -573,14 +603,28 @@ impl Writer<'_> {
         self.commit(intent, &staging.multikey, Durability::Disk)?;
         if let Err(e) = self.collection.engine.ingest(staging.batch) {
             // Whatever reached the tables gets its entries now rather than at a restart,
-            // and is counted again when the counts are next asked for.
+            // and is counted again when the counts are next asked for. The ingestion's
+            // error is the one to report: a full disk fails the completion too.
             *self.collection.counters.lock() = None;
-            self.collection.complete_ingestion()?;
+            if let Err(completion) = self.collection.complete_ingestion() {
+                tracing::warn!(
+                    collection = %self.collection.meta().namespace(),
+                    "a failed bulk insert is completed when the collection next opens: {completion}"
+                );
+            }
             return Err(e);
         }
+        // The batch is on disk with its entries: a marker that cannot be removed (writes
+        // stopped meanwhile) only has the batch's entries written again at the next open.
         let mut done = WriteBatch::default();
         done.delete(Space::Catalog, marker);
-        self.collection.engine.write(done, Durability::Process)
+        if let Err(e) = self.collection.engine.write(done, Durability::Process) {
+            tracing::warn!(
+                collection = %self.collection.meta().namespace(),
+                "the marker of an ingested insert batch stays until the collection next opens: {e}"
+            );
+        }
+        Ok(())
     }
 
     fn stage_insert(

@@ -12,7 +12,10 @@ mod keys;
 mod latency_stats;
 mod namespace;
 mod plan_cache;
+#[cfg(test)]
+mod testing;
 mod ttl;
+mod validate;
 
 use collection::delete_prefix;
 pub use collection::{
@@ -23,6 +26,7 @@ pub use index_builds::IndexBuildProgress;
 pub use latency_stats::{LatencyStats, OperationClass};
 pub use namespace::{validate_collection_name, validate_database_name};
 pub use plan_cache::{CachedPlan, PlanCache};
+pub use validate::{IndexValidation, Validation};
 
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_storage::{Durability, Engine, ScanStart, Space, WriteBatch};
@@ -202,8 +206,19 @@ impl Catalog {
             .write()
             .remove(&(db.to_string(), collection.to_string()));
         drop(writer);
-        self.delete_data(&meta)?;
-        Ok(true)
+        match self.delete_data(&meta) {
+            // What could not be read stays on disk, where nothing can reach it: a corrupt
+            // collection can still be dropped (and restored from a backup).
+            Err(e) if e.code == ErrorCode::DATA_CORRUPTION_DETECTED => {
+                tracing::warn!(
+                    collection = %meta.namespace(),
+                    "dropped; part of its data could not be read to be deleted: {}",
+                    e.message
+                );
+                Ok(true)
+            }
+            deleted => deleted.map(|()| true),
+        }
     }
 
     fn delete_data(&self, meta: &CollectionMeta) -> Result<()> {
@@ -829,5 +844,37 @@ mod tests {
             })
             .unwrap();
         assert_eq!(left, 0, "dropping removes the records");
+    }
+
+    #[test]
+    fn a_collection_whose_last_records_are_unreadable_opens_and_drops() {
+        let engine = Arc::new(testing::CorruptBlocks::default());
+        let cat = Catalog::open(engine.clone()).unwrap();
+        let coll = cat.get_or_create("test", "c").unwrap();
+        let docs: Vec<Document> = (1..=20).map(|i| doc! {"_id": i}).collect();
+        coll.writer()
+            .insert_many(&docs, true, Durability::Process)
+            .unwrap();
+        let id = coll.meta().id;
+        drop((coll, cat));
+        engine
+            .unreadable
+            .lock()
+            .extend([19, 20].map(|r| keys::record_key(id, r)));
+
+        let cat = Catalog::open(engine.clone()).unwrap();
+        let coll = cat.get("test", "c").unwrap();
+        coll.writer()
+            .insert_many(&[doc! {"_id": 100}], true, Durability::Process)
+            .unwrap();
+        let id_index = coll.meta().indexes[0].clone();
+        let snap = coll.snapshot();
+        let found = coll
+            .lookup_index(&*snap, &id_index, &[bson::Bson::Int32(100)])
+            .unwrap();
+        assert_eq!(found, [21], "no record id is handed out twice");
+        assert!(coll.get_record(&*snap, 21).unwrap().is_some());
+        assert!(cat.drop_collection("test", "c").unwrap());
+        assert!(cat.get("test", "c").is_none());
     }
 }

@@ -64,6 +64,7 @@ error_codes! {
     INDEX_OPTIONS_CONFLICT = 85, "IndexOptionsConflict";
     INDEX_KEY_SPECS_CONFLICT = 86, "IndexKeySpecsConflict";
     OPERATION_FAILED = 96, "OperationFailed";
+    DB_PATH_IN_USE = 98, "DBPathInUse";
     AMBIGUOUS_INDEX_KEY_PATTERN = 181, "AmbiguousIndexKeyPattern";
     COMMAND_NOT_SUPPORTED = 115, "CommandNotSupported";
     JS_INTERPRETER_FAILURE = 139, "JSInterpreterFailure";
@@ -83,6 +84,8 @@ error_codes! {
     INCOMPATIBLE_COLLATION_VERSION = 161, "IncompatibleCollationVersion";
     MERGE_STAGE_NO_MATCHING_DOCUMENT = 13113, "MergeStageNoMatchingDocument";
     QUERY_EXCEEDED_MEMORY_LIMIT_NO_DISK_USE_ALLOWED = 292, "QueryExceededMemoryLimitNoDiskUseAllowed";
+    DATA_CORRUPTION_DETECTED = 301, "DataCorruptionDetected";
+    OUT_OF_DISK_SPACE = 14031, "OutOfDiskSpace";
 }
 
 impl ErrorCode {
@@ -136,6 +139,27 @@ impl Error {
 
     pub fn location(code: i32, message: impl Into<String>) -> Error {
         Error::new(ErrorCode::location(code), message)
+    }
+
+    /// A failed read or write of a file, named as MongoDB names the condition: a full
+    /// disk (or quota) is OutOfDiskSpace, as mongod reports a spill that found no room; a
+    /// read-only file system or a refused permission is IllegalOperation, as mongod
+    /// reports a read-only dbpath ("Attempted to create a lock file on a read-only
+    /// directory"); anything else is InternalError. `message` says what was being done;
+    /// the OS's words follow it.
+    pub fn io(e: &std::io::Error, message: impl fmt::Display) -> Error {
+        use std::io::ErrorKind;
+        let (code, condition) = match e.kind() {
+            ErrorKind::StorageFull | ErrorKind::QuotaExceeded | ErrorKind::FileTooLarge => {
+                (ErrorCode::OUT_OF_DISK_SPACE, "the disk is full")
+            }
+            ErrorKind::ReadOnlyFilesystem => {
+                (ErrorCode::ILLEGAL_OPERATION, "the file system is read-only")
+            }
+            ErrorKind::PermissionDenied => (ErrorCode::ILLEGAL_OPERATION, "permission denied"),
+            _ => (ErrorCode::INTERNAL_ERROR, "I/O error"),
+        };
+        Error::new(code, format!("{message}: {condition} ({e})"))
     }
 
     /// The fields of a command reply that reports this error: `ok: 0`, `errmsg`, `code`,
@@ -196,5 +220,18 @@ mod tests {
         assert_eq!(reply.get_i32("code").unwrap(), 2);
         assert_eq!(reply.get_str("codeName").unwrap(), "BadValue");
         assert_eq!(reply.get_f64("ok").unwrap(), 0.0);
+    }
+
+    #[test]
+    fn io_errors_name_the_condition() {
+        let full = Error::io(&std::io::Error::from_raw_os_error(28), "writing x");
+        assert_eq!(full.code, ErrorCode::OUT_OF_DISK_SPACE);
+        assert_eq!(full.code.name(), "OutOfDiskSpace");
+        assert!(full.message.starts_with("writing x: the disk is full ("));
+        let read_only = Error::io(&std::io::Error::from_raw_os_error(30), "writing x");
+        assert_eq!(read_only.code, ErrorCode::ILLEGAL_OPERATION);
+        assert!(read_only.message.contains("read-only"));
+        let other = Error::io(&std::io::Error::from_raw_os_error(5), "reading x");
+        assert_eq!(other.code, ErrorCode::INTERNAL_ERROR);
     }
 }

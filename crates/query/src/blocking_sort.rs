@@ -198,8 +198,9 @@ impl BlockingSort {
     }
 }
 
+/// A full disk is OutOfDiskSpace, as mongod reports a sort that could not spill.
 fn spill_error(e: std::io::Error) -> Error {
-    Error::internal(format!("cannot spill a sort to disk: {e}"))
+    Error::io(&e, "cannot spill a sort to disk")
 }
 
 /// One sorted sequence being merged.

@@ -3,13 +3,14 @@
 //!
 //! Durability: every batch is written to fjall's journal and handed to the OS before the
 //! write returns, so an acknowledged write survives `kill -9`; `Durability::Disk` also
-//! fsyncs the journal.
+//! fsyncs the journal. A write the machine fails (a full or read-only disk) stops all
+//! writes until a restart, reads go on (see `faults.rs`).
 
+use crate::faults::{Activity, Faults};
 use crate::{
-    storage_error, Durability, Engine, KeyValueVisitor, ScanEnd, ScanStart, Snapshot, Space,
-    WriteBatch, WriteOp,
+    Durability, Engine, KeyValueVisitor, ScanEnd, ScanStart, Snapshot, Space, WriteBatch, WriteOp,
 };
-use basalt_error::Result;
+use basalt_error::{Error, Result};
 use fjall::config::{BlockSizePolicy, CompressionPolicy, FilterPolicy};
 use fjall::{
     CompressionType, Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode,
@@ -18,12 +19,18 @@ use fjall::{
 use parking_lot::RwLock;
 use std::ops::Bound;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Level-0 tables at which an ingestion waits for compaction (where fjall halts writes),
 /// and for how long at most.
 const L0_TABLES_HALT: usize = 30;
 const L0_TABLES_WAIT_MAX: Duration = Duration::from_secs(10);
+/// How long an ingestion waits for the memtable it sealed to be flushed: far more than a
+/// 64 MiB flush takes, so only a flush that will never finish runs into it.
+const MEMTABLE_FLUSH_WAIT_MAX: Duration = Duration::from_secs(120);
+/// How often those waits look again.
+const WAIT_POLL_INTERVAL: Duration = Duration::from_millis(10);
 
 pub struct FjallEngine {
     db: Database,
@@ -31,6 +38,7 @@ pub struct FjallEngine {
     /// Held shared while a snapshot is taken and exclusively while an ingestion makes
     /// its tables visible, one space after another: no snapshot falls between them.
     snapshot_gate: RwLock<()>,
+    faults: Arc<Faults>,
 }
 
 /// The block cache when none is configured: as WiredTiger's, half of the memory less
@@ -59,14 +67,18 @@ impl FjallEngine {
     }
 
     /// Opens (or creates) the database at `path` with a block cache of `cache_bytes`.
+    /// Fails with the error naming the condition (a read-only or full directory, a
+    /// directory another server holds, corrupt files) rather than panicking.
     pub fn open_with_cache(path: &Path, cache_bytes: u64) -> Result<FjallEngine> {
+        let faults = Arc::new(Faults::new(path));
+        let opening = |e: fjall::Error| faults.describe(&e, Activity::Opening);
         let db = Database::builder(path)
             .cache_size(cache_bytes)
             .open()
-            .map_err(storage_error)?;
+            .map_err(opening)?;
         let open = |space: Space| {
             db.keyspace(space.name(), || keyspace_options(space))
-                .map_err(storage_error)
+                .map_err(opening)
         };
         let keyspaces = [
             open(Space::Catalog)?,
@@ -77,11 +89,66 @@ impl FjallEngine {
             db,
             keyspaces,
             snapshot_gate: RwLock::new(()),
+            faults,
         })
     }
 
     fn keyspace(&self, space: Space) -> &Keyspace {
         &self.keyspaces[space.position()]
+    }
+
+    /// Errs once fjall refuses writes, also when a background flush or compaction
+    /// poisoned it: what an ingestion, which fjall does not check, asks before it writes
+    /// and while it waits for fjall's workers.
+    fn check_writable(&self) -> Result<()> {
+        self.faults.check_writable()?;
+        self.db
+            .persist(PersistMode::Buffer)
+            .map_err(|e| self.faults.refuse(e, Activity::Journal))
+    }
+
+    /// Waits until `done` holds, at most `max`, checking meanwhile that fjall still
+    /// takes writes (a worker that failed never makes `done` true); says whether it held.
+    fn wait_for(&self, max: Duration, done: impl Fn() -> bool) -> Result<bool> {
+        let waiting = Instant::now();
+        while !done() {
+            self.check_writable()?;
+            if waiting.elapsed() >= max {
+                return Ok(false);
+            }
+            std::thread::sleep(WAIT_POLL_INTERVAL);
+        }
+        Ok(true)
+    }
+
+    /// Seals the space's memtable and waits for fjall's workers to flush it (fjall's own
+    /// `rotate_memtable_and_wait` waits forever when the flush fails).
+    fn flush_memtable(&self, keyspace: &Keyspace) -> Result<()> {
+        keyspace
+            .rotate_memtable()
+            .map_err(|e| self.faults.describe(&e, Activity::Ingestion))?;
+        if self.wait_for(MEMTABLE_FLUSH_WAIT_MAX, || {
+            keyspace.sealed_memtable_count() == 0
+        })? {
+            Ok(())
+        } else {
+            Err(Error::internal(format!(
+                "a memtable flush did not finish within {} s",
+                MEMTABLE_FLUSH_WAIT_MAX.as_secs()
+            )))
+        }
+    }
+}
+
+/// A database that stopped taking writes is left open: the journal write that failed
+/// may have left the rest of its batch in fjall's journal buffer, which closing writes
+/// out when there is room again, and the batch, refused, would then come back at the
+/// next start. Every acknowledged write is in the journal already.
+impl Drop for FjallEngine {
+    fn drop(&mut self) {
+        if self.faults.is_refusing() {
+            std::mem::forget(self.db.clone());
+        }
     }
 }
 
@@ -108,11 +175,17 @@ fn keyspace_options(space: Space) -> KeyspaceCreateOptions {
 struct FjallSnapshot {
     snapshot: fjall::Snapshot,
     keyspaces: [Keyspace; 3],
+    faults: Arc<Faults>,
 }
 
 impl FjallSnapshot {
     fn keyspace(&self, space: Space) -> &Keyspace {
         &self.keyspaces[space.position()]
+    }
+
+    /// A read's failure: a corrupt block is DataCorruptionDetected.
+    fn failed(&self, space: Space) -> impl Fn(fjall::Error) -> Error + '_ {
+        move |e| self.faults.describe(&e, Activity::Reading(space))
     }
 }
 
@@ -122,10 +195,14 @@ impl Engine for FjallEngine {
         Box::new(FjallSnapshot {
             snapshot: self.db.snapshot(),
             keyspaces: self.keyspaces.clone(),
+            faults: self.faults.clone(),
         })
     }
 
+    /// Every failure of a commit leaves fjall poisoned (it poisons itself when the
+    /// journal write or flush fails), so it is a refusal of all writes from then on.
     fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
+        self.faults.check_writable()?;
         let mode = match durability {
             Durability::Process => PersistMode::Buffer,
             Durability::Disk => PersistMode::SyncAll,
@@ -140,14 +217,20 @@ impl Engine for FjallEngine {
                 WriteOp::Delete(space, key) => fjall_batch.remove(self.keyspace(space), key),
             }
         }
-        fjall_batch.commit().map_err(storage_error)
+        fjall_batch
+            .commit()
+            .map_err(|e| self.faults.refuse(e, Activity::Journal))
     }
 
     /// Each space's puts are written into new tables (compressed, fsynced) while readers
     /// and writers go on; then, with snapshots held off, fjall registers each space's
     /// tables at a sequence number of their own (flushing that space's memtable first, so
     /// older writes stay older). Tables are registered in the order of [`Space::ALL`].
+    /// A table that cannot be written (a full disk) fails the batch and stops nothing
+    /// else: fjall deletes the tables left behind when it next opens.
     fn ingest(&self, batch: WriteBatch) -> Result<()> {
+        self.check_writable()?;
+        let failed = |e: fjall::Error| self.faults.describe(&e, Activity::Ingestion);
         let mut ingestions = Vec::new();
         for (keyspace, run) in self.keyspaces.iter().zip(crate::ingestion_runs(batch)?) {
             if run.is_empty() {
@@ -156,32 +239,35 @@ impl Engine for FjallEngine {
             // Each ingestion adds a level-0 table: wait for compaction as fjall makes its
             // own writes wait, rather than let reads wade through ever more tables (for a
             // while only: a compaction that cannot go on must not hang the writer).
-            let waiting = Instant::now();
-            while keyspace.l0_table_count() >= L0_TABLES_HALT
-                && waiting.elapsed() < L0_TABLES_WAIT_MAX
-            {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let mut ingestion = keyspace.start_ingestion().map_err(storage_error)?;
+            self.wait_for(L0_TABLES_WAIT_MAX, || {
+                keyspace.l0_table_count() < L0_TABLES_HALT
+            })?;
+            let mut ingestion = keyspace.start_ingestion().map_err(failed)?;
             for (key, value) in run {
-                ingestion.write(key, value).map_err(storage_error)?;
+                ingestion.write(key, value).map_err(failed)?;
             }
             ingestions.push((keyspace, ingestion));
         }
         // `finish` flushes the space's memtable before registering the tables; flushing
         // it now leaves that one (snapshots held off) with only the latest writes.
         for (keyspace, _) in &ingestions {
-            keyspace.rotate_memtable_and_wait().map_err(storage_error)?;
+            self.flush_memtable(keyspace)?;
         }
+        // fjall registers tables whether or not it takes writes: a batch goes in only
+        // while it does.
+        self.check_writable()?;
         let _gate = self.snapshot_gate.write();
         for (_, ingestion) in ingestions {
-            ingestion.finish().map_err(storage_error)?;
+            ingestion.finish().map_err(failed)?;
         }
         Ok(())
     }
 
     fn sync(&self) -> Result<()> {
-        self.db.persist(PersistMode::SyncAll).map_err(storage_error)
+        self.faults.check_writable()?;
+        self.db
+            .persist(PersistMode::SyncAll)
+            .map_err(|e| self.faults.refuse(e, Activity::Sync))
     }
 
     fn disk_size_bytes(&self) -> u64 {
@@ -194,7 +280,7 @@ impl Snapshot for FjallSnapshot {
         let value = self
             .snapshot
             .get(self.keyspace(space), key)
-            .map_err(storage_error)?;
+            .map_err(self.failed(space))?;
         Ok(value.map(|v| v.to_vec()))
     }
 
@@ -218,7 +304,7 @@ impl Snapshot for FjallSnapshot {
             .snapshot
             .range::<&[u8], _>(self.keyspace(space), (lower, upper))
         {
-            let (key, value) = guard.into_inner().map_err(storage_error)?;
+            let (key, value) = guard.into_inner().map_err(self.failed(space))?;
             if visit(&key, &value)?.is_break() {
                 break;
             }
@@ -244,7 +330,7 @@ impl Snapshot for FjallSnapshot {
             )
             .rev()
         {
-            let (key, value) = guard.into_inner().map_err(storage_error)?;
+            let (key, value) = guard.into_inner().map_err(self.failed(space))?;
             if visit(&key, &value)?.is_break() {
                 break;
             }
@@ -263,7 +349,7 @@ impl Snapshot for FjallSnapshot {
             .range::<&[u8], _>(self.keyspace(space), (Bound::Included(prefix), upper))
             .next_back()
         {
-            Some(guard) => Ok(Some(guard.key().map_err(storage_error)?.to_vec())),
+            Some(guard) => Ok(Some(guard.key().map_err(self.failed(space))?.to_vec())),
             None => Ok(None),
         }
     }

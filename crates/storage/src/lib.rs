@@ -5,13 +5,14 @@
 //! another engine can stand beside fjall later. The engine knows nothing of documents,
 //! collections or queries: keys and values are bytes.
 
+mod faults;
 mod fjall_engine;
 mod memory_engine;
 
 pub use fjall_engine::{default_cache_bytes, physical_memory_mb, FjallEngine};
 pub use memory_engine::MemoryEngine;
 
-use basalt_error::{Error, ErrorCode, Result};
+use basalt_error::{Error, Result};
 use std::ops::Bound;
 use std::ops::ControlFlow;
 
@@ -163,6 +164,9 @@ pub trait Engine: Send + Sync {
     fn snapshot(&self) -> Box<dyn Snapshot>;
 
     /// Applies every change of the batch atomically, durable as asked before returning.
+    /// A batch the machine cannot store fails with the error naming why (OutOfDiskSpace
+    /// for a full disk, IllegalOperation for a read-only one), and the disk engine then
+    /// refuses every write until it is opened again; reads go on.
     fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()>;
 
     /// Writes a batch of puts of keys not stored yet by building sorted tables directly,
@@ -207,13 +211,6 @@ pub fn prefix_upper_bound(prefix: &[u8]) -> Option<Vec<u8>> {
         }
     }
     None
-}
-
-fn storage_error(e: impl std::fmt::Display) -> Error {
-    Error::new(
-        ErrorCode::INTERNAL_ERROR,
-        format!("storage engine error: {e}"),
-    )
 }
 
 #[cfg(test)]
