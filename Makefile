@@ -10,6 +10,7 @@
 #   make conformance           MongoDB driver-spec conformance run, checked against the baseline
 #   make conformance-baseline  the same, then write the new passed count to the baseline file
 #   make fuzz                  fuzz the wire decoder for FUZZ_SECONDS (nightly + cargo-fuzz)
+#   make soak                  normal and hostile traffic for SOAK_SECONDS against a release build
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -91,6 +92,13 @@ conformance-baseline: build venv
 
 fuzz:
 	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# `make soak`: scripts/soak.py against a release build (10 minutes by default).
+SOAK_SECONDS ?= 600
+.PHONY: soak
+soak: venv
+	cargo build --release -p basalt --bin basalt
+	$(PYTHON) scripts/soak.py --binary $(CARGO_TARGET_DIR)/release/basalt --duration $(SOAK_SECONDS)
 
 # `make bench`: the W1-W5 benchmarks beside DuckDB and SQLite (docs/benchmarks.md), with a
 # release build and the peers' pinned packages in bench/.venv. BENCH_SIZE=N to resize,
