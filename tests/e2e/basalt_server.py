@@ -53,9 +53,12 @@ class BasaltServer:
         log_path: Path,
         port: int | None = None,
         extra_args: list[str] | None = None,
+        quiet: bool = True,
     ):
         self.binary = Path(binary)
         self.extra_args = list(extra_args or [])
+        # --quiet keeps the log to warnings; without it, connections are logged too.
+        self.quiet = quiet
         self.dbpath = Path(dbpath)
         self.log_path = Path(log_path)
         self.port = port or free_port()
@@ -76,7 +79,7 @@ class BasaltServer:
             "127.0.0.1",
             "--dbpath",
             str(self.dbpath),
-            "--quiet",
+            *(["--quiet"] if self.quiet else []),
             *self.extra_args,
         ]
 
@@ -105,8 +108,13 @@ class BasaltServer:
                     f"log:\n{self.log_tail()}"
                 )
             try:
+                # Polled monitoring: a streaming monitor's awaitable hello would keep a
+                # connection (and a thread) busy in the server for 10 s after the probe.
                 with pymongo.MongoClient(
-                    self.uri, serverSelectionTimeoutMS=500, connectTimeoutMS=500
+                    self.uri,
+                    serverSelectionTimeoutMS=500,
+                    connectTimeoutMS=500,
+                    serverMonitoringMode="poll",
                 ) as probe:
                     probe.admin.command("ping")
                 return
