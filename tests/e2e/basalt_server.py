@@ -54,11 +54,14 @@ class BasaltServer:
         port: int | None = None,
         extra_args: list[str] | None = None,
         launcher: list[str] | None = None,
+        quiet: bool = True,
     ):
         self.binary = Path(binary)
         self.extra_args = list(extra_args or [])
         # A command that runs the binary, such as `nsenter ...` into a mount namespace.
         self.launcher = list(launcher or [])
+        # --quiet keeps the log to warnings; without it, connections are logged too.
+        self.quiet = quiet
         self.dbpath = Path(dbpath)
         self.log_path = Path(log_path)
         self.port = port or free_port()
@@ -80,7 +83,7 @@ class BasaltServer:
             "127.0.0.1",
             "--dbpath",
             str(self.dbpath),
-            "--quiet",
+            *(["--quiet"] if self.quiet else []),
             *self.extra_args,
         ]
 
@@ -109,8 +112,13 @@ class BasaltServer:
                     f"log:\n{self.log_tail()}"
                 )
             try:
+                # Polled monitoring: a streaming monitor's awaitable hello would keep a
+                # connection (and a thread) busy in the server for 10 s after the probe.
                 with pymongo.MongoClient(
-                    self.uri, serverSelectionTimeoutMS=500, connectTimeoutMS=500
+                    self.uri,
+                    serverSelectionTimeoutMS=500,
+                    connectTimeoutMS=500,
+                    serverMonitoringMode="poll",
                 ) as probe:
                     probe.admin.command("ping")
                 return

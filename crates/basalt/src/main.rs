@@ -3,7 +3,7 @@
 //! `basalt bench` (the W1–W5 benchmarks beside their peers).
 
 use basalt_bench::{BenchArgs, ImportArgs};
-use basalt_server::{bind, LogBuffer, Server, ServerOptions};
+use basalt_server::{bind, raise_open_files_limit, LogBuffer, Server, ServerOptions};
 use basalt_storage::FjallEngine;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -67,6 +67,15 @@ struct Args {
     /// Refuse server-side JavaScript ($where, mapReduce, $function, $accumulator).
     #[arg(long)]
     noscripting: bool,
+    /// Most connections open at once (capped at 80% of the open-files limit and of what
+    /// vm.max_map_count allows); more are closed as they come.
+    #[arg(
+        long = "maxConns",
+        value_name = "N",
+        default_value_t = basalt_server::MAX_CONNS_DEFAULT,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    max_conns: u64,
     /// A server parameter, NAME=VALUE (repeatable). Known: ttlMonitorSleepSecs, scanWorkers,
     /// operationMemoryBudgetMB.
     #[arg(long = "setParameter", value_name = "NAME=VALUE")]
@@ -214,7 +223,11 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
         scripting_enabled: !args.noscripting,
         ttl_monitor_interval_ms: parameters.ttl_monitor_interval_ms,
         scan_workers: parameters.scan_workers,
+        max_conns: args.max_conns,
+        quiet: args.quiet,
     };
+    // Before the server reads it to set its connection limit.
+    raise_open_files_limit();
     let cache_bytes = cache_bytes(args.cache_size_gb)?;
     let budget_bytes =
         operation_memory_budget_bytes(parameters.operation_memory_budget_bytes, cache_bytes);
@@ -230,7 +243,7 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
         FjallEngine::open_with_cache(&args.dbpath, cache_bytes).map_err(|e| e.to_string())?;
     let server =
         Arc::new(Server::new(Arc::new(engine), options.clone(), log).map_err(|e| e.to_string())?);
-    let listeners = bind(&options).await.map_err(|e| {
+    let listeners = bind(&options).map_err(|e| {
         format!(
             "cannot listen on {}:{}: {e}",
             options.bind_ip.join(","),

@@ -1,8 +1,9 @@
 //! `basalt import` and `basalt bench`: the bulk loader every analytics user needs first,
 //! and the benchmark suite that puts Basalt's figures beside its peers' (DESIGN §7).
 //!
-//! Both talk to a server over the wire protocol only, through the official Rust driver,
-//! so what they measure is what any client gets. The binary (`crates/basalt`) mounts
+//! Both talk to a server over the wire protocol only, through the official Rust driver
+//! or, where the driver would be what is measured, raw sockets (`raw_wire`), so what
+//! they measure is what any client gets. The binary (`crates/basalt`) mounts
 //! [`ImportArgs`] and [`BenchArgs`] as subcommands.
 
 mod answer;
@@ -10,6 +11,7 @@ pub mod import;
 mod machine;
 mod measure;
 mod peers;
+mod raw_wire;
 mod report;
 mod server;
 mod suite;

@@ -12,7 +12,7 @@ use crate::measure::repeat;
 use crate::peers;
 use crate::report::{self, DatasetReport, Outcome, QueryReport, Report, Status};
 use crate::server::ServerProcess;
-use crate::workloads::{self, w4_kv, Dataset, MongoOp, Query, WorkloadId};
+use crate::workloads::{self, conns, w4_kv, Dataset, MongoOp, Query, WorkloadId};
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Document};
 use futures_util::TryStreamExt;
@@ -32,9 +32,12 @@ pub struct BenchArgs {
     /// Documents per workload (W2 uses 0.3 × size, W4 puts and gets 0.1 × size keys).
     #[arg(long, default_value_t = 1_000_000)]
     pub size: u64,
-    /// Workloads to run, comma-separated.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [WorkloadId::W1, WorkloadId::W2, WorkloadId::W3, WorkloadId::W4, WorkloadId::W5])]
+    /// Workloads to run, comma-separated (conns: the connection storm).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [WorkloadId::W1, WorkloadId::W2, WorkloadId::W3, WorkloadId::W4, WorkloadId::W5, WorkloadId::Conns])]
     pub workloads: Vec<WorkloadId>,
+    /// Connections the connection storm opens at once.
+    #[arg(long, default_value_t = conns::CONNECTIONS_DEFAULT)]
+    pub connections: usize,
     /// Seed of the generators: the same seed and size give the same data.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -113,6 +116,16 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         (None, Some(server)) => server.uri(),
         (None, None) => return Err(Error::internal("no server to measure")),
     };
+    // Checked before the long workloads, not after them.
+    let storm_address = args
+        .workloads
+        .contains(&WorkloadId::Conns)
+        .then(|| {
+            crate::raw_wire::plain_address(&uri).ok_or_else(|| {
+                Error::bad_value("the connection storm needs a plain mongodb://host:port URI")
+            })
+        })
+        .transpose()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -127,7 +140,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         let mut ids = args.workloads.clone();
         ids.sort();
         ids.dedup();
-        ids.into_iter().filter(|id| *id != WorkloadId::W4).collect()
+        ids.into_iter().filter(|id| id.has_dataset()).collect()
     };
     let generating = Instant::now();
     let datasets = analytic
@@ -152,6 +165,23 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         Some(w4_kv::run(&db, runtime.handle(), ops, args.seed)?)
     } else {
         None
+    };
+    let storm = match storm_address {
+        Some(address) => {
+            eprintln!(
+                "basalt: connection storm, {} connections at once ...",
+                args.connections
+            );
+            Some(conns::run(
+                &db,
+                &runtime,
+                &address,
+                args.connections,
+                args.runs,
+                budget,
+            )?)
+        }
+        None => None,
     };
     drop(server);
 
@@ -182,6 +212,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         total: started.elapsed(),
         datasets: dataset_reports,
         kv,
+        storm,
         peers,
     };
     println!("{}", report::to_table(&report));
@@ -202,7 +233,10 @@ fn generate(id: WorkloadId, dir: &Path, size: u64, seed: u64) -> Result<Dataset>
         WorkloadId::W2 => workloads::w2_sensor::generate(dir, size, seed),
         WorkloadId::W3 => workloads::w3_compare::generate(dir, size, seed),
         WorkloadId::W5 => workloads::w5_weather::generate(dir, size, seed),
-        WorkloadId::W4 => Err(Error::internal("W4 generates no dataset")),
+        WorkloadId::W4 | WorkloadId::Conns => Err(Error::internal(format!(
+            "{} generates no dataset",
+            id.name()
+        ))),
     }
 }
 

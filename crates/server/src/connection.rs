@@ -6,14 +6,18 @@
 //! wake-up (the socket read returning) instead of three (the reactor noticing the
 //! socket, a blocking-pool thread taking the command, the reactor taking the reply), so
 //! a point query is not mostly thread hand-offs. Commands may block as long as they
-//! like: only their own connection waits.
+//! like: only their own connection waits. What an idle connection costs is its read
+//! buffer (`read_buffer.rs`) and the stack pages its thread has touched; the measurements
+//! behind this choice are in ARCHITECTURE.md.
 //!
 //! A malformed message that still had a valid length gets an error reply and the
 //! connection goes on; a stream whose framing is lost (bad length, unknown opcode) is
 //! closed, as mongod does. Either way the server serves other connections unharmed.
 
+mod read_buffer;
+
 use crate::commands::{dispatch, error_reply, reads_sequence_raw, Ctx};
-use crate::stats::Stats;
+use crate::stats::Counted;
 use crate::Server;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_wire::{
@@ -21,16 +25,19 @@ use basalt_wire::{
     Frame, Message, OpCode,
 };
 use bson::{Bson, Document, RawDocument, RawDocumentBuf};
-use std::io::{Read, Write};
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use read_buffer::ReadBuffer;
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Bytes asked of the socket per read.
-const READ_CHUNK_BYTES: usize = 64 * 1024;
-/// Stack of a connection's thread: commands recurse over nested documents and
-/// expressions, so more than the 2 MiB default.
-const CONNECTION_STACK_BYTES: usize = 8 * 1024 * 1024;
+/// Stack each connection's thread reserves. Commands recurse over nested documents and
+/// expressions (up to BSON's 200 levels), and JavaScript may take 512 KiB more: measured,
+/// the deepest such command needs about 1 MiB in a release build and 4 MiB in a debug
+/// one. An overflow aborts the whole server, and only the pages a command touches
+/// become resident (16 KiB for an idle connection), so the margin costs address space,
+/// not memory.
+pub(crate) const CONNECTION_STACK_BYTES: usize = 8 * 1024 * 1024;
 
 static NEXT_CONNECTION_ID: AtomicI64 = AtomicI64::new(1);
 static NEXT_REQUEST_ID: AtomicI32 = AtomicI32::new(1);
@@ -41,66 +48,73 @@ pub struct ConnectionInfo {
     pub peer: SocketAddr,
 }
 
-/// Hands an accepted connection to a thread of its own.
-pub async fn serve(server: Arc<Server>, stream: tokio::net::TcpStream, peer: SocketAddr) {
-    let stream = match stream.into_std().and_then(|s| {
-        s.set_nonblocking(false)?;
-        Ok(s)
-    }) {
-        Ok(stream) => stream,
-        Err(e) => {
-            tracing::warn!(%peer, "could not take over connection: {e}");
-            return;
-        }
-    };
-    let spawned = std::thread::Builder::new()
-        .name("conn".into())
-        .stack_size(CONNECTION_STACK_BYTES)
-        .spawn(move || serve_blocking(&server, stream, peer));
-    if let Err(e) = spawned {
-        tracing::warn!(%peer, "could not start a connection thread: {e}");
-    }
-}
-
-fn serve_blocking(server: &Arc<Server>, mut stream: std::net::TcpStream, peer: SocketAddr) {
+/// Starts the thread of a connection that holds one of the server's connection slots
+/// (`connection_count` of them are taken, this one's included); the thread gives the
+/// slot back when the connection ends.
+pub(crate) fn start(
+    server: &Arc<Server>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    connection_count: u64,
+) -> std::io::Result<()> {
     let info = Arc::new(ConnectionInfo {
         id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
         peer,
     });
-    Stats::add(&server.stats.connections_current, 1);
-    Stats::add(&server.stats.connections_total, 1);
-    tracing::info!(connection_id = info.id, %peer, "connection accepted");
+    let server = server.clone();
+    std::thread::Builder::new()
+        .name(format!("conn{}", info.id))
+        .stack_size(CONNECTION_STACK_BYTES)
+        .spawn(move || serve(&server, stream, &info, connection_count))
+        // Detached: the thread ends with its connection.
+        .map(drop)
+}
+
+fn serve(server: &Arc<Server>, mut stream: TcpStream, info: &Arc<ConnectionInfo>, count: u64) {
+    // mongod's messages with its attribute names, which log tools look for; --quiet
+    // leaves them out, as mongod's does.
+    let verbose = !server.options.quiet;
+    if verbose {
+        tracing::info!(
+            remote = %info.peer,
+            connectionId = info.id,
+            connectionCount = count,
+            "Connection accepted"
+        );
+    }
     let _ = stream.set_nodelay(true);
-    if let Err(e) = read_loop(server, &info, &mut stream) {
+    if let Err(e) = read_loop(server, info, &mut stream) {
         tracing::debug!(connection_id = info.id, "connection ended: {e}");
     }
-    server
-        .stats
-        .connections_current
-        .fetch_sub(1, Ordering::Relaxed);
-    tracing::info!(connection_id = info.id, "connection ended");
+    drop(stream);
+    let count = server.stats.connections.close();
+    if verbose {
+        tracing::info!(
+            remote = %info.peer,
+            connectionId = info.id,
+            connectionCount = count,
+            "Connection ended"
+        );
+    }
 }
 
 fn read_loop(
     server: &Arc<Server>,
     info: &Arc<ConnectionInfo>,
-    stream: &mut std::net::TcpStream,
+    stream: &mut TcpStream,
 ) -> std::io::Result<()> {
-    let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
+    let held_bytes = &server.stats.connections.buffer_bytes;
+    let mut buf = ReadBuffer::new(held_bytes);
     loop {
-        match decode(&buf) {
+        match decode(buf.data()) {
             Ok(Decoded::Frame { frame, consumed }) => {
-                buf.drain(..consumed);
+                buf.consume(consumed);
                 if let Some(reply) = handle_frame(server, info, frame) {
-                    stream.write_all(&reply)?;
+                    send(stream, &reply, held_bytes)?;
                 }
             }
             Ok(Decoded::Incomplete) => {
-                let start = buf.len();
-                buf.resize(start + READ_CHUNK_BYTES, 0);
-                let n = stream.read(&mut buf[start..])?;
-                buf.truncate(start + n);
-                if n == 0 {
+                if buf.fill_from(stream)? == 0 {
                     return Ok(());
                 }
             }
@@ -109,7 +123,7 @@ fn read_loop(
                 return Ok(());
             }
             Err(DecodeError::Rejected(rejected)) => {
-                buf.drain(..rejected.consumed);
+                buf.consume(rejected.consumed);
                 tracing::warn!(
                     connection_id = info.id,
                     "rejected message: {}",
@@ -123,11 +137,17 @@ fn read_loop(
                         &reply,
                         rejected.compressor,
                     );
-                    stream.write_all(&bytes)?;
+                    send(stream, &bytes, held_bytes)?;
                 }
             }
         }
     }
+}
+
+/// Writes a reply, counting its bytes as the connection's while they are sent.
+fn send(stream: &mut TcpStream, reply: &[u8], held_bytes: &AtomicU64) -> std::io::Result<()> {
+    let _held = Counted::new(held_bytes, reply.len() as u64);
+    stream.write_all(reply)
 }
 
 fn encode_reply(
@@ -167,6 +187,7 @@ fn handle_frame(server: &Arc<Server>, info: &Arc<ConnectionInfo>, frame: Frame) 
     };
     let reply = match body {
         Ok((db, body, raw_sequences)) => run_guarded(|| {
+            let _active = Counted::new(&server.stats.connections.active, 1);
             let ctx = Ctx {
                 server,
                 connection: info,

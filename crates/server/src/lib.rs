@@ -1,16 +1,17 @@
-//! The Basalt server: a tokio listener speaking MongoDB's wire protocol, the command
-//! registry, cursors and server-wide state.
+//! The Basalt server: listeners speaking MongoDB's wire protocol, the command registry,
+//! cursors and server-wide state.
 //!
-//! tokio accepts connections and runs the background tasks; each connection then has a
-//! thread of its own that reads, runs and answers its commands, so a long scan never
+//! A thread per listening socket accepts connections (`listener.rs`), each connection then
+//! has a thread of its own that reads, runs and answers its commands, so a long scan never
 //! stalls other connections, and a panic inside one command becomes an InternalError
-//! reply instead of taking the server down.
+//! reply instead of taking the server down. tokio runs the background tasks.
 
 mod blocking_sort;
 mod commands;
 mod connection;
 mod cursors;
 mod exec;
+mod listener;
 mod log_buffer;
 mod parallel_scan;
 mod request;
@@ -18,6 +19,7 @@ mod stats;
 mod system_js;
 mod ttl_monitor;
 
+pub use listener::{bind, raise_open_files_limit, MAX_CONNS_DEFAULT};
 pub use log_buffer::LogBuffer;
 pub use ttl_monitor::TTL_MONITOR_INTERVAL_MS;
 
@@ -26,11 +28,10 @@ use basalt_error::Result;
 use basalt_storage::Engine;
 use cursors::CursorManager;
 use stats::Stats;
-use std::net::SocketAddr;
+use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::net::TcpListener;
 
 /// MongoDB's wire version for 7.0, which drivers use to pick the features they send.
 pub const MAX_WIRE_VERSION: i32 = 21;
@@ -55,6 +56,11 @@ pub struct ServerOptions {
     /// Threads one collection scan may use (`scanWorkers` parameter; default: the
     /// machine's cores).
     pub scan_workers: usize,
+    /// mongod's `--maxConns`: the most connections open at once (capped further by the
+    /// open-file and memory-map limits, see `listener::connection_limit`).
+    pub max_conns: u64,
+    /// mongod's `--quiet`: connections opening and closing are not logged.
+    pub quiet: bool,
 }
 
 /// Everything the connections share.
@@ -62,6 +68,8 @@ pub struct Server {
     pub catalog: Catalog,
     cursors: CursorManager,
     stats: Stats,
+    /// Connections beyond this many are closed at once (`listener::connection_limit`).
+    connection_limit: u64,
     started: Instant,
     options: ServerOptions,
     log: LogBuffer,
@@ -77,6 +85,7 @@ impl Server {
             catalog: Catalog::open(engine)?,
             cursors: CursorManager::default(),
             stats: Stats::default(),
+            connection_limit: listener::connection_limit(options.max_conns),
             started: Instant::now(),
             options,
             log,
@@ -95,10 +104,8 @@ impl Server {
         listeners: Vec<TcpListener>,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<()> {
-        for listener in listeners {
-            let server = self.clone();
-            tokio::spawn(async move { server.accept_loop(listener).await });
-        }
+        listener::accept_on(&self, listeners)
+            .map_err(|e| basalt_error::Error::internal(format!("cannot start a listener: {e}")))?;
         let reaper = self.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(CURSOR_REAP_INTERVAL_MS));
@@ -117,42 +124,4 @@ impl Server {
             .map_err(|e| basalt_error::Error::internal(e.to_string()))??;
         Ok(())
     }
-
-    async fn accept_loop(self: Arc<Self>, listener: TcpListener) {
-        loop {
-            match listener.accept().await {
-                Ok((stream, peer)) => {
-                    let server = self.clone();
-                    tokio::spawn(async move { connection::serve(server, stream, peer).await });
-                }
-                Err(e) => {
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        }
-    }
-}
-
-/// Binds every address of `--bind_ip` on the port.
-pub async fn bind(options: &ServerOptions) -> std::io::Result<Vec<TcpListener>> {
-    let mut listeners = Vec::new();
-    for ip in &options.bind_ip {
-        let host = if ip == "localhost" {
-            "127.0.0.1"
-        } else {
-            ip.as_str()
-        };
-        let addr: SocketAddr = format!("{host}:{}", options.port)
-            .parse()
-            .or_else(|_| format!("[{host}]:{}", options.port).parse())
-            .map_err(|e| {
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    format!("bad --bind_ip {ip}: {e}"),
-                )
-            })?;
-        listeners.push(TcpListener::bind(addr).await?);
-    }
-    Ok(listeners)
 }

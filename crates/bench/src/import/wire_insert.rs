@@ -11,10 +11,9 @@
 
 use super::sink::Outcome;
 use crate::io_error;
+use crate::raw_wire::{as_i64, message_length, plain_address, reply_body};
 use basalt_error::{Error, ErrorCode, Result};
-use basalt_wire::{
-    decode, encode_op_msg_with_sequences, Decoded, DocumentSequence, Message, HEADER_SIZE_BYTES,
-};
+use basalt_wire::{encode_op_msg_with_sequences, DocumentSequence, HEADER_SIZE_BYTES};
 use bson::{doc, Bson, Document, RawDocumentBuf};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -25,14 +24,6 @@ use std::sync::Mutex;
 const WRITE_BATCH_SIZE_MAX: usize = 100_000;
 /// Documents' bytes per message, well under the 48 MB `maxMessageSizeBytes`.
 const MESSAGE_DOCUMENTS_BYTES_MAX: usize = 16 << 20;
-
-/// URI options that change nothing on the wire; any other option keeps the driver.
-const PLAIN_OPTIONS: [&str; 4] = [
-    "appname",
-    "directconnection",
-    "connecttimeoutms",
-    "serverselectiontimeoutms",
-];
 
 pub(super) struct WireInsert {
     address: String,
@@ -118,37 +109,6 @@ impl WireInsert {
     }
 }
 
-/// `host:port` of a URI with one host and nothing the driver must handle.
-fn plain_address(uri: &str) -> Option<String> {
-    let rest = uri.strip_prefix("mongodb://")?;
-    let (hosts, options) = match rest.split_once('/') {
-        Some((hosts, path)) => (hosts, path.split_once('?').map_or("", |(_, o)| o)),
-        None => match rest.split_once('?') {
-            Some((hosts, options)) => (hosts, options),
-            None => (rest, ""),
-        },
-    };
-    if hosts.is_empty() || hosts.contains(['@', ',']) {
-        return None;
-    }
-    let plain = options.split('&').filter(|o| !o.is_empty()).all(|o| {
-        let name = o.split('=').next().unwrap_or_default();
-        PLAIN_OPTIONS.contains(&name.to_ascii_lowercase().as_str())
-    });
-    if !plain {
-        return None;
-    }
-    let has_port = match hosts.rfind(']') {
-        Some(bracket) => hosts[bracket..].contains(':'),
-        None => hosts.contains(':'),
-    };
-    Some(if has_port {
-        hosts.to_string()
-    } else {
-        format!("{hosts}:27017")
-    })
-}
-
 /// How many of `docs` go in the next message.
 fn message_documents(docs: &[RawDocumentBuf]) -> usize {
     let mut bytes = 0;
@@ -169,31 +129,9 @@ fn round_trip(stream: &mut TcpStream, message: &[u8]) -> std::io::Result<Result<
     stream.write_all(message)?;
     let mut reply = vec![0; HEADER_SIZE_BYTES];
     stream.read_exact(&mut reply)?;
-    let length = i32::from_le_bytes([reply[0], reply[1], reply[2], reply[3]]);
-    let length = usize::try_from(length).unwrap_or(0).max(HEADER_SIZE_BYTES);
-    reply.resize(length, 0);
+    reply.resize(message_length(&reply), 0);
     stream.read_exact(&mut reply[HEADER_SIZE_BYTES..])?;
     Ok(reply_body(&reply))
-}
-
-fn reply_body(reply: &[u8]) -> Result<Document> {
-    let not_a_reply = || {
-        Error::new(
-            ErrorCode::PROTOCOL_ERROR,
-            "the server's reply is not an OP_MSG",
-        )
-    };
-    let frame = match decode(reply) {
-        Ok(Decoded::Frame { frame, .. }) => frame,
-        Ok(Decoded::Incomplete) => return Err(not_a_reply()),
-        Err(basalt_wire::DecodeError::Fatal(e)) => return Err(e),
-        Err(basalt_wire::DecodeError::Rejected(rejected)) => return Err(rejected.error),
-    };
-    let Message::Msg(msg) = frame.message else {
-        return Err(not_a_reply());
-    };
-    Document::try_from(msg.body.as_ref())
-        .map_err(|e| Error::new(ErrorCode::PROTOCOL_ERROR, format!("bad reply: {e}")))
 }
 
 /// The outcome of an insert command's reply (`n`, `writeErrors`), or the command's own
@@ -238,44 +176,9 @@ fn read_reply(reply: &Document, count: usize, ordered: bool) -> Result<Outcome> 
     })
 }
 
-/// `ok`, `n`, `code` and `index` come as int32, int64 or double depending on the server.
-fn as_i64(value: &Bson) -> Option<i64> {
-    match value {
-        Bson::Int32(n) => Some(i64::from(*n)),
-        Bson::Int64(n) => Some(*n),
-        Bson::Double(x) if x.fract() == 0.0 => Some(*x as i64),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_plain_uris_skip_the_driver() {
-        let cases = [
-            ("mongodb://127.0.0.1:27017", Some("127.0.0.1:27017")),
-            ("mongodb://localhost", Some("localhost:27017")),
-            ("mongodb://localhost/", Some("localhost:27017")),
-            (
-                "mongodb://h:1/db?appName=x&directConnection=true",
-                Some("h:1"),
-            ),
-            ("mongodb://h:1?serverSelectionTimeoutMS=5", Some("h:1")),
-            ("mongodb://[::1]:27018", Some("[::1]:27018")),
-            ("mongodb://[::1]", Some("[::1]:27017")),
-            ("mongodb://user:pw@h:1", None),
-            ("mongodb://h:1,h:2", None),
-            ("mongodb://h:1/?tls=true", None),
-            ("mongodb://h:1/?compressors=zstd", None),
-            ("mongodb+srv://cluster.example", None),
-            ("mongodb://", None),
-        ];
-        for (uri, address) in cases {
-            assert_eq!(plain_address(uri).as_deref(), address, "{uri}");
-        }
-    }
 
     #[test]
     fn messages_stay_within_the_limits() {

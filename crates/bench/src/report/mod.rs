@@ -12,6 +12,7 @@ pub(crate) use table::to_table;
 use crate::machine::Machine;
 use crate::measure::Samples;
 use crate::peers::Peers;
+use crate::workloads::conns::StormResult;
 use crate::workloads::w4_kv::KvResult;
 use crate::workloads::WorkloadId;
 use std::time::Duration;
@@ -58,6 +59,7 @@ pub(crate) struct Report {
     pub total: Duration,
     pub datasets: Vec<DatasetReport>,
     pub kv: Option<KvResult>,
+    pub storm: Option<StormResult>,
     pub peers: Peers,
 }
 
@@ -110,7 +112,11 @@ impl Report {
             .iter()
             .flat_map(|r| r.queries.values())
             .all(|o| !matches!(o.status, Status::Wrong(_)));
-        basalt && peers && self.datasets.iter().all(|d| d.load_failures == 0)
+        let storm = self
+            .storm
+            .as_ref()
+            .is_none_or(|s| !matches!(s.status, Status::Wrong(_)));
+        basalt && peers && storm && self.datasets.iter().all(|d| d.load_failures == 0)
     }
 }
 

@@ -3,7 +3,7 @@
 
 use super::{rate, Outcome, Report, Status};
 use crate::measure::{millis, Samples};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 pub(crate) fn to_json(report: &Report) -> Value {
     let m = &report.machine;
@@ -68,15 +68,31 @@ pub(crate) fn to_json(report: &Report) -> Value {
             "put": phase(kv.puts.ops_per_second(), &kv.puts.latencies),
             "get": phase(kv.gets.ops_per_second(), &kv.gets.latencies),
         })),
+        "conns": report.storm.as_ref().map(|storm| json!({
+            "connections": storm.connections,
+            "status": status(&storm.status).0,
+            "detail": status(&storm.status).1,
+            "runs_ms_sorted": storm.storms.sorted().iter().map(|d| millis(*d)).collect::<Vec<_>>(),
+            "best_ms": millis(storm.storms.best()),
+            "median_ms": millis(storm.storms.median()),
+            "connections_per_s": storm.connections_per_second(),
+            "connection": latencies(&storm.latencies),
+            "resident_bytes_per_connection": storm.resident_bytes_per_connection,
+        })),
     })
 }
 
-fn outcome(o: &Outcome, scanned: Option<u64>, threads: usize) -> Value {
-    let (status, detail) = match &o.status {
+/// A status's word and details.
+fn status(status: &Status) -> (&'static str, Option<String>) {
+    match status {
         Status::Correct => ("correct", None),
         Status::Wrong(why) => ("wrong", Some(why.clone())),
         Status::Unsupported(why) => ("unsupported", Some(why.clone())),
-    };
+    }
+}
+
+fn outcome(o: &Outcome, scanned: Option<u64>, threads: usize) -> Value {
+    let (status, detail) = status(&o.status);
     json!({
         "status": status,
         "detail": detail,
@@ -87,13 +103,21 @@ fn outcome(o: &Outcome, scanned: Option<u64>, threads: usize) -> Value {
     })
 }
 
-fn phase(ops_per_s: f64, latencies: &Samples) -> Value {
-    json!({
-        "ops_per_s": ops_per_s,
-        "p50_ms": millis(latencies.percentile(50.0)),
-        "p90_ms": millis(latencies.percentile(90.0)),
-        "p99_ms": millis(latencies.percentile(99.0)),
-        "p99_9_ms": millis(latencies.percentile(99.9)),
-        "max_ms": millis(latencies.max()),
-    })
+fn phase(ops_per_s: f64, samples: &Samples) -> Value {
+    let mut phase = Map::from_iter([("ops_per_s".to_string(), json!(ops_per_s))]);
+    phase.extend(latencies(samples));
+    Value::Object(phase)
+}
+
+fn latencies(samples: &Samples) -> Map<String, Value> {
+    [
+        ("p50_ms", samples.percentile(50.0)),
+        ("p90_ms", samples.percentile(90.0)),
+        ("p99_ms", samples.percentile(99.0)),
+        ("p99_9_ms", samples.percentile(99.9)),
+        ("max_ms", samples.max()),
+    ]
+    .into_iter()
+    .map(|(name, d)| (name.to_string(), json!(millis(d))))
+    .collect()
 }

@@ -1,6 +1,6 @@
 //! The plot of a run as one SVG, written by hand (a plotting library would cost more
 //! build time than these few bar charts): load rates, best query times beside the peers'
-//! (log scale) and W4's latency percentiles.
+//! (log scale), W4's latency percentiles and the connection storm's times.
 
 use super::{rate, Report};
 use crate::measure::millis;
@@ -88,6 +88,26 @@ pub(crate) fn to_svg(report: &Report) -> String {
                 (name.to_string(), bars)
             })
             .collect(),
+        });
+    }
+    if let Some(storm) = &report.storm {
+        let latency = |p: f64| Some(millis(storm.latencies.percentile(p)));
+        panels.push(Panel {
+            title: format!(
+                "Connection storm: {} connections at once, ms (log scale)",
+                storm.connections
+            ),
+            log: true,
+            series: vec!["Basalt".into()],
+            groups: vec![
+                (
+                    "all answered".into(),
+                    vec![Some(millis(storm.storms.best()))],
+                ),
+                ("one connection p50".into(), vec![latency(50.0)]),
+                ("one connection p99".into(), vec![latency(99.0)]),
+                ("one connection max".into(), vec![latency(100.0)]),
+            ],
         });
     }
 

@@ -1,8 +1,10 @@
-//! The table a bench run prints: loads, queries and W4, each peer beside Basalt with
-//! Basalt's ratio to it (peer time / Basalt time, so above 1 means Basalt is faster).
+//! The table a bench run prints: loads, queries, W4 and the connection storm, each peer
+//! beside Basalt with Basalt's ratio to it (peer time / Basalt time, so above 1 means
+//! Basalt is faster).
 
 use super::{format_duration, format_rate, format_ratio, rate, Report, Status};
 use crate::measure::Samples;
+use crate::workloads::conns::StormResult;
 use std::fmt::Write;
 
 pub(crate) fn to_table(report: &Report) -> String {
@@ -53,10 +55,12 @@ pub(crate) fn to_table(report: &Report) -> String {
         "(3.1x): Basalt is 3.1 times faster than the peer, (1/13): 13 times slower;\n\
          docs/s/core = documents scanned / best time / threads the engine used"
     );
-    out.push('\n');
-    out.push_str(&loads(report));
-    out.push('\n');
-    out.push_str(&queries(report));
+    if !report.datasets.is_empty() {
+        out.push('\n');
+        out.push_str(&loads(report));
+        out.push('\n');
+        out.push_str(&queries(report));
+    }
     if let Some(kv) = &report.kv {
         out.push('\n');
         let _ = writeln!(
@@ -75,6 +79,10 @@ pub(crate) fn to_table(report: &Report) -> String {
             rows.push(row);
         }
         out.push_str(&grid(&rows));
+    }
+    if let Some(storm) = &report.storm {
+        out.push('\n');
+        out.push_str(&storm_table(storm));
     }
     let _ = writeln!(
         out,
@@ -205,6 +213,43 @@ fn queries(report: &Report) -> String {
             .map(|r| format!("/{}", r.engine))
             .collect::<String>()
     );
+    for note in notes {
+        out.push_str(&note);
+        out.push('\n');
+    }
+    out
+}
+
+fn storm_table(storm: &StormResult) -> String {
+    let mut out = format!(
+        "Connection storm: {} connections at once, hello on each ({} run{})\n",
+        storm.connections,
+        storm.storms.len(),
+        if storm.storms.len() == 1 { "" } else { "s" }
+    );
+    let mut rows = vec![header(&[
+        "", "best", "median", "conns/s", "p50", "p90", "p99", "p99.9", "max", "RSS/conn",
+    ])];
+    let mut row = vec![
+        "all answered".to_string(),
+        format_duration(storm.storms.best()),
+        format_duration(storm.storms.median()),
+        format_rate(storm.connections_per_second()),
+    ];
+    row.extend(percentiles(&storm.latencies));
+    row.push(
+        storm
+            .resident_bytes_per_connection
+            .map_or("-".into(), |bytes| format!("{:.0} KiB", bytes / 1024.0)),
+    );
+    rows.push(row);
+    out.push_str(&grid(&rows));
+    let _ = writeln!(
+        out,
+        "  p50-max: one connection's connect to answer; RSS/conn: the server's resident memory growth per open connection in the first run"
+    );
+    let mut notes = Vec::new();
+    status_word(&storm.status, "Basalt", "connection storm", &mut notes);
     for note in notes {
         out.push_str(&note);
         out.push('\n');

@@ -5,8 +5,10 @@
 //! The analytic workloads (W1, W2, W3, W5) become a [`Dataset`]: two NDJSON files with the
 //! same values, one in Extended JSON for `basalt import` and one with dates as epoch
 //! milliseconds for the peers, whose JSON readers know no `$date`. W4 (key-value) drives
-//! its own load from client threads.
+//! its own load from client threads, and `conns` (the connection storm) opens its own
+//! connections.
 
+pub(crate) mod conns;
 pub(crate) mod w1_mot;
 pub(crate) mod w2_sensor;
 pub(crate) mod w3_compare;
@@ -24,7 +26,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-/// The workloads, by their names in DESIGN §7.
+/// The workloads, by their names in DESIGN §7, and the connection storm.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum WorkloadId {
     W1,
@@ -32,6 +34,7 @@ pub enum WorkloadId {
     W3,
     W4,
     W5,
+    Conns,
 }
 
 impl WorkloadId {
@@ -42,7 +45,13 @@ impl WorkloadId {
             WorkloadId::W3 => "w3",
             WorkloadId::W4 => "w4",
             WorkloadId::W5 => "w5",
+            WorkloadId::Conns => "conns",
         }
+    }
+
+    /// Whether the workload is generated data and queries over it (a [`Dataset`]).
+    pub(crate) fn has_dataset(self) -> bool {
+        !matches!(self, WorkloadId::W4 | WorkloadId::Conns)
     }
 }
 

@@ -1,9 +1,8 @@
 //! Small diagnostic and session commands that drivers, mongosh and tools send on connect
 //! and in daily use: ping, buildInfo, getParameter, getCmdLineOpts, hostInfo,
-//! whatsmyuri, getLog, serverStatus, connectionStatus, endSessions.
+//! whatsmyuri, getLog, connectionStatus, endSessions.
 
 use super::Ctx;
-use crate::stats::Stats;
 use crate::COMPATIBLE_MONGODB_VERSION;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_wire::MAX_BSON_OBJECT_SIZE_BYTES;
@@ -160,66 +159,6 @@ pub fn get_log(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         _ => Err(Error::type_mismatch(
             "Argument to getLog must be of type String",
         )),
-    }
-}
-
-/// Resident and virtual memory of this process in MiB, from /proc.
-fn memory_mb() -> (i64, i64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|kb| kb.parse::<i64>().ok())
-            .map_or(0, |kb| kb / 1024)
-    };
-    (field("VmRSS:"), field("VmSize:"))
-}
-
-pub fn server_status(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
-    let server = ctx.server;
-    let stats = &server.stats;
-    let uptime = server.started.elapsed();
-    let (resident, virtual_mb) = memory_mb();
-    Ok(doc! {
-        "host": host_name(),
-        "version": COMPATIBLE_MONGODB_VERSION,
-        "process": "basalt",
-        "pid": std::process::id() as i64,
-        "uptime": uptime.as_secs_f64().floor(),
-        "uptimeMillis": uptime.as_millis() as i64,
-        "uptimeEstimate": uptime.as_secs() as i64,
-        "localTime": bson::DateTime::now(),
-        "connections": {
-            "current": Stats::get(&stats.connections_current) as i32,
-            "available": 1_000_000 - Stats::get(&stats.connections_current) as i32,
-            "totalCreated": Stats::get(&stats.connections_total),
-        },
-        "opcounters": {
-            "insert": Stats::get(&stats.insert),
-            "query": Stats::get(&stats.query),
-            "update": Stats::get(&stats.update),
-            "delete": Stats::get(&stats.delete),
-            "getmore": Stats::get(&stats.getmore),
-            "command": Stats::get(&stats.command),
-        },
-        "mem": { "bits": 64, "resident": resident, "virtual": virtual_mb, "supported": true },
-        "metrics": { "cursor": { "open": { "total": ctx.server.cursors.open_count() as i64 } } },
-        "storageEngine": { "name": "fjall", "supportsCommittedReads": true, "persistent": true },
-        "basalt": { "memory": operation_memory() },
-    })
-}
-
-/// What operations hold of the server's memory budget (`basalt.memory` in serverStatus):
-/// sort buffers, groups, joins, windows, cursors' results, JavaScript runtimes.
-fn operation_memory() -> Document {
-    let budget = basalt_memory::server_budget();
-    doc! {
-        "operationBudgetBytes": budget.limit_bytes() as i64,
-        "operationBytesHeld": budget.reserved_bytes() as i64,
-        "operationBytesPeak": budget.peak_bytes() as i64,
-        "reservationsRefused": budget.refusals() as i64,
     }
 }
 

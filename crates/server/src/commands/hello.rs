@@ -3,6 +3,7 @@
 //! size limits, and agrees on message compression.
 
 use super::Ctx;
+use crate::stats::Counted;
 use crate::MAX_WIRE_VERSION;
 use basalt_error::Result;
 use basalt_wire::{Compressor, MAX_BSON_OBJECT_SIZE_BYTES, MAX_MESSAGE_SIZE_BYTES};
@@ -73,6 +74,7 @@ fn await_topology_change(ctx: &Ctx<'_>, body: &Document) {
     });
     if current {
         let wait_ms = u64::try_from(wait_ms).unwrap_or(0).min(AWAIT_TIME_MS_MAX);
+        let _awaiting = Counted::new(&ctx.server.stats.connections.awaiting_topology_changes, 1);
         std::thread::sleep(std::time::Duration::from_millis(wait_ms));
     }
 }

@@ -24,6 +24,7 @@ mod list_collections;
 mod list_databases;
 mod list_indexes;
 mod map_reduce;
+mod server_status;
 mod stats;
 mod update;
 mod validate;
@@ -178,7 +179,7 @@ static COMMANDS: &[Command] = &[
     admin_only(command("getLog", admin::get_log, "recent log lines")),
     command(
         "serverStatus",
-        admin::server_status,
+        server_status::server_status,
         "uptime, connections, operation counters, memory",
     ),
     command(

@@ -1,0 +1,97 @@
+//! `serverStatus`: what monitoring tools poll. One function per section; the sections
+//! MongoDB has keep its field names, order and types, and what only Basalt can tell is
+//! in a section of its own, `basalt`.
+
+use super::Ctx;
+use crate::stats::Stats;
+use crate::{Server, COMPATIBLE_MONGODB_VERSION};
+use basalt_error::Result;
+use bson::{doc, Document};
+
+pub fn server_status(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+    let server = ctx.server;
+    let stats = &server.stats;
+    let uptime = server.started.elapsed();
+    let (resident, virtual_mb) = memory_mb();
+    Ok(doc! {
+        "host": super::admin::host_name(),
+        "version": COMPATIBLE_MONGODB_VERSION,
+        "process": "basalt",
+        "pid": std::process::id() as i64,
+        "uptime": uptime.as_secs_f64().floor(),
+        "uptimeMillis": uptime.as_millis() as i64,
+        "uptimeEstimate": uptime.as_secs() as i64,
+        "localTime": bson::DateTime::now(),
+        "connections": connections(server),
+        "opcounters": {
+            "insert": Stats::get(&stats.insert),
+            "query": Stats::get(&stats.query),
+            "update": Stats::get(&stats.update),
+            "delete": Stats::get(&stats.delete),
+            "getmore": Stats::get(&stats.getmore),
+            "command": Stats::get(&stats.command),
+        },
+        "mem": { "bits": 64, "resident": resident, "virtual": virtual_mb, "supported": true },
+        "metrics": { "cursor": { "open": { "total": server.cursors.open_count() as i64 } } },
+        "storageEngine": { "name": "fjall", "supportsCommittedReads": true, "persistent": true },
+        "basalt": basalt(server),
+    })
+}
+
+/// MongoDB 8.0's `connections`, int32 but `loadBalanced`. Every connection has a thread
+/// of its own (`threaded`); exhaust hellos and load balancers are not supported.
+fn connections(server: &Server) -> Document {
+    let connections = &server.stats.connections;
+    let count = |counter| i32::try_from(Stats::get(counter)).unwrap_or(i32::MAX);
+    let current = count(&connections.current);
+    let limit = i32::try_from(server.connection_limit).unwrap_or(i32::MAX);
+    doc! {
+        "current": current,
+        "available": limit.saturating_sub(current),
+        "totalCreated": count(&connections.total_created),
+        "rejected": count(&connections.rejected),
+        "active": count(&connections.active),
+        "threaded": current,
+        "exhaustIsMaster": 0,
+        "exhaustHello": 0,
+        "awaitingTopologyChanges": count(&connections.awaiting_topology_changes),
+        "loadBalanced": 0_i64,
+    }
+}
+
+/// What Basalt reports beyond MongoDB's sections, int64 throughout.
+fn basalt(server: &Server) -> Document {
+    doc! {
+        "connections": {
+            "bufferBytes": Stats::get(&server.stats.connections.buffer_bytes),
+            "threadStackBytes": crate::connection::CONNECTION_STACK_BYTES as i64,
+        },
+        "memory": operation_memory(),
+    }
+}
+
+/// What operations hold of the server's memory budget: sort buffers, groups, joins,
+/// windows, cursors' results, JavaScript runtimes.
+fn operation_memory() -> Document {
+    let budget = basalt_memory::server_budget();
+    doc! {
+        "operationBudgetBytes": budget.limit_bytes() as i64,
+        "operationBytesHeld": budget.reserved_bytes() as i64,
+        "operationBytesPeak": budget.peak_bytes() as i64,
+        "reservationsRefused": budget.refusals() as i64,
+    }
+}
+
+/// Resident and virtual memory of this process in MiB, from /proc.
+fn memory_mb() -> (i64, i64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<i64>().ok())
+            .map_or(0, |kb| kb / 1024)
+    };
+    (field("VmRSS:"), field("VmSize:"))
+}
