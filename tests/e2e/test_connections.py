@@ -139,7 +139,9 @@ def test_a_storm_of_connections_is_answered(own_server):
     assert client.storm.c.find_one({"_id": 1})["after"] == "storm"
     with wire.RawConnection(own_server.port) as conn:
         # The storm's threads end; the client's connections stay.
-        _wait_for(conn, lambda s: s["connections"]["current"] < 10, "the storm's connections closing")
+        _wait_for(
+            conn, lambda s: s["connections"]["current"] < 10, "the storm's connections closing"
+        )
 
 
 @pytest.fixture
@@ -190,14 +192,20 @@ def test_max_conns_closes_connections_beyond_the_limit(limited_server):
             assert conn.command({"ping": 1, "$db": "admin"}).doc["ok"] == 1
 
         log = first.command({"getLog": "global", "$db": "admin"}).doc["log"]
-        refusals = [line for line in log if "Connection refused because there are too many open connections" in line]
+        refusals = [
+            line
+            for line in log
+            if "Connection refused because there are too many open connections" in line
+        ]
         assert len(refusals) == 1, log[-5:]
         assert "remote=127.0.0.1:" in refusals[0] and "connectionCount=10" in refusals[0]
 
         for conn in conns[-3:]:
             conn.close()
         del conns[-3:]
-        _wait_for(first, lambda s: s["connections"]["current"] == MAX_CONNS - 3, "3 connections closing")
+        _wait_for(
+            first, lambda s: s["connections"]["current"] == MAX_CONNS - 3, "3 connections closing"
+        )
         for _ in range(3):
             conns.append(wire.RawConnection(port))
             assert conns[-1].command({"hello": 1, "$db": "admin"}).doc["ok"] == 1
@@ -211,7 +219,10 @@ def test_max_conns_closes_connections_beyond_the_limit(limited_server):
 def test_max_conns_must_be_a_positive_number(basalt_binary, tmp_path):
     for bad in ["0", "-1", "x"]:
         srv = BasaltServer(
-            basalt_binary, tmp_path / "data", tmp_path / "basalt.log", extra_args=["--maxConns", bad]
+            basalt_binary,
+            tmp_path / "data",
+            tmp_path / "basalt.log",
+            extra_args=["--maxConns", bad],
         )
         with pytest.raises(RuntimeError, match="exited"):
             srv.start(timeout_s=20)

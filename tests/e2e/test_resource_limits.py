@@ -7,13 +7,19 @@ served normally: a value that doubles itself (16 MB strings: 16493; arrays, obje
 `$range` past 100 MB of memory: ExceededMemoryLimit; nesting past BSON's depth:
 Overflow), accumulators past 100 MB (`$push`, `$addToSet`), documents past 16 MB where
 they leave a pipeline or an update (BSONObjectTooLarge), `$lookup` results past 100 MB
-(4568), `$graphLookup` past its 100 MB (40099), `$facet` output past 100 MB (4031700).
+(4568), `$graphLookup` past its 100 MB (40099), `$facet` output past 100 MB (4031700). A message the budget has no room for
+waits for it, then its connection is closed.
 The large values are built by the server from a 1 MB string it makes itself, so the
 tests send little over the wire.
 """
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import struct
+
+import bson
 import pytest
 from pymongo.errors import OperationFailure
 
@@ -259,3 +265,41 @@ def test_failed_operations_give_their_memory_back(one, server):
         with pytest.raises(OperationFailure):
             list(one.aggregate([*unwound(120), {"$sort": {"n": 1}}], allowDiskUse=False))
     assert held_bytes(client) <= before
+
+
+def op_msg_insert(collection: str, docs: list[dict]) -> bytes:
+    """An OP_MSG insert with its documents in a document sequence."""
+    body = bson.encode({"insert": collection, "$db": "t"})
+    sequence = b"documents\x00" + b"".join(bson.encode(d) for d in docs)
+    sections = b"\x00" + body + b"\x01" + struct.pack("<i", 4 + len(sequence)) + sequence
+    payload = struct.pack("<I", 0) + sections
+    return struct.pack("<iiii", 16 + len(payload), 7, 0, 2013) + payload
+
+
+def test_a_message_the_budget_has_no_room_for_waits_then_is_cut_off(basalt_binary, tmp_path):
+    from basalt_server import BasaltServer
+
+    srv = BasaltServer(
+        basalt_binary,
+        tmp_path / "data",
+        tmp_path / "basalt.log",
+        extra_args=["--setParameter", "operationMemoryBudgetMB=16"],
+    ).start()
+    try:
+        message = op_msg_insert("big", [{"_id": i, "pad": "p" * MB} for i in range(20)])
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=60) as sock:
+            sock.sendall(message[:1000])
+            # Others are served while the message waits for memory.
+            assert srv.client().admin.command("ping")["ok"] == 1
+            # The server may close before all of it is sent.
+            with contextlib.suppress(OSError):
+                sock.sendall(message[1000:])
+            assert sock.recv(16) == b""
+        assert "needs more memory than the server's budget" in srv.log_text()
+        client = srv.client()
+        client.t.small.insert_one({"_id": 1})
+        assert client.t.small.count_documents({}) == 1
+        assert client.t.big.count_documents({}) == 0
+        assert not srv.panics()
+    finally:
+        srv.kill()

@@ -83,8 +83,13 @@ fn serve(server: &Arc<Server>, mut stream: TcpStream, info: &Arc<ConnectionInfo>
         );
     }
     let _ = stream.set_nodelay(true);
-    if let Err(e) = read_loop(server, info, &mut stream) {
-        tracing::debug!(connection_id = info.id, "connection ended: {e}");
+    match read_loop(server, info, &mut stream) {
+        // A message that found no memory in time: the server's doing, so said loudly.
+        Err(e) if e.kind() == std::io::ErrorKind::OutOfMemory => {
+            tracing::warn!(connection_id = info.id, "closing connection: {e}");
+        }
+        Err(e) => tracing::debug!(connection_id = info.id, "connection ended: {e}"),
+        Ok(()) => {}
     }
     drop(stream);
     let count = server.stats.connections.close();

@@ -9,13 +9,25 @@
 //! initialised (a safe `read` needs that), so they are zeroed once when allocated, not
 //! before every read. The bytes held are counted in serverStatus's
 //! `basalt.connections.bufferBytes`.
+//!
+//! A large message's buffer is also reserved from the server's memory budget before it
+//! is allocated. When the budget has no room, the connection stops reading (the client's
+//! writes then wait on TCP) until it has, for at most [`MESSAGE_MEMORY_WAIT_MS`], and is
+//! closed after that: a flood of 48 MB messages on many connections waits or is cut off
+//! instead of exhausting the machine.
 
+use basalt_memory::Reservation;
 use basalt_wire::{HEADER_SIZE_BYTES, MAX_MESSAGE_SIZE_BYTES};
 use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// What a connection holds between messages.
 pub const READ_BUFFER_IDLE_BYTES: usize = 4 * 1024;
+/// How long a large message waits for the memory budget before its connection is closed.
+pub const MESSAGE_MEMORY_WAIT_MS: u64 = 10_000;
+/// How often a waiting message asks the budget again.
+const MESSAGE_MEMORY_RETRY_MS: u64 = 10;
 
 pub struct ReadBuffer<'a> {
     /// All initialised; `start..end` is what was read and not yet consumed.
@@ -24,6 +36,8 @@ pub struct ReadBuffer<'a> {
     end: usize,
     /// Where the bytes held are counted.
     held_bytes: &'a AtomicU64,
+    /// A large buffer's share of the server's memory budget.
+    memory: Reservation,
 }
 
 impl<'a> ReadBuffer<'a> {
@@ -34,6 +48,7 @@ impl<'a> ReadBuffer<'a> {
             start: 0,
             end: 0,
             held_bytes,
+            memory: Reservation::default(),
         }
     }
 
@@ -52,6 +67,7 @@ impl<'a> ReadBuffer<'a> {
             self.end = 0;
             if self.bytes.len() > READ_BUFFER_IDLE_BYTES {
                 self.replace(vec![0; READ_BUFFER_IDLE_BYTES]);
+                self.memory.clear();
             }
         }
     }
@@ -60,7 +76,7 @@ impl<'a> ReadBuffer<'a> {
     /// large as the rest of the message being received: the number of bytes read, 0 at
     /// the end of the stream.
     pub fn fill_from(&mut self, source: &mut impl Read) -> std::io::Result<usize> {
-        self.make_room();
+        self.make_room()?;
         let n = source.read(&mut self.bytes[self.end..])?;
         self.end += n;
         Ok(n)
@@ -77,20 +93,43 @@ impl<'a> ReadBuffer<'a> {
         }
     }
 
-    fn make_room(&mut self) {
+    fn make_room(&mut self) -> std::io::Result<()> {
         let len = self.end - self.start;
         let needed = self.message_length().max(len + 1);
         if needed > self.bytes.len() {
+            self.reserve(needed)?;
             let mut larger = vec![0; needed];
             larger[..len].copy_from_slice(self.data());
             self.replace(larger);
         } else if self.start + needed > self.bytes.len() {
             self.bytes.copy_within(self.start..self.end, 0);
         } else {
-            return;
+            return Ok(());
         }
         self.start = 0;
         self.end = len;
+        Ok(())
+    }
+
+    /// Reserves a buffer of `bytes` from the server's memory budget (replacing what the
+    /// current buffer reserved), waiting for room; an error when none came in time.
+    fn reserve(&mut self, bytes: usize) -> std::io::Result<()> {
+        self.memory.clear();
+        let deadline = Instant::now() + Duration::from_millis(MESSAGE_MEMORY_WAIT_MS);
+        loop {
+            match self.memory.reserve(bytes) {
+                Ok(()) => return Ok(()),
+                Err(exhausted) if Instant::now() >= deadline => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::OutOfMemory,
+                        exhausted
+                            .to_error(&format!("a message of {bytes} bytes"))
+                            .message,
+                    ))
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(MESSAGE_MEMORY_RETRY_MS)),
+            }
+        }
     }
 
     fn replace(&mut self, bytes: Vec<u8>) {
