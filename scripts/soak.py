@@ -27,18 +27,18 @@ import json
 import os
 import random
 import socket
-import struct
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-import bson
 from pymongo.errors import AutoReconnect, ConnectionFailure, OperationFailure
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "e2e"))
+import wire  # noqa: E402
 from basalt_server import BasaltServer, default_binary  # noqa: E402
+from helpers import doubling, unwound  # noqa: E402
 
 MB = 1024 * 1024
 CACHE_GB = 0.25
@@ -48,22 +48,6 @@ BUDGET_MB = 1024
 ALLOWANCE_MB = 768
 # The longest a single request may take before the run calls the server stuck.
 REQUEST_TIMEOUT_MS = 120_000
-
-ONE_MB_STRING = {
-    "$reduce": {
-        "input": {"$range": [0, 20]},
-        "initialValue": "a",
-        "in": {"$concat": ["$$value", "$$value"]},
-    }
-}
-
-
-def doubling(initial, step, times=40):
-    return {"$reduce": {"input": {"$range": [0, times]}, "initialValue": initial, "in": step}}
-
-
-def unwound(n):
-    return [{"$project": {"s": ONE_MB_STRING, "n": {"$range": [0, n]}}}, {"$unwind": "$n"}]
 
 
 def deep_expression(levels):
@@ -115,18 +99,13 @@ HOSTILE = {
 }
 
 
-def op_msg(doc, request_id):
-    body = struct.pack("<I", 0) + b"\x00" + bson.encode(doc)
-    return struct.pack("<iiii", 16 + len(body), request_id, 0, 2013) + body
-
-
 def connection_flood(port, count, hold_s):
     """Opens `count` connections at once, says hello on each, holds them, closes them."""
     sockets = []
     try:
-        for i in range(count):
+        for _ in range(count):
             s = socket.create_connection(("127.0.0.1", port), timeout=30)
-            s.sendall(op_msg({"hello": 1, "$db": "admin"}, i + 1))
+            s.sendall(wire.op_msg({"hello": 1, "$db": "admin"}))
             sockets.append(s)
         answered = 0
         for s in sockets:

@@ -84,3 +84,30 @@ def own_server(basalt_binary, tmp_path):
         assert not srv.panics(), "basalt panicked:\n" + "\n".join(srv.panics())
     finally:
         srv.kill()
+
+
+@pytest.fixture
+def start_server(basalt_binary, tmp_path):
+    """Starts private servers with extra arguments (`start_server("--maxConns", "10")`,
+    keyword arguments go to BasaltServer); each is checked for panics and killed at the
+    end of the test."""
+    started = []
+
+    def start(*extra_args: str, **options) -> BasaltServer:
+        directory = tmp_path / f"server{len(started)}"
+        srv = BasaltServer(
+            basalt_binary,
+            directory / "data",
+            directory / "basalt.log",
+            extra_args=list(extra_args),
+            **options,
+        )
+        started.append(srv)
+        return srv.start()
+
+    yield start
+    for srv in started:
+        try:
+            assert not srv.panics(), "basalt panicked:\n" + "\n".join(srv.panics())
+        finally:
+            srv.kill()

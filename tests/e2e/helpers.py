@@ -69,3 +69,26 @@ def bson_size(doc: dict) -> int:
 
 def ids(docs) -> list:
     return [d["_id"] for d in docs]
+
+
+# Large values the server builds itself, so that tests of limits send little over the
+# wire (used by test_resource_limits.py and scripts/soak.py).
+
+# A string of 2**20 characters: "a" doubled twenty times.
+ONE_MB_STRING = {
+    "$reduce": {
+        "input": {"$range": [0, 20]},
+        "initialValue": "a",
+        "in": {"$concat": ["$$value", "$$value"]},
+    }
+}
+
+
+def doubling(initial, step, times=40):
+    """A value doubled `times` times by $reduce: the classic value bomb."""
+    return {"$reduce": {"input": {"$range": [0, times]}, "initialValue": initial, "in": step}}
+
+
+def unwound(n):
+    """Stages making `n` documents of 1 MB each from each input document."""
+    return [{"$project": {"s": ONE_MB_STRING, "n": {"$range": [0, n]}}}, {"$unwind": "$n"}]

@@ -145,20 +145,9 @@ def test_a_storm_of_connections_is_answered(own_server):
 
 
 @pytest.fixture
-def limited_server(basalt_binary, tmp_path):
+def limited_server(start_server):
     """A server with --maxConns 10 that logs connections (no --quiet)."""
-    srv = BasaltServer(
-        basalt_binary,
-        tmp_path / "data",
-        tmp_path / "basalt.log",
-        extra_args=["--maxConns", str(MAX_CONNS)],
-        quiet=False,
-    ).start()
-    yield srv
-    try:
-        assert not srv.panics(), "basalt panicked:\n" + "\n".join(srv.panics())
-    finally:
-        srv.kill()
+    return start_server("--maxConns", str(MAX_CONNS), quiet=False)
 
 
 def _refused(port: int) -> bool:

@@ -17,31 +17,17 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import struct
 
-import bson
 import pytest
 from pymongo.errors import OperationFailure
 
-from helpers import raises_code
+import wire
+from helpers import ONE_MB_STRING, doubling, raises_code, unwound
 
 MB = 1024 * 1024
 
+
 # A string of 2**20 characters made by the server: "a" doubled twenty times.
-ONE_MB_STRING = {
-    "$reduce": {
-        "input": {"$range": [0, 20]},
-        "initialValue": "a",
-        "in": {"$concat": ["$$value", "$$value"]},
-    }
-}
-
-
-def doubling(initial, step, times=40):
-    """A value doubled `times` times by $reduce: the classic value bomb."""
-    return {"$reduce": {"input": {"$range": [0, times]}, "initialValue": initial, "in": step}}
-
-
 @pytest.fixture
 def one(coll):
     coll.insert_one({"_id": 1, "s": "ab"})
@@ -112,14 +98,6 @@ def test_a_value_nested_past_bson_depth_is_refused(one, bystander):
     with raises_code("Overflow") as info:
         project(one, doubling([], ["$$value"], times=100_000))
     assert "exceeded max allowable BSON depth" in info.value.details["errmsg"]
-
-
-def unwound(n):
-    """Stages making `n` documents of 1 MB each from the collection's one document."""
-    return [
-        {"$project": {"s": ONE_MB_STRING, "n": {"$range": [0, n]}}},
-        {"$unwind": "$n"},
-    ]
 
 
 def test_push_and_add_to_set_stop_at_100_megabytes(one, bystander):
@@ -196,22 +174,9 @@ def test_facet_output_stops_at_100_megabytes(one, bystander):
 
 
 @pytest.fixture
-def budgeted(basalt_binary, tmp_path):
+def budgeted(start_server):
     """A private server whose operations may hold 150 MB together."""
-    from basalt_server import BasaltServer
-
-    srv = BasaltServer(
-        basalt_binary,
-        tmp_path / "data",
-        tmp_path / "basalt.log",
-        extra_args=["--setParameter", "operationMemoryBudgetMB=150"],
-    ).start()
-    yield srv
-    try:
-        assert srv.is_alive(), srv.log_tail()
-        assert not srv.panics(), "\n".join(srv.panics())
-    finally:
-        srv.kill()
+    return start_server("--setParameter", "operationMemoryBudgetMB=150")
 
 
 def held_bytes(client) -> int:
@@ -267,39 +232,20 @@ def test_failed_operations_give_their_memory_back(one, server):
     assert held_bytes(client) <= before
 
 
-def op_msg_insert(collection: str, docs: list[dict]) -> bytes:
-    """An OP_MSG insert with its documents in a document sequence."""
-    body = bson.encode({"insert": collection, "$db": "t"})
-    sequence = b"documents\x00" + b"".join(bson.encode(d) for d in docs)
-    sections = b"\x00" + body + b"\x01" + struct.pack("<i", 4 + len(sequence)) + sequence
-    payload = struct.pack("<I", 0) + sections
-    return struct.pack("<iiii", 16 + len(payload), 7, 0, 2013) + payload
-
-
-def test_a_message_the_budget_has_no_room_for_waits_then_is_cut_off(basalt_binary, tmp_path):
-    from basalt_server import BasaltServer
-
-    srv = BasaltServer(
-        basalt_binary,
-        tmp_path / "data",
-        tmp_path / "basalt.log",
-        extra_args=["--setParameter", "operationMemoryBudgetMB=16"],
-    ).start()
-    try:
-        message = op_msg_insert("big", [{"_id": i, "pad": "p" * MB} for i in range(20)])
-        with socket.create_connection(("127.0.0.1", srv.port), timeout=60) as sock:
-            sock.sendall(message[:1000])
-            # Others are served while the message waits for memory.
-            assert srv.client().admin.command("ping")["ok"] == 1
-            # The server may close before all of it is sent.
-            with contextlib.suppress(OSError):
-                sock.sendall(message[1000:])
-            assert sock.recv(16) == b""
-        assert "needs more memory than the server's budget" in srv.log_text()
-        client = srv.client()
-        client.t.small.insert_one({"_id": 1})
-        assert client.t.small.count_documents({}) == 1
-        assert client.t.big.count_documents({}) == 0
-        assert not srv.panics()
-    finally:
-        srv.kill()
+def test_a_message_the_budget_has_no_room_for_waits_then_is_cut_off(start_server):
+    srv = start_server("--setParameter", "operationMemoryBudgetMB=16")
+    docs = [{"_id": i, "pad": "p" * MB} for i in range(20)]
+    message = wire.op_msg({"insert": "big", "$db": "t"}, sequences={"documents": docs})
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=60) as sock:
+        sock.sendall(message[:1000])
+        # Others are served while the message waits for memory.
+        assert srv.client().admin.command("ping")["ok"] == 1
+        # The server may close before all of it is sent.
+        with contextlib.suppress(OSError):
+            sock.sendall(message[1000:])
+        assert sock.recv(16) == b""
+    assert "needs more memory than the server's budget" in srv.log_text()
+    client = srv.client()
+    client.t.small.insert_one({"_id": 1})
+    assert client.t.small.count_documents({}) == 1
+    assert client.t.big.count_documents({}) == 0
