@@ -7,8 +7,10 @@
 use crate::context::{ParseContext, Variables};
 use crate::env::{Env, Value};
 use crate::field_path::FieldPath;
+use crate::limits::{ArrayBuilder, BuiltMemory};
 use crate::operators::Operator;
 use basalt_error::{Error, Result};
+use basalt_value::value_memory_bytes;
 use bson::{Bson, Document};
 use std::borrow::Cow;
 
@@ -151,17 +153,21 @@ impl Expression {
             Node::Constant(v) => Ok(Some(Cow::Borrowed(v))),
             Node::FieldPath(fp) => Ok(fp.eval(env)),
             Node::Array(items) => {
-                let mut out = Vec::with_capacity(items.len());
+                let mut out = ArrayBuilder::with_capacity("an array expression", items.len());
                 for item in items {
                     // A missing element cannot be stored in an array: it becomes null.
-                    out.push(item.eval(env)?.map_or(Bson::Null, Cow::into_owned));
+                    out.push(item.eval(env)?.map_or(Bson::Null, Cow::into_owned))?;
                 }
-                Ok(Some(Cow::Owned(Bson::Array(out))))
+                Ok(Some(Cow::Owned(out.finish())))
             }
             Node::Object(fields) => {
+                // Counted as it grows: `{a: "$$value", b: "$$value"}` in a `$reduce`
+                // doubles a value at every step.
+                let mut memory = BuiltMemory::new("an object expression");
                 let mut out = Document::new();
                 for (name, e) in fields {
                     if let Some(v) = e.eval(env)? {
+                        memory.add(name.len() + value_memory_bytes(&v))?;
                         out.insert(name.clone(), v.into_owned());
                     }
                 }

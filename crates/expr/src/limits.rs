@@ -9,9 +9,13 @@
 //! not nest deeper than BSON allows (Overflow). A whole document past 16 MB is refused
 //! where it leaves the pipeline. Memory is counted as this engine holds the value (every
 //! element a 112-byte `Bson`), which is what the limit protects, so `$range` stops at
-//! about 900,000 elements where MongoDB's 16-byte values reach 6.5 million.
+//! about 900,000 elements where MongoDB's 16-byte values reach 6.5 million. While such a
+//! value is built its memory is also reserved from the server's budget, so that many
+//! clients building large values at once are refused (ExceededMemoryLimit) before they
+//! exhaust the machine together.
 
 use basalt_error::{Error, ErrorCode, Result};
+use basalt_memory::Reservation;
 use basalt_value::value_memory_bytes;
 use bson::Bson;
 
@@ -21,6 +25,9 @@ pub const STRING_SIZE_BYTES_MAX: usize = 16 * 1024 * 1024;
 pub const BUILT_VALUE_MEMORY_BYTES_MAX: usize = 100 * 1024 * 1024;
 /// The deepest nesting of a value `$reduce` carries (MongoDB's BSONDepth maximum).
 pub const VALUE_DEPTH_MAX: usize = 200;
+/// What a value may hold before it is also reserved from the server's budget: most
+/// values are small, and their construction should not touch the shared counter.
+const UNRESERVED_BYTES_MAX: usize = 1 << 20;
 
 /// Refuses a string of `len` bytes before it is built.
 pub(crate) fn check_string_size(len: usize) -> Result<()> {
@@ -44,19 +51,49 @@ pub(crate) fn too_much_memory(operator: &str, bytes: usize) -> Error {
     )
 }
 
-/// Refuses `bytes` of memory for a value `operator` is about to build.
-pub(crate) fn check_memory(operator: &str, bytes: usize) -> Result<()> {
-    if bytes > BUILT_VALUE_MEMORY_BYTES_MAX {
-        return Err(too_much_memory(operator, bytes));
+/// The memory of a value an operator is building: held to the limit, and reserved from
+/// the server's budget until the value is built.
+pub(crate) struct BuiltMemory {
+    operator: &'static str,
+    bytes: usize,
+    reservation: Reservation,
+}
+
+impl BuiltMemory {
+    pub(crate) fn new(operator: &'static str) -> BuiltMemory {
+        BuiltMemory {
+            operator,
+            bytes: 0,
+            reservation: Reservation::default(),
+        }
     }
-    Ok(())
+
+    /// Counts `bytes` more, or refuses them past the limit or the budget.
+    pub(crate) fn add(&mut self, bytes: usize) -> Result<()> {
+        self.bytes += bytes;
+        if self.bytes > BUILT_VALUE_MEMORY_BYTES_MAX {
+            return Err(too_much_memory(self.operator, self.bytes));
+        }
+        if self.bytes <= UNRESERVED_BYTES_MAX {
+            return Ok(());
+        }
+        self.reservation
+            .reserve(self.bytes - self.reservation.used_bytes())
+            .map_err(|exhausted| exhausted.to_error(self.operator))
+    }
+
+    /// Counts `bytes` instead of what was counted before (a value replaced by the next).
+    fn set(&mut self, bytes: usize) -> Result<()> {
+        self.bytes = 0;
+        self.reservation.clear();
+        self.add(bytes)
+    }
 }
 
 /// An array being built by an operator, refused once it holds too much memory.
 pub(crate) struct ArrayBuilder {
-    operator: &'static str,
     items: Vec<Bson>,
-    memory_bytes: usize,
+    memory: BuiltMemory,
 }
 
 impl ArrayBuilder {
@@ -68,15 +105,13 @@ impl ArrayBuilder {
     pub(crate) fn with_capacity(operator: &'static str, capacity: usize) -> ArrayBuilder {
         let capacity = capacity.min(BUILT_VALUE_MEMORY_BYTES_MAX / std::mem::size_of::<Bson>());
         ArrayBuilder {
-            operator,
             items: Vec::with_capacity(capacity),
-            memory_bytes: std::mem::size_of::<Bson>(),
+            memory: BuiltMemory::new(operator),
         }
     }
 
     pub(crate) fn push(&mut self, item: Bson) -> Result<()> {
-        self.memory_bytes += value_memory_bytes(&item);
-        check_memory(self.operator, self.memory_bytes)?;
+        self.memory.add(value_memory_bytes(&item))?;
         self.items.push(item);
         Ok(())
     }
@@ -87,15 +122,16 @@ impl ArrayBuilder {
 }
 
 /// Refuses a value `$reduce` would carry to its next element when it nests too deep or
-/// holds too much memory, so that no later step recurses past the stack.
-pub(crate) fn check_carried_value(value: &Bson) -> Result<()> {
+/// holds too much memory, so that no later step recurses past the stack; `memory` then
+/// counts it in place of the value it replaces.
+pub(crate) fn check_carried_value(value: &Bson, memory: &mut BuiltMemory) -> Result<()> {
     if depth_exceeds(value, VALUE_DEPTH_MAX) {
         return Err(Error::new(
             ErrorCode::OVERFLOW,
             "$reduce accumulated value exceeded max allowable BSON depth",
         ));
     }
-    check_memory("$reduce", value_memory_bytes(value))
+    memory.set(value_memory_bytes(value))
 }
 
 /// Whether `value` nests more than `levels` arrays or objects deep. Stops descending at
@@ -144,10 +180,11 @@ mod tests {
         for _ in 0..VALUE_DEPTH_MAX {
             value = Bson::Array(vec![value]);
         }
-        assert!(check_carried_value(&value).is_ok());
+        let mut memory = BuiltMemory::new("$reduce");
+        assert!(check_carried_value(&value, &mut memory).is_ok());
         let deeper = Bson::Array(vec![value]);
         assert_eq!(
-            check_carried_value(&deeper).unwrap_err().code,
+            check_carried_value(&deeper, &mut memory).unwrap_err().code,
             ErrorCode::OVERFLOW
         );
         assert!(!depth_exceeds(&bson!([[], {}]), 1));

@@ -213,7 +213,10 @@ impl Reservation {
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        self.budget.give_back(self.taken_bytes);
+        // Most reservations never took anything: leave the shared counter alone.
+        if self.taken_bytes > 0 {
+            self.budget.give_back(self.taken_bytes);
+        }
     }
 }
 

@@ -87,12 +87,17 @@ impl Facet {
     fn run(&self, docs: &[Document], ctx: ExecContext<'_>) -> Result<Document> {
         let mut out = Document::new();
         let mut bytes = 0usize;
+        // The output, also taken from the server's budget while it is built.
+        let mut memory = Reservation::default();
         for (name, stages) in &self.facets {
             let input = Box::new(docs.iter().cloned().map(Ok));
             let mut results = Vec::new();
             for doc in stages.stream(input, ctx) {
                 let doc = doc?;
                 bytes += basalt_value::document_size_bytes(&doc);
+                memory
+                    .reserve(basalt_value::document_memory_bytes(&doc))
+                    .map_err(|exhausted| exhausted.to_error("$facet"))?;
                 if bytes > FACET_OUTPUT_BYTES_MAX {
                     return Err(Error::location(
                         4031700,

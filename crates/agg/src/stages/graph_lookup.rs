@@ -14,6 +14,7 @@ use crate::pipeline::{DocumentStream, ExecContext};
 use crate::stages::map_documents;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_expr::{type_name, Expression, ParseContext, Variables};
+use basalt_memory::Reservation;
 use basalt_query::Matcher;
 use basalt_value::FieldPath;
 use bson::{Bson, Document};
@@ -160,6 +161,8 @@ impl GraphLookup {
         let mut visited: HashSet<Key> = HashSet::new();
         let mut found = Vec::new();
         let mut memory_bytes = 0usize;
+        // What the search holds, also taken from the server's budget while it runs.
+        let mut reserved = Reservation::default();
         let mut depth = 0i64;
         loop {
             let mut keys = HashSet::new();
@@ -183,6 +186,9 @@ impl GraphLookup {
                     continue;
                 }
                 memory_bytes += basalt_value::document_size_bytes(&reached);
+                reserved
+                    .reserve(basalt_value::document_memory_bytes(&reached))
+                    .map_err(|exhausted| exhausted.to_error("$graphLookup"))?;
                 if memory_bytes > GRAPH_LOOKUP_MEMORY_BYTES_MAX {
                     return Err(Error::location(
                         40099,

@@ -14,6 +14,7 @@ use crate::pipeline::{stream_stages, DocumentStream, ExecContext, Place, Stages}
 use crate::stages::map_documents;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_expr::{type_name, Expression, ParseContext, VarId, Variables};
+use basalt_memory::Reservation;
 use basalt_value::{Collation, FieldPath};
 use bson::{Bson, Document};
 use std::borrow::Cow;
@@ -264,12 +265,17 @@ impl Lookup {
     }
 
     /// The joined documents, refused once they pass MongoDB's limit on what one input
-    /// document may be joined with (internalLookupStageIntermediateDocumentMaxSizeBytes).
+    /// document may be joined with (internalLookupStageIntermediateDocumentMaxSizeBytes),
+    /// or the server's memory budget while they are gathered.
     fn collect_within_limit(&self, found: DocumentStream<'_>) -> Result<Vec<Document>> {
         let mut bytes = 0usize;
+        let mut memory = Reservation::default();
         found
             .map(|doc| {
                 let doc = doc?;
+                memory
+                    .reserve(basalt_value::document_memory_bytes(&doc))
+                    .map_err(|exhausted| exhausted.to_error("$lookup"))?;
                 bytes += basalt_value::document_size_bytes(&doc);
                 if bytes > LOOKUP_RESULTS_BYTES_MAX {
                     return Err(Error::location(

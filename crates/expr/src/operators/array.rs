@@ -11,7 +11,7 @@ use crate::env::{Env, Value};
 use crate::expression::{
     is_nullish, parse_fixed, parse_operands, parse_ranged, type_name, Expression,
 };
-use crate::limits::{check_carried_value, check_memory, ArrayBuilder};
+use crate::limits::{check_carried_value, ArrayBuilder, BuiltMemory};
 use crate::numeric::display;
 use crate::operators::boolean::truthy;
 use crate::operators::comparison::compare_missing_lowest;
@@ -184,14 +184,16 @@ impl ArrayOp {
                 owned(Bson::Boolean(found))
             }
             ArrayOp::ConcatArrays(args) => {
-                let mut out = Vec::new();
+                let mut out = ArrayBuilder::new("$concatArrays");
                 for arg in args {
                     let v = arg.eval(env)?;
                     match v {
                         v if is_nullish(v.as_deref()) => return owned(Bson::Null),
-                        Some(Cow::Owned(Bson::Array(items))) => out.extend(items),
+                        Some(Cow::Owned(Bson::Array(items))) => {
+                            items.into_iter().try_for_each(|item| out.push(item))?
+                        }
                         Some(Cow::Borrowed(Bson::Array(items))) => {
-                            out.extend(items.iter().cloned())
+                            items.iter().try_for_each(|item| out.push(item.clone()))?
                         }
                         other => {
                             return Err(Error::location(
@@ -204,7 +206,7 @@ impl ArrayOp {
                         }
                     }
                 }
-                owned(Bson::Array(out))
+                owned(out.finish())
             }
             ArrayOp::Filter(f) => f.eval(env),
             ArrayOp::Map(m) => m.eval(env),
@@ -700,13 +702,14 @@ impl Reduce {
             return Ok(Some(Cow::Owned(Bson::Null)));
         };
         let mut acc = self.initial.eval_owned(env)?;
+        let mut memory = BuiltMemory::new("$reduce");
         for item in items.iter() {
             let value = env.binding(self.value, acc.as_ref());
             let with_value = env.with(&value);
             let this = with_value.binding(self.this, Some(item));
             acc = self.body.eval_owned(&with_value.with(&this))?;
             if let Some(carried) = &acc {
-                check_carried_value(carried)?;
+                check_carried_value(carried, &mut memory)?;
             }
         }
         Ok(acc.map(Cow::Owned))
@@ -822,11 +825,10 @@ fn range<'a>(args: &'a [Expression], env: &Env<'a>) -> Result<Value<'a>> {
         ));
     }
     let count = (((end - start) + step - step.signum()) / step).max(0) as usize;
-    // MongoDB's formula: the vector and one value per element.
-    check_memory(
-        "$range",
-        std::mem::size_of::<Vec<Bson>>() + count * std::mem::size_of::<Bson>(),
-    )?;
+    // MongoDB's formula: the vector and one value per element, counted before it is
+    // allocated and held while the array is made.
+    let mut memory = BuiltMemory::new("$range");
+    memory.add(std::mem::size_of::<Vec<Bson>>() + count * std::mem::size_of::<Bson>())?;
     let mut out = Vec::with_capacity(count);
     let mut i = start;
     while (step > 0 && i < end) || (step < 0 && i > end) {
