@@ -76,14 +76,9 @@ def coll(db):
 
 
 @pytest.fixture
-def own_server(basalt_binary, tmp_path):
+def own_server(start_server):
     """A private server that the test may stop, restart or kill -9."""
-    srv = _new_server(basalt_binary, tmp_path).start()
-    yield srv
-    try:
-        assert not srv.panics(), "basalt panicked:\n" + "\n".join(srv.panics())
-    finally:
-        srv.kill()
+    return start_server()
 
 
 @pytest.fixture

@@ -44,8 +44,8 @@ CONNECTIONS_FIELDS = [
 ]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _open_files_for_a_storm():
+@pytest.fixture
+def open_files_for_a_storm():
     """Each raw connection is a descriptor of this process too."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < STORM_CONNECTIONS + 200:
@@ -119,7 +119,7 @@ def _wait_for(conn: wire.RawConnection, condition, what: str) -> dict:
         time.sleep(0.05)
 
 
-def test_a_storm_of_connections_is_answered(own_server):
+def test_a_storm_of_connections_is_answered(own_server, open_files_for_a_storm):
     sockets, failures = _storm(own_server.port, STORM_CONNECTIONS)
     try:
         assert not failures, (
@@ -206,7 +206,13 @@ def test_max_conns_closes_connections_beyond_the_limit(limited_server):
 
 
 def test_max_conns_must_be_a_positive_number(basalt_binary, tmp_path):
-    for bad in ["0", "-1", "x"]:
+    refusals = {
+        "0": "invalid value '0' for '--maxConns <N>'",
+        "x": "invalid value 'x' for '--maxConns <N>'",
+        # Read as a flag of its own.
+        "-1": "unexpected argument '-1' found",
+    }
+    for bad, refusal in refusals.items():
         srv = BasaltServer(
             basalt_binary,
             tmp_path / "data",
@@ -215,6 +221,7 @@ def test_max_conns_must_be_a_positive_number(basalt_binary, tmp_path):
         )
         with pytest.raises(RuntimeError, match="exited"):
             srv.start(timeout_s=20)
+        assert refusal in srv.log_text()
 
 
 def test_server_status_connections_fields_and_types(client):

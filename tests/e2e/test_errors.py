@@ -68,6 +68,10 @@ def test_filter_of_wrong_type(db):
 def test_invalid_collection_name(db):
     with raises_code("InvalidNamespace"):
         db.command("insert", "", documents=[{"_id": 1}])
+    # Refused by the catalog as the insert stores its batch: still the command's error,
+    # not each document's.
+    with raises_code("InvalidNamespace"):
+        db.command("insert", "a$b", documents=[{"_id": 1}, {"_id": 2}])
 
 
 def _doc_of_size(size: int) -> dict:

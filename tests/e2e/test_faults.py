@@ -147,7 +147,7 @@ def mounts(tmp_path):
 
 
 @pytest.fixture
-def start_server(basalt_binary, tmp_path, mounts):
+def start_in_mounts(basalt_binary, tmp_path, mounts):
     """Starts servers (in the mounts' namespace, if any) that are killed before the
     mounts are undone, and must not have panicked."""
     started: list[BasaltServer] = []
@@ -198,14 +198,14 @@ def _assert_refused(write, code_name: str) -> str:
 
 
 def test_a_full_disk_fails_writes_with_out_of_disk_space_and_loses_nothing(
-    mounts, start_server, tmp_path
+    mounts, start_in_mounts, tmp_path
 ):
     disk = tmp_path / "disk"
     disk.mkdir()
     mounts.mount("-t", "tmpfs", "-o", f"size={DISK_SIZE_MB}m", "tmpfs", target=disk)
     ballast = mounts.view(disk / "ballast")
     ballast.write_bytes(bytes(BALLAST_BYTES))
-    server = start_server(disk / "data")
+    server = start_in_mounts(disk / "data")
     collection = server.client(retryWrites=False)["d"]["c"]
     acknowledged: set[int] = set()
     attempted: set[int] = set()
@@ -227,6 +227,7 @@ def test_a_full_disk_fails_writes_with_out_of_disk_space_and_loses_nothing(
         attempted,
     )
     assert small["code"] == CODES["OutOfDiskSpace"], small
+    assert "writes are refused" in small["errmsg"], small
     assert acknowledged, "some writes fitted before the disk was full"
     message = _assert_refused(lambda: collection.insert_one({"_id": "later"}), "OutOfDiskSpace")
     assert "the disk is full" in message
@@ -254,7 +255,7 @@ def test_a_full_disk_fails_writes_with_out_of_disk_space_and_loses_nothing(
 
 
 def test_a_disk_turned_read_only_fails_writes_with_illegal_operation(
-    mounts, start_server, tmp_path
+    mounts, start_in_mounts, tmp_path
 ):
     if mounts.namespaced:
         pytest.skip("a loop device needs root, which a user namespace does not give")
@@ -270,7 +271,7 @@ def test_a_disk_turned_read_only_fails_writes_with_illegal_operation(
     disk = tmp_path / "disk"
     disk.mkdir()
     mounts.mount("-o", "errors=remount-ro", device, target=disk)
-    server = start_server(disk / "data")
+    server = start_in_mounts(disk / "data")
     client = server.client(retryWrites=False)
     # Synced writes: a file system that went read-only writes no more dirty pages back.
     collection = client["d"].get_collection("c", write_concern=WriteConcern(j=True))
@@ -283,6 +284,12 @@ def test_a_disk_turned_read_only_fails_writes_with_illegal_operation(
     _assert_refused(lambda: collection.insert_one({"_id": "y"}), "IllegalOperation")
     bulk = [{"_id": f"bulk {i}", "pad": BULK_PAD} for i in range(BULK_DOCUMENTS)]
     _assert_refused(lambda: collection.insert_many(bulk), "IllegalOperation")
+    # Unordered, every document of a batch that could not be stored has its error.
+    with pytest.raises(BulkWriteError) as info:
+        collection.insert_many([{"_id": f"u{i}"} for i in range(3)], ordered=False)
+    errors = info.value.details["writeErrors"]
+    assert [e["index"] for e in errors] == [0, 1, 2], errors
+    assert {e["code"] for e in errors} == {CODES["IllegalOperation"]}
 
     expected = list(range(ACKNOWLEDGED_BEFORE_READ_ONLY))
     assert ids(collection.find()) == expected

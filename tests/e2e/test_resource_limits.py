@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import threading
+import time
 
 import pytest
 from pymongo.errors import OperationFailure
@@ -206,6 +208,14 @@ def test_the_server_budget_counts_idle_cursors_and_refuses_new_heavy_work(budget
     with raises_code("ExceededMemoryLimit") as info:
         list(coll.aggregate([*unwound(90), {"$sort": {"n": 1}}], allowDiskUse=False))
     assert "the server's budget for operations" in info.value.details["errmsg"]
+    # So is a $group that may not spill, and a $facet, whose input cannot.
+    with raises_code("ExceededMemoryLimit") as info:
+        groups = {"$group": {"_id": "$n", "s": {"$first": "$s"}}}
+        list(coll.aggregate([*unwound(60), groups], allowDiskUse=False))
+    assert info.value.details["errmsg"].startswith("$group needs more memory")
+    with raises_code("ExceededMemoryLimit") as info:
+        list(coll.aggregate([*unwound(60), {"$facet": {"n": [{"$count": "n"}]}}]))
+    assert info.value.details["errmsg"].startswith("$facet needs more memory")
     spilled = coll.aggregate([*unwound(90), {"$sort": {"n": 1}}, {"$project": {"n": 1}}])
     assert [d["n"] for d in spilled] == list(range(90))
     # Killing the idle cursor gives its memory back, and the refused work runs.
@@ -217,8 +227,9 @@ def test_the_server_budget_counts_idle_cursors_and_refuses_new_heavy_work(budget
     assert status["operationBytesPeak"] >= 90 * MB
 
 
-def test_unwinding_long_arrays_streams(coll, bystander):
-    """$unwind of long arrays (20 x 10,000) makes its documents as they are read."""
+def test_unwinding_long_arrays(coll, bystander):
+    """$unwind of long arrays (20 x 10,000): each output is made as it is read, from the
+    rest of its document (time linear in the output: crates/agg/src/linear_time.rs)."""
     coll.insert_many([{"_id": i, "arr": list(range(10_000))} for i in range(20)])
     assert sum(1 for _ in coll.aggregate([{"$unwind": "$arr"}])) == 200_000
 
@@ -232,7 +243,7 @@ def test_failed_operations_give_their_memory_back(one, server):
     assert held_bytes(client) <= before
 
 
-def test_a_message_the_budget_has_no_room_for_waits_then_is_cut_off(start_server):
+def test_a_message_larger_than_the_budget_is_cut_off(start_server):
     srv = start_server("--setParameter", "operationMemoryBudgetMB=16")
     docs = [{"_id": i, "pad": "p" * MB} for i in range(20)]
     message = wire.op_msg({"insert": "big", "$db": "t"}, sequences={"documents": docs})
@@ -249,3 +260,25 @@ def test_a_message_the_budget_has_no_room_for_waits_then_is_cut_off(start_server
     client.t.small.insert_one({"_id": 1})
     assert client.t.small.count_documents({}) == 1
     assert client.t.big.count_documents({}) == 0
+
+
+def test_a_message_waits_for_the_memory_another_operation_gives_back(start_server):
+    srv = start_server("--setParameter", "operationMemoryBudgetMB=100")
+    client = srv.client()
+    client.t.c.insert_one({"_id": 1})
+    # An idle sort holds about 92 MB of the 100: a 20 MB message has to wait.
+    cursor = client.t.c.aggregate([*unwound(90), {"$sort": {"n": -1}}], batchSize=1)
+    next(cursor)
+    docs = [{"_id": i, "pad": "p" * MB} for i in range(20)]
+    message = wire.op_msg({"insert": "big", "$db": "t"}, sequences={"documents": docs})
+    with wire.RawConnection(srv.port, timeout_s=60) as conn:
+        conn.send(message[:1000])
+        sender = threading.Thread(target=conn.send, args=(message[1000:],), daemon=True)
+        sender.start()
+        time.sleep(1)
+        assert held_bytes(client) >= 90 * MB
+        cursor.close()  # the sort's memory goes back: the message gets it
+        sender.join(60)
+        reply = conn.read_message()
+    assert reply is not None, "the connection was closed instead of waiting"
+    assert client.t.big.count_documents({}) == 20

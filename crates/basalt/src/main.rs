@@ -3,7 +3,7 @@
 //! `basalt bench` (the W1–W5 benchmarks beside their peers).
 
 use basalt_bench::{BenchArgs, ImportArgs};
-use basalt_server::{bind, raise_open_files_limit, LogBuffer, Server, ServerOptions};
+use basalt_server::{bind, LogBuffer, Server, ServerOptions};
 use basalt_storage::FjallEngine;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -226,8 +226,6 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
         max_conns: args.max_conns,
         quiet: args.quiet,
     };
-    // Before the server reads it to set its connection limit.
-    raise_open_files_limit();
     let cache_bytes = cache_bytes(args.cache_size_gb)?;
     let budget_bytes =
         operation_memory_budget_bytes(parameters.operation_memory_budget_bytes, cache_bytes);

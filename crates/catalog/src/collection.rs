@@ -410,7 +410,7 @@ fn last_record_id(snapshot: &dyn Snapshot, meta: &CollectionMeta) -> Result<Opti
     Ok(highest)
 }
 
-fn decode_record(bytes: &[u8]) -> Result<Document> {
+pub(crate) fn decode_record(bytes: &[u8]) -> Result<Document> {
     let raw = bson::RawDocument::from_bytes(bytes)
         .map_err(|e| Error::internal(format!("corrupt record: {e}")))?;
     Document::try_from(raw).map_err(|e| Error::internal(format!("corrupt record: {e}")))
@@ -894,24 +894,45 @@ impl Writer<'_> {
 const INDEX_BUILD_BATCH_KEYS_MAX: usize = 10_000;
 
 /// Deletes every key that starts with `prefix`, in batches, so removing a huge range
-/// never builds one giant batch in memory.
+/// never builds one giant batch in memory. A scan that fails (an unreadable block) still
+/// deletes the keys it read before the failure, then returns the failure.
 pub(crate) fn delete_prefix(engine: &dyn Engine, space: Space, prefix: &[u8]) -> Result<()> {
     loop {
         let snapshot = engine.snapshot();
         let mut batch = WriteBatch::default();
-        snapshot.scan_prefix(space, prefix, ScanStart::Beginning, &mut |key, _| {
+        let scanned = snapshot.scan_prefix(space, prefix, ScanStart::Beginning, &mut |key, _| {
             batch.delete(space, key.to_vec());
             Ok(if batch.ops.len() >= INDEX_BUILD_BATCH_KEYS_MAX {
                 ControlFlow::Break(())
             } else {
                 ControlFlow::Continue(())
             })
-        })?;
-        if batch.is_empty() {
+        });
+        let done = batch.is_empty();
+        if !done {
+            engine.write(batch, Durability::Process)?;
+        }
+        scanned?;
+        if done {
             return Ok(());
         }
-        engine.write(batch, Durability::Process)?;
     }
+}
+
+/// Deletes a collection's records by id, up to the highest id it has, without reading
+/// them: how records past an unreadable block are deleted.
+pub(crate) fn delete_record_ids(engine: &dyn Engine, meta: &CollectionMeta) -> Result<()> {
+    let Some(highest) = last_record_id(&*engine.snapshot(), meta)? else {
+        return Ok(());
+    };
+    let mut batch = WriteBatch::default();
+    for record_id in 0..=highest {
+        batch.delete(Space::Records, keys::record_key(meta.id, record_id));
+        if batch.ops.len() >= INDEX_BUILD_BATCH_KEYS_MAX || record_id == highest {
+            engine.write(std::mem::take(&mut batch), Durability::Process)?;
+        }
+    }
+    Ok(())
 }
 
 /// MongoDB's E11000 error, with the `keyPattern` and `keyValue` drivers read.

@@ -17,7 +17,7 @@ mod testing;
 mod ttl;
 mod validate;
 
-use collection::delete_prefix;
+use collection::{delete_prefix, delete_record_ids};
 pub use collection::{
     duplicate_key_error, Collection, CollectionMeta, CollectionStats, InsertOutcome, Writer,
 };
@@ -207,8 +207,9 @@ impl Catalog {
             .remove(&(db.to_string(), collection.to_string()));
         drop(writer);
         match self.delete_data(&meta) {
-            // What could not be read stays on disk, where nothing can reach it: a corrupt
-            // collection can still be dropped (and restored from a backup).
+            // A corrupt collection can still be dropped (and restored from a backup): its
+            // records are deleted by id past an unreadable block, and only index entries
+            // in an unreadable block stay on disk, where nothing can reach them.
             Err(e) if e.code == ErrorCode::DATA_CORRUPTION_DETECTED => {
                 tracing::warn!(
                     collection = %meta.namespace(),
@@ -221,12 +222,20 @@ impl Catalog {
         }
     }
 
+    /// Deletes a collection's records and index entries, going on past what cannot be
+    /// read; the first failure is returned at the end.
     fn delete_data(&self, meta: &CollectionMeta) -> Result<()> {
-        delete_prefix(&*self.engine, Space::Records, &keys::record_prefix(meta.id))?;
-        for index in &meta.indexes {
-            delete_prefix(&*self.engine, Space::Indexes, &index.id.to_be_bytes())?;
+        let engine = &*self.engine;
+        let mut failures = Vec::new();
+        if let Err(e) = delete_prefix(engine, Space::Records, &keys::record_prefix(meta.id)) {
+            // Records need no reading to be deleted: their ids come from the `_id` index.
+            failures.extend(delete_record_ids(engine, meta).err());
+            failures.push(e);
         }
-        Ok(())
+        for index in &meta.indexes {
+            failures.extend(delete_prefix(engine, Space::Indexes, &index.id.to_be_bytes()).err());
+        }
+        failures.into_iter().next().map_or(Ok(()), Err)
     }
 
     /// Adds an index to a collection, building its entries from the existing documents.
@@ -874,7 +883,24 @@ mod tests {
             .unwrap();
         assert_eq!(found, [21], "no record id is handed out twice");
         assert!(coll.get_record(&*snap, 21).unwrap().is_some());
+        let meta = coll.meta();
         assert!(cat.drop_collection("test", "c").unwrap());
         assert!(cat.get("test", "c").is_none());
+        // Every record is gone, those past the unreadable block too, and every entry.
+        let mut prefixes = vec![(Space::Records, keys::record_prefix(id).to_vec())];
+        for index in &meta.indexes {
+            prefixes.push((Space::Indexes, index.id.to_be_bytes().to_vec()));
+        }
+        for (space, prefix) in prefixes {
+            let mut left = 0;
+            engine
+                .snapshot()
+                .scan_prefix(space, &prefix, ScanStart::Beginning, &mut |_, _| {
+                    left += 1;
+                    Ok(ControlFlow::Continue(()))
+                })
+                .unwrap();
+            assert_eq!(left, 0, "{space:?} left behind");
+        }
     }
 }

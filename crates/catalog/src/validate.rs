@@ -15,12 +15,13 @@
 //! fail, and the scan goes on after the first that reads. Failed ids that an index
 //! refers to are the corrupt records; their entries are not inconsistencies.
 
+use crate::collection::decode_record;
 use crate::index::{IndexKey, IndexSpec};
 use crate::keys;
 use crate::{Collection, CollectionMeta};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_storage::{KeyValueVisitor, ScanStart, Snapshot, Space};
-use bson::{doc, Bson, Document, RawDocument};
+use bson::{doc, Bson, Document};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::ops::ControlFlow;
@@ -161,7 +162,7 @@ impl Check<'_> {
         let mut key_errors = Vec::new();
         self.traverse_records(&mut |record_id, bytes| {
             records += 1;
-            let doc = match decode(bytes) {
+            let doc = match decode_record(bytes) {
                 Ok(doc) => doc,
                 Err(e) => {
                     tracing::warn!(
@@ -271,7 +272,7 @@ impl Check<'_> {
         let tally = std::mem::take(&mut self.tally);
         let mut expected: BTreeMap<Vec<u8>, Expected> = BTreeMap::new();
         self.traverse_records(&mut |record_id, bytes| {
-            let Ok(doc) = decode(bytes) else {
+            let Ok(doc) = decode_record(bytes) else {
                 return Ok(());
             };
             for (position, index) in meta.indexes.iter().enumerate() {
@@ -555,7 +556,7 @@ impl Check<'_> {
     ) -> Document {
         let record = keys::record_key(self.meta.id, record_id);
         if let Ok(Some(bytes)) = self.snapshot.get(Space::Records, &record) {
-            if let Ok(doc) = decode(&bytes) {
+            if let Ok(doc) = decode_record(&bytes) {
                 if let Ok(keys) = index.keys_for(&doc) {
                     if let Some(found) = keys.iter().find(|k| k.encoded == key) {
                         return index.key_value_document(found);
@@ -593,11 +594,6 @@ fn split_entry(entry: &[u8]) -> Result<(&[u8], u64)> {
 }
 
 /// A record as a document, every element checked.
-fn decode(bytes: &[u8]) -> Result<Document> {
-    let raw = RawDocument::from_bytes(bytes)?;
-    Ok(Document::try_from(raw)?)
-}
-
 /// `_id: value` as MongoDB prints the element in messages.
 fn id_element(doc: &Document) -> String {
     match doc.get("_id") {

@@ -317,12 +317,13 @@ impl Accumulator {
             }
             Accumulator::AddToSet { set, memory_bytes } => {
                 let Some(v) = value else { return Ok(0) };
-                if set.contains(&OrderedBson(v.clone())) {
+                let member = OrderedBson(v.clone());
+                if set.contains(&member) {
                     return Ok(0);
                 }
                 let size = value_memory_bytes(v);
                 keep("$addToSet", memory_bytes, size)?;
-                set.insert(OrderedBson(v.clone()));
+                set.insert(member);
                 size as isize
             }
             Accumulator::StdDev { moments, .. } => {

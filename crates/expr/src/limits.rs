@@ -78,8 +78,7 @@ impl BuiltMemory {
             return Ok(());
         }
         self.reservation
-            .reserve(self.bytes - self.reservation.used_bytes())
-            .map_err(|exhausted| exhausted.to_error(self.operator))
+            .reserve_for(self.bytes - self.reservation.used_bytes(), self.operator)
     }
 
     /// Counts `bytes` instead of what was counted before (a value replaced by the next).

@@ -18,9 +18,12 @@
 
 use basalt_error::{Error, ErrorCode};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 /// How much of the budget a reservation takes at a time.
 pub const RESERVATION_STEP_BYTES: usize = 64 << 10;
+/// How often a reservation waiting for room asks the budget again.
+const RESERVATION_RETRY_MS: u64 = 10;
 
 /// A limit on the memory that operations hold together.
 #[derive(Debug)]
@@ -77,7 +80,8 @@ impl Budget {
         self.refusals.load(Ordering::Relaxed)
     }
 
-    /// Takes `bytes` if the budget has them.
+    /// Takes `bytes` if the budget has them (a failure is counted by the caller, once
+    /// per refusal rather than once per try).
     fn try_take(&self, bytes: usize) -> bool {
         let limit = self.limit_bytes();
         let taken =
@@ -90,11 +94,14 @@ impl Budget {
                 self.peak_bytes.fetch_max(before + bytes, Ordering::Relaxed);
                 true
             }
-            Err(_) => {
-                self.refusals.fetch_add(1, Ordering::Relaxed);
-                false
-            }
+            Err(_) => false,
         }
+    }
+
+    /// Counts a refusal and says what the budget holds.
+    fn refuse(&self) -> BudgetExhausted {
+        self.refusals.fetch_add(1, Ordering::Relaxed);
+        self.exhausted()
     }
 
     /// Takes `bytes` whether or not the budget has them, for memory that is already
@@ -172,16 +179,46 @@ impl Reservation {
     /// Grows the share by `bytes` before they are taken, or leaves it as it was when
     /// the budget has no room.
     pub fn reserve(&mut self, bytes: usize) -> Result<(), BudgetExhausted> {
+        if self.try_grow(bytes) {
+            Ok(())
+        } else {
+            Err(self.budget.refuse())
+        }
+    }
+
+    /// [`Reservation::reserve`], waiting up to `wait` for the budget to have room:
+    /// reservations are given back without notice, so it asks again every
+    /// [`RESERVATION_RETRY_MS`]. Refused at once when `bytes` could never fit.
+    pub fn reserve_waiting(&mut self, bytes: usize, wait: Duration) -> Result<(), BudgetExhausted> {
+        let deadline = Instant::now() + wait;
+        while !self.try_grow(bytes) {
+            if self.used_bytes + bytes > self.budget.limit_bytes() || Instant::now() >= deadline {
+                return Err(self.budget.refuse());
+            }
+            std::thread::sleep(Duration::from_millis(RESERVATION_RETRY_MS));
+        }
+        Ok(())
+    }
+
+    /// Grows the share by `bytes` if the budget has room; leaves it as it was otherwise.
+    fn try_grow(&mut self, bytes: usize) -> bool {
         let used = self.used_bytes.saturating_add(bytes);
         if used > self.taken_bytes {
             let wanted = used.div_ceil(RESERVATION_STEP_BYTES) * RESERVATION_STEP_BYTES;
             if !self.budget.try_take(wanted - self.taken_bytes) {
-                return Err(self.budget.exhausted());
+                return false;
             }
             self.taken_bytes = wanted;
         }
         self.used_bytes = used;
-        Ok(())
+        true
+    }
+
+    /// [`Reservation::reserve`], failing as an operation that cannot spill fails:
+    /// ExceededMemoryLimit naming `what` needed the memory.
+    pub fn reserve_for(&mut self, bytes: usize, what: &str) -> basalt_error::Result<()> {
+        self.reserve(bytes)
+            .map_err(|exhausted| exhausted.to_error(what))
     }
 
     /// Counts `bytes` the holder has already taken, past the budget if need be; an
@@ -331,6 +368,32 @@ mod tests {
         assert!(Reservation::new(budget).reserve(1).is_err());
         drop(a);
         assert_eq!(budget.reserved_bytes(), 0);
+    }
+
+    #[test]
+    fn a_waiting_reservation_gets_what_is_given_back_meanwhile() {
+        let budget = budget(2 * RESERVATION_STEP_BYTES);
+        let mut held = Reservation::new(budget);
+        held.reserve(2 * RESERVATION_STEP_BYTES).unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            drop(held);
+        });
+        let mut waiting = Reservation::new(budget);
+        let wait = Duration::from_secs(10);
+        waiting
+            .reserve_waiting(RESERVATION_STEP_BYTES, wait)
+            .unwrap();
+        release.join().unwrap();
+        assert_eq!(budget.refusals(), 0);
+        // More than the whole budget is refused at once, and counted once.
+        let started = Instant::now();
+        let mut too_big = Reservation::new(budget);
+        assert!(too_big
+            .reserve_waiting(3 * RESERVATION_STEP_BYTES, wait)
+            .is_err());
+        assert!(started.elapsed() < wait);
+        assert_eq!(budget.refusals(), 1);
     }
 
     #[test]

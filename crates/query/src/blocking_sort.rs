@@ -54,9 +54,14 @@ impl Held {
     }
 }
 
+/// A document waiting in the buffer: its sort key and its bytes.
+type Buffered = (Vec<Bson>, Vec<u8>);
+
 /// The memory a buffered entry holds: its key, its bytes and its place in the buffer.
 fn entry_memory_bytes(key: &[Bson], bytes: &[u8]) -> usize {
-    std::mem::size_of::<Keyed>() + key.iter().map(value_memory_bytes).sum::<usize>() + bytes.len()
+    std::mem::size_of::<Buffered>()
+        + key.iter().map(value_memory_bytes).sum::<usize>()
+        + bytes.len()
 }
 
 /// A sort in progress.
@@ -67,7 +72,7 @@ pub struct BlockingSort {
     spill_directory: Option<PathBuf>,
     /// How many of the first results are wanted, when not all are.
     keep: Option<usize>,
-    buffered: Vec<(Vec<Bson>, Vec<u8>)>,
+    buffered: Vec<Buffered>,
     /// Sorted runs already written, in input order (which keeps the sort stable).
     runs: Vec<File>,
 }
@@ -205,7 +210,7 @@ fn spill_error(e: std::io::Error) -> Error {
 
 /// One sorted sequence being merged.
 enum Run {
-    Memory(std::vec::IntoIter<(Vec<Bson>, Vec<u8>)>),
+    Memory(std::vec::IntoIter<Buffered>),
     File(BufReader<File>),
 }
 

@@ -6,9 +6,10 @@
 //! wake-up (the socket read returning) instead of three (the reactor noticing the
 //! socket, a blocking-pool thread taking the command, the reactor taking the reply), so
 //! a point query is not mostly thread hand-offs. Commands may block as long as they
-//! like: only their own connection waits. What an idle connection costs is its read
-//! buffer (`read_buffer.rs`) and the stack pages its thread has touched; the measurements
-//! behind this choice are in ARCHITECTURE.md.
+//! like: only their own connection waits. What an idle connection costs (about 100 KiB)
+//! is mostly the allocator's per-thread state (about 80 KiB), then the stack pages its
+//! thread has touched and its 4 KiB read buffer (`read_buffer.rs`); the measurements
+//! behind this choice are in docs/benchmarks.md.
 //!
 //! A malformed message that still had a valid length gets an error reply and the
 //! connection goes on; a stream whose framing is lost (bad length, unknown opcode) is
@@ -25,7 +26,7 @@ use basalt_wire::{
     Frame, Message, OpCode,
 };
 use bson::{Bson, Document, RawDocument, RawDocumentBuf};
-use read_buffer::ReadBuffer;
+use read_buffer::{reserve_frame, ReadBuffer, READ_BUFFER_IDLE_BYTES};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering};
@@ -113,6 +114,7 @@ fn read_loop(
     loop {
         match decode(buf.data()) {
             Ok(Decoded::Frame { frame, consumed }) => {
+                let _frame_memory = reserve_frame(consumed);
                 buf.consume(consumed);
                 if let Some(reply) = handle_frame(server, info, frame) {
                     send(stream, &reply, held_bytes)?;
@@ -149,9 +151,11 @@ fn read_loop(
     }
 }
 
-/// Writes a reply, counting its bytes as the connection's while they are sent.
+/// Writes a reply, counting a large one's bytes as the connection's while they are sent
+/// (a slow client can hold them; small ones are not worth the shared counter).
 fn send(stream: &mut TcpStream, reply: &[u8], held_bytes: &AtomicU64) -> std::io::Result<()> {
-    let _held = Counted::new(held_bytes, reply.len() as u64);
+    let _held = (reply.len() > READ_BUFFER_IDLE_BYTES)
+        .then(|| Counted::new(held_bytes, reply.len() as u64));
     stream.write_all(reply)
 }
 

@@ -98,9 +98,11 @@ impl Iterator for Buffered {
     type Item = Result<Document>;
 
     fn next(&mut self) -> Option<Result<Document>> {
+        // Each document handed out gives back its share of what is left: no second
+        // walk over it to measure it again.
+        let share = self.memory.used_bytes() / (self.docs.len().max(1));
         let doc = self.docs.next()?;
-        self.memory
-            .shrink(basalt_value::document_memory_bytes(&doc));
+        self.memory.shrink(share);
         Some(Ok(doc))
     }
 }

@@ -19,7 +19,7 @@ mod stats;
 mod system_js;
 mod ttl_monitor;
 
-pub use listener::{bind, raise_open_files_limit, MAX_CONNS_DEFAULT};
+pub use listener::{bind, MAX_CONNS_DEFAULT};
 pub use log_buffer::LogBuffer;
 pub use ttl_monitor::TTL_MONITOR_INTERVAL_MS;
 
@@ -98,7 +98,8 @@ impl Server {
         self.options.scan_workers
     }
 
-    /// Accepts connections until `shutdown` resolves, then makes every write durable.
+    /// Starts accepting connections (the listener threads run until the process ends),
+    /// and when `shutdown` resolves makes every write durable.
     pub async fn serve(
         self: Arc<Self>,
         listeners: Vec<TcpListener>,

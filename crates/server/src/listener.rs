@@ -70,7 +70,7 @@ pub fn bind(options: &ServerOptions) -> std::io::Result<Vec<TcpListener>> {
 /// Raises this process's soft limit on open files to its hard limit, and logs it: every
 /// connection is a descriptor, and the soft limit is often 1024 while the hard one is
 /// far higher.
-pub fn raise_open_files_limit() {
+fn raise_open_files_limit() {
     let before = rlimit::getrlimit(rlimit::Resource::NOFILE);
     match (before, rlimit::increase_nofile_limit(u64::MAX)) {
         (Ok((soft_before, hard)), Ok(soft)) => {
@@ -83,11 +83,13 @@ pub fn raise_open_files_limit() {
 }
 
 /// The connection limit: `max_conns`, capped at mongod's share of the open-file limit
+/// (raised first to its hard limit)
 /// and at what the kernel's limit on memory maps leaves room for. Every connection's
 /// thread maps four regions (its stack and the signal stack, each with a guard page), and
 /// once the process reaches `vm.max_map_count` any allocation that needs a new map fails
 /// and aborts the server, so connection threads may only take a share of it.
 pub(crate) fn connection_limit(max_conns: u64) -> u64 {
+    raise_open_files_limit();
     let open_files = rlimit::getrlimit(rlimit::Resource::NOFILE).map_or(u64::MAX, |(soft, _)| soft);
     let maps = std::fs::read_to_string("/proc/sys/vm/max_map_count")
         .ok()

@@ -31,6 +31,8 @@ const L0_TABLES_WAIT_MAX: Duration = Duration::from_secs(10);
 const MEMTABLE_FLUSH_WAIT_MAX: Duration = Duration::from_secs(120);
 /// How often those waits look again.
 const WAIT_POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// How often a wait asks fjall whether it still takes writes.
+const WRITABLE_PROBE_INTERVAL: Duration = Duration::from_millis(250);
 
 pub struct FjallEngine {
     db: Database,
@@ -99,20 +101,26 @@ impl FjallEngine {
 
     /// Errs once fjall refuses writes, also when a background flush or compaction
     /// poisoned it: what an ingestion, which fjall does not check, asks before it writes
-    /// and while it waits for fjall's workers.
-    fn check_writable(&self) -> Result<()> {
+    /// and while it waits for fjall's workers. Unlike `Faults::check_writable` it asks
+    /// fjall (a journal flush under its lock), so waits call it only now and then.
+    fn probe_writable(&self) -> Result<()> {
         self.faults.check_writable()?;
         self.db
             .persist(PersistMode::Buffer)
             .map_err(|e| self.faults.refuse(e, Activity::Journal))
     }
 
-    /// Waits until `done` holds, at most `max`, checking meanwhile that fjall still
-    /// takes writes (a worker that failed never makes `done` true); says whether it held.
+    /// Waits until `done` holds, at most `max`, checking every
+    /// [`WRITABLE_PROBE_INTERVAL`] that fjall still takes writes (a worker that failed
+    /// never makes `done` true); says whether it held.
     fn wait_for(&self, max: Duration, done: impl Fn() -> bool) -> Result<bool> {
         let waiting = Instant::now();
+        let mut probed: Option<Instant> = None;
         while !done() {
-            self.check_writable()?;
+            if probed.is_none_or(|at| at.elapsed() >= WRITABLE_PROBE_INTERVAL) {
+                self.probe_writable()?;
+                probed = Some(Instant::now());
+            }
             if waiting.elapsed() >= max {
                 return Ok(false);
             }
@@ -229,7 +237,7 @@ impl Engine for FjallEngine {
     /// A table that cannot be written (a full disk) fails the batch and stops nothing
     /// else: fjall deletes the tables left behind when it next opens.
     fn ingest(&self, batch: WriteBatch) -> Result<()> {
-        self.check_writable()?;
+        self.probe_writable()?;
         let failed = |e: fjall::Error| self.faults.describe(&e, Activity::Ingestion);
         let mut ingestions = Vec::new();
         for (keyspace, run) in self.keyspaces.iter().zip(crate::ingestion_runs(batch)?) {
@@ -238,7 +246,8 @@ impl Engine for FjallEngine {
             }
             // Each ingestion adds a level-0 table: wait for compaction as fjall makes its
             // own writes wait, rather than let reads wade through ever more tables (for a
-            // while only: a compaction that cannot go on must not hang the writer).
+            // while only: a compaction that cannot go on must not hang the writer, which
+            // then goes on with one more table).
             self.wait_for(L0_TABLES_WAIT_MAX, || {
                 keyspace.l0_table_count() < L0_TABLES_HALT
             })?;
@@ -255,7 +264,7 @@ impl Engine for FjallEngine {
         }
         // fjall registers tables whether or not it takes writes: a batch goes in only
         // while it does.
-        self.check_writable()?;
+        self.probe_writable()?;
         let _gate = self.snapshot_gate.write();
         for (_, ingestion) in ingestions {
             ingestion.finish().map_err(failed)?;

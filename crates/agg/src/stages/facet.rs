@@ -74,9 +74,7 @@ impl Facet {
         let mut docs = Vec::new();
         let mut memory = Reservation::default();
         let result = drain(input, |doc| {
-            memory
-                .reserve(basalt_value::document_memory_bytes(&doc))
-                .map_err(|exhausted| exhausted.to_error("$facet"))?;
+            memory.reserve_for(basalt_value::document_memory_bytes(&doc), "$facet")?;
             docs.push(doc);
             Ok(())
         })
@@ -95,9 +93,7 @@ impl Facet {
             for doc in stages.stream(input, ctx) {
                 let doc = doc?;
                 bytes += basalt_value::document_size_bytes(&doc);
-                memory
-                    .reserve(basalt_value::document_memory_bytes(&doc))
-                    .map_err(|exhausted| exhausted.to_error("$facet"))?;
+                memory.reserve_for(basalt_value::document_memory_bytes(&doc), "$facet")?;
                 if bytes > FACET_OUTPUT_BYTES_MAX {
                     return Err(Error::location(
                         4031700,

@@ -186,9 +186,10 @@ impl GraphLookup {
                     continue;
                 }
                 memory_bytes += basalt_value::document_size_bytes(&reached);
-                reserved
-                    .reserve(basalt_value::document_memory_bytes(&reached))
-                    .map_err(|exhausted| exhausted.to_error("$graphLookup"))?;
+                reserved.reserve_for(
+                    basalt_value::document_memory_bytes(&reached),
+                    "$graphLookup",
+                )?;
                 if memory_bytes > GRAPH_LOOKUP_MEMORY_BYTES_MAX {
                     return Err(Error::location(
                         40099,

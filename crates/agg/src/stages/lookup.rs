@@ -273,9 +273,7 @@ impl Lookup {
         found
             .map(|doc| {
                 let doc = doc?;
-                memory
-                    .reserve(basalt_value::document_memory_bytes(&doc))
-                    .map_err(|exhausted| exhausted.to_error("$lookup"))?;
+                memory.reserve_for(basalt_value::document_memory_bytes(&doc), "$lookup")?;
                 bytes += basalt_value::document_size_bytes(&doc);
                 if bytes > LOOKUP_RESULTS_BYTES_MAX {
                     return Err(Error::location(

@@ -375,9 +375,10 @@ impl SetWindowFields {
                 break;
             }
             if let Some(doc) = sorted.next_document()? {
-                memory
-                    .reserve(basalt_value::document_memory_bytes(&doc))
-                    .map_err(|exhausted| exhausted.to_error("$setWindowFields"))?;
+                memory.reserve_for(
+                    basalt_value::document_memory_bytes(&doc),
+                    "$setWindowFields",
+                )?;
                 docs.push(doc);
             }
         }

@@ -68,17 +68,20 @@ pub(crate) fn to_json(report: &Report) -> Value {
             "put": phase(kv.puts.ops_per_second(), &kv.puts.latencies),
             "get": phase(kv.gets.ops_per_second(), &kv.gets.latencies),
         })),
-        "conns": report.storm.as_ref().map(|storm| json!({
+        "conns": report.storm.as_ref().map(|storm| {
+            let (word, detail) = status(&storm.status);
+            json!({
             "connections": storm.connections,
-            "status": status(&storm.status).0,
-            "detail": status(&storm.status).1,
+            "status": word,
+            "detail": detail,
             "runs_ms_sorted": storm.storms.sorted().iter().map(|d| millis(*d)).collect::<Vec<_>>(),
             "best_ms": millis(storm.storms.best()),
             "median_ms": millis(storm.storms.median()),
             "connections_per_s": storm.connections_per_second(),
             "connection": latencies(&storm.latencies),
             "resident_bytes_per_connection": storm.resident_bytes_per_connection,
-        })),
+            })
+        }),
     })
 }
 

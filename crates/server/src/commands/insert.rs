@@ -84,29 +84,21 @@ impl Target<'_, '_> {
         if prepared.is_empty() {
             return Ok((inserted, errors));
         }
+        // The catalog's errors (a bad namespace) are the command's; a batch that could not
+        // be stored (a full or read-only disk) fails each document, as in mongod, and an
+        // ordered insert stops at the first.
         let stored = self
             .ctx
             .server
             .catalog
             .write(self.ctx.db, self.name, true, |writer| {
-                write(writer, &prepared)
-            });
-        let outcomes = match stored {
-            Ok(outcomes) => outcomes.unwrap_or_default(),
-            // The batch could not be stored (a full or read-only disk): as in mongod, the
-            // error is each document's, and an ordered insert stops at the first.
-            Err(e) if self.ordered => {
-                errors = WriteErrors::default();
-                errors.push(positions[0], e);
-                return Ok((inserted, errors));
-            }
-            Err(e) => {
-                for &position in &positions {
-                    errors.push(position, e.clone());
-                }
-                return Ok((inserted, errors));
-            }
-        };
+                Ok(write(writer, &prepared))
+            })?
+            .unwrap_or_else(|| Ok(Vec::new()));
+        let outcomes = stored.unwrap_or_else(|e| {
+            let failed = if self.ordered { 1 } else { positions.len() };
+            vec![Err(e); failed]
+        });
         for (outcome, &position) in outcomes.into_iter().zip(&positions) {
             match outcome {
                 Ok(_) => inserted += 1,

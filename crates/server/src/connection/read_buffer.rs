@@ -11,23 +11,34 @@
 //! `basalt.connections.bufferBytes`.
 //!
 //! A large message's buffer is also reserved from the server's memory budget before it
-//! is allocated. When the budget has no room, the connection stops reading (the client's
-//! writes then wait on TCP) until it has, for at most [`MESSAGE_MEMORY_WAIT_MS`], and is
-//! closed after that: a flood of 48 MB messages on many connections waits or is cut off
-//! instead of exhausting the machine.
+//! is allocated, and the copy its command runs on stays reserved until the reply is sent
+//! ([`reserve_frame`]). When the budget has no room, the connection stops reading (the
+//! client's writes then wait on TCP) until it has, for at most [`MESSAGE_MEMORY_WAIT_MS`],
+//! and is closed after that, or at once when the message is larger than the whole
+//! budget: a flood of 48 MB messages on many connections waits or is cut off instead of
+//! exhausting the machine.
 
 use basalt_memory::Reservation;
 use basalt_wire::{HEADER_SIZE_BYTES, MAX_MESSAGE_SIZE_BYTES};
 use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What a connection holds between messages.
 pub const READ_BUFFER_IDLE_BYTES: usize = 4 * 1024;
 /// How long a large message waits for the memory budget before its connection is closed.
 pub const MESSAGE_MEMORY_WAIT_MS: u64 = 10_000;
-/// How often a waiting message asks the budget again.
-const MESSAGE_MEMORY_RETRY_MS: u64 = 10;
+
+/// The budget's share of a large message's copy (the frame its command runs on) until the
+/// reply is sent; `None` for a small one, not worth the shared counter.
+pub fn reserve_frame(message_bytes: usize) -> Option<Reservation> {
+    (message_bytes > READ_BUFFER_IDLE_BYTES).then(|| {
+        let mut frame = Reservation::default();
+        // The copy exists already: counted even past the budget.
+        let _ = frame.record(message_bytes);
+        frame
+    })
+}
 
 pub struct ReadBuffer<'a> {
     /// All initialised; `start..end` is what was read and not yet consumed.
@@ -115,21 +126,17 @@ impl<'a> ReadBuffer<'a> {
     /// current buffer reserved), waiting for room; an error when none came in time.
     fn reserve(&mut self, bytes: usize) -> std::io::Result<()> {
         self.memory.clear();
-        let deadline = Instant::now() + Duration::from_millis(MESSAGE_MEMORY_WAIT_MS);
-        loop {
-            match self.memory.reserve(bytes) {
-                Ok(()) => return Ok(()),
-                Err(exhausted) if Instant::now() >= deadline => {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::OutOfMemory,
-                        exhausted
-                            .to_error(&format!("a message of {bytes} bytes"))
-                            .message,
-                    ))
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(MESSAGE_MEMORY_RETRY_MS)),
-            }
-        }
+        let wait = Duration::from_millis(MESSAGE_MEMORY_WAIT_MS);
+        self.memory
+            .reserve_waiting(bytes, wait)
+            .map_err(|exhausted| {
+                std::io::Error::new(
+                    std::io::ErrorKind::OutOfMemory,
+                    exhausted
+                        .to_error(&format!("a message of {bytes} bytes"))
+                        .message,
+                )
+            })
     }
 
     fn replace(&mut self, bytes: Vec<u8>) {
