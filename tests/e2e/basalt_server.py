@@ -119,6 +119,8 @@ class BasaltServer:
                     serverSelectionTimeoutMS=500,
                     connectTimeoutMS=500,
                     serverMonitoringMode="poll",
+                    # A replica set member answers whatever its state.
+                    directConnection=True,
                 ) as probe:
                     probe.admin.command("ping")
                 return
@@ -188,3 +190,108 @@ class BasaltServer:
     def panics(self) -> list[str]:
         """Log lines reporting a Rust panic: a bug even if the server survived it."""
         return [line for line in self.log_text().splitlines() if PANIC_MARKER in line]
+
+
+PRIMARY_TIMEOUT_S = 30.0
+
+
+class ReplicaSet:
+    """A replica set of `basalt` processes on 127.0.0.1, each with its own dbpath under
+    `directory`, started with `--replSet name` and initiated with every member.
+
+    Used by the replica set tests, `scripts/cluster.py` (`make cluster`) and the failover
+    trials, so all of them start a set the same way.
+    """
+
+    def __init__(self, binary: Path, directory: Path, members: int = 3, name: str = "rs0"):
+        self.name = name
+        self.directory = Path(directory)
+        self.members = [self._member(binary, i) for i in range(members)]
+        self._clients: list[pymongo.MongoClient] = []
+
+    def _member(self, binary: Path, i: int) -> BasaltServer:
+        return BasaltServer(
+            binary,
+            self.directory / f"member{i}" / "data",
+            self.directory / f"member{i}" / "basalt.log",
+            extra_args=["--replSet", self.name],
+        )
+
+    def add_member(self, binary: Path) -> BasaltServer:
+        """Starts one more member (not yet in the config: `rs.add` it)."""
+        member = self._member(binary, len(self.members))
+        self.members.append(member)
+        return member.start()
+
+    @property
+    def hosts(self) -> list[str]:
+        return [f"127.0.0.1:{m.port}" for m in self.members]
+
+    @property
+    def uri(self) -> str:
+        return f"mongodb://{','.join(self.hosts)}/?replicaSet={self.name}"
+
+    def config(self) -> dict:
+        return {
+            "_id": self.name,
+            "members": [{"_id": i, "host": host} for i, host in enumerate(self.hosts)],
+        }
+
+    def start(self) -> ReplicaSet:
+        for member in self.members:
+            member.start()
+        with self.members[0].client(directConnection=True) as first:
+            first.admin.command("replSetInitiate", self.config())
+        self.wait_for_primary()
+        return self
+
+    def client(self, **kwargs) -> pymongo.MongoClient:
+        kwargs.setdefault("serverSelectionTimeoutMS", 20_000)
+        client = pymongo.MongoClient(self.uri, **kwargs)
+        self._clients.append(client)
+        return client
+
+    def direct(self, member: BasaltServer, **kwargs) -> pymongo.MongoClient:
+        """A client of one member alone (directConnection)."""
+        return member.client(directConnection=True, **kwargs)
+
+    def primary(self) -> BasaltServer | None:
+        """The member that says it is a writable primary, if any."""
+        for member in self.members:
+            if not member.is_alive():
+                continue
+            try:
+                with pymongo.MongoClient(
+                    member.uri,
+                    directConnection=True,
+                    serverSelectionTimeoutMS=1_000,
+                    serverMonitoringMode="poll",
+                ) as probe:
+                    if probe.admin.command("hello").get("isWritablePrimary"):
+                        return member
+            except PyMongoError:
+                continue
+        return None
+
+    def wait_for_primary(self, timeout_s: float = PRIMARY_TIMEOUT_S) -> BasaltServer:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            primary = self.primary()
+            if primary is not None:
+                return primary
+            time.sleep(0.05)
+        raise TimeoutError(f"no primary within {timeout_s}s")
+
+    def secondaries(self) -> list[BasaltServer]:
+        primary = self.primary()
+        return [m for m in self.members if m is not primary and m.is_alive()]
+
+    def kill(self) -> None:
+        for client in self._clients:
+            client.close()
+        self._clients.clear()
+        for member in self.members:
+            member.kill()
+
+    def panics(self) -> list[str]:
+        return [line for member in self.members for line in member.panics()]

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from basalt_server import BasaltServer, default_binary
+from basalt_server import BasaltServer, ReplicaSet, default_binary
 
 
 @pytest.fixture(scope="session")
@@ -106,3 +106,22 @@ def start_server(basalt_binary, tmp_path):
             assert not srv.panics(), "basalt panicked:\n" + "\n".join(srv.panics())
         finally:
             srv.kill()
+
+
+@pytest.fixture
+def start_replica_set(basalt_binary, tmp_path):
+    """Starts private replica sets (`start_replica_set(members=3)`), initiated and with a
+    primary; each is checked for panics and killed at the end of the test."""
+    started = []
+
+    def start(members: int = 3, name: str = "rs0") -> ReplicaSet:
+        cluster = ReplicaSet(basalt_binary, tmp_path / f"set{len(started)}", members, name)
+        started.append(cluster)
+        return cluster.start()
+
+    yield start
+    for cluster in started:
+        try:
+            assert not cluster.panics(), "basalt panicked:\n" + "\n".join(cluster.panics())
+        finally:
+            cluster.kill()

@@ -76,6 +76,9 @@ struct Args {
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     max_conns: u64,
+    /// Run as a member of the replica set NAME (initiate it with replSetInitiate).
+    #[arg(long = "replSet", value_name = "NAME")]
+    repl_set: Option<String>,
     /// A server parameter, NAME=VALUE (repeatable). Known: ttlMonitorSleepSecs, scanWorkers,
     /// operationMemoryBudgetMB.
     #[arg(long = "setParameter", value_name = "NAME=VALUE")]
@@ -225,6 +228,7 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
         scan_workers: parameters.scan_workers,
         max_conns: args.max_conns,
         quiet: args.quiet,
+        repl_set: args.repl_set.clone().filter(|name| !name.is_empty()),
     };
     let cache_bytes = cache_bytes(args.cache_size_gb)?;
     let budget_bytes =
@@ -239,8 +243,18 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
     // mongod refuses to start on a read-only dbpath (IllegalOperation).
     let engine =
         FjallEngine::open_with_cache(&args.dbpath, cache_bytes).map_err(|e| e.to_string())?;
+    let engine: Arc<dyn basalt_storage::Engine> = Arc::new(engine);
+    // A replica set member's catalog writes carry the id of the log entry they apply.
+    let catalog_engine: Arc<dyn basalt_storage::Engine> = match options.repl_set {
+        Some(_) => Arc::new(basalt_repl::StampedEngine::new(engine.clone())),
+        None => engine.clone(),
+    };
     let server =
-        Arc::new(Server::new(Arc::new(engine), options.clone(), log).map_err(|e| e.to_string())?);
+        Arc::new(Server::new(catalog_engine, options.clone(), log).map_err(|e| e.to_string())?);
+    server
+        .open_replica_set(engine)
+        .await
+        .map_err(|e| e.to_string())?;
     let listeners = bind(&options).map_err(|e| {
         format!(
             "cannot listen on {}:{}: {e}",

@@ -86,6 +86,24 @@ error_codes! {
     QUERY_EXCEEDED_MEMORY_LIMIT_NO_DISK_USE_ALLOWED = 292, "QueryExceededMemoryLimitNoDiskUseAllowed";
     DATA_CORRUPTION_DETECTED = 301, "DataCorruptionDetected";
     OUT_OF_DISK_SPACE = 14031, "OutOfDiskSpace";
+    HOST_UNREACHABLE = 6, "HostUnreachable";
+    ALREADY_INITIALIZED = 23, "AlreadyInitialized";
+    WRITE_CONCERN_FAILED = 64, "WriteConcernFailed";
+    NODE_NOT_FOUND = 74, "NodeNotFound";
+    NO_REPLICATION_ENABLED = 76, "NoReplicationEnabled";
+    INVALID_REPLICA_SET_CONFIG = 93, "InvalidReplicaSetConfig";
+    NOT_YET_INITIALIZED = 94, "NotYetInitialized";
+    NOT_SECONDARY = 95, "NotSecondary";
+    UNSATISFIABLE_WRITE_CONCERN = 100, "UnsatisfiableWriteConcern";
+    NEW_REPLICA_SET_CONFIGURATION_INCOMPATIBLE = 103, "NewReplicaSetConfigurationIncompatible";
+    CONFLICTING_OPERATION_IN_PROGRESS = 117, "ConflictingOperationInProgress";
+    PRIMARY_STEPPED_DOWN = 189, "PrimarySteppedDown";
+    TRANSACTION_TOO_OLD = 225, "TransactionTooOld";
+    EXCEEDED_TIME_LIMIT = 262, "ExceededTimeLimit";
+    INTERRUPTED_DUE_TO_REPL_STATE_CHANGE = 11602, "InterruptedDueToReplStateChange";
+    NOT_WRITABLE_PRIMARY = 10107, "NotWritablePrimary";
+    NOT_PRIMARY_NO_SECONDARY_OK = 13435, "NotPrimaryNoSecondaryOk";
+    NOT_PRIMARY_OR_SECONDARY = 13436, "NotPrimaryOrSecondary";
 }
 
 impl ErrorCode {

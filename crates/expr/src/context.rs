@@ -126,7 +126,7 @@ impl Default for Variables {
 impl Variables {
     /// Reads the clock once, so every `$$NOW` in the command sees the same instant.
     pub fn new() -> Variables {
-        Variables::with_now(DateTime::now())
+        Variables::with_now(basalt_value::clock::now())
     }
 
     pub fn with_now(now: DateTime) -> Variables {

@@ -218,7 +218,7 @@ fn handle_frame(server: &Arc<Server>, info: &Arc<ConnectionInfo>, frame: Frame) 
 
 /// Runs a command; a panic in it becomes an InternalError reply and leaves the
 /// connection and the server running.
-fn run_guarded(command: impl FnOnce() -> RawDocumentBuf) -> RawDocumentBuf {
+pub(crate) fn run_guarded(command: impl FnOnce() -> RawDocumentBuf) -> RawDocumentBuf {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(command)) {
         Ok(reply) => reply,
         Err(payload) => {

@@ -14,6 +14,7 @@ mod exec;
 mod listener;
 mod log_buffer;
 mod parallel_scan;
+mod replication;
 mod request;
 mod stats;
 mod system_js;
@@ -61,6 +62,8 @@ pub struct ServerOptions {
     pub max_conns: u64,
     /// mongod's `--quiet`: connections opening and closing are not logged.
     pub quiet: bool,
+    /// mongod's `--replSet`: the name of the replica set this member belongs to.
+    pub repl_set: Option<String>,
 }
 
 /// Everything the connections share.
@@ -75,6 +78,8 @@ pub struct Server {
     log: LogBuffer,
     /// Identifies this process in hello's topologyVersion.
     process_id: bson::oid::ObjectId,
+    /// This member's replica set, with `--replSet` (set once, right after start).
+    replication: std::sync::OnceLock<Arc<basalt_repl::ReplicaSet>>,
 }
 
 impl Server {
@@ -90,7 +95,26 @@ impl Server {
             options,
             log,
             process_id: bson::oid::ObjectId::new(),
+            replication: std::sync::OnceLock::new(),
         })
+    }
+
+    /// With `--replSet`: opens this member of the set. `engine` is the disk engine the
+    /// catalog's [`basalt_repl::StampedEngine`] wraps.
+    pub async fn open_replica_set(self: &Arc<Self>, engine: Arc<dyn Engine>) -> Result<()> {
+        let Some(name) = self.options.repl_set.clone() else {
+            return Ok(());
+        };
+        let applier = Arc::new(replication::ServerApplier {
+            server: Arc::downgrade(self),
+        });
+        let set = basalt_repl::ReplicaSet::open(&name, self.options.port, engine, applier).await?;
+        let _ = self.replication.set(set);
+        Ok(())
+    }
+
+    pub(crate) fn replication(&self) -> Option<&Arc<basalt_repl::ReplicaSet>> {
+        self.replication.get()
     }
 
     /// Threads one collection scan may use.

@@ -50,6 +50,7 @@ impl Activity {
             Activity::Reading(Space::Catalog) => "reading the catalog",
             Activity::Reading(Space::Records) => "reading documents",
             Activity::Reading(Space::Indexes) => "reading index entries",
+            Activity::Reading(Space::Replication) => "reading the replication log",
         }
     }
 }

@@ -36,7 +36,7 @@ const WRITABLE_PROBE_INTERVAL: Duration = Duration::from_millis(250);
 
 pub struct FjallEngine {
     db: Database,
-    keyspaces: [Keyspace; 3],
+    keyspaces: [Keyspace; 4],
     /// Held shared while a snapshot is taken and exclusively while an ingestion makes
     /// its tables visible, one space after another: no snapshot falls between them.
     snapshot_gate: RwLock<()>,
@@ -86,6 +86,7 @@ impl FjallEngine {
             open(Space::Catalog)?,
             open(Space::Records)?,
             open(Space::Indexes)?,
+            open(Space::Replication)?,
         ];
         Ok(FjallEngine {
             db,
@@ -176,13 +177,13 @@ fn keyspace_options(space: Space) -> KeyspaceCreateOptions {
         Space::Records => options
             .expect_point_read_hits(true)
             .data_block_size_policy(BlockSizePolicy::all(32 * 1024)),
-        Space::Catalog => options,
+        Space::Catalog | Space::Replication => options,
     }
 }
 
 struct FjallSnapshot {
     snapshot: fjall::Snapshot,
-    keyspaces: [Keyspace; 3],
+    keyspaces: [Keyspace; 4],
     faults: Arc<Faults>,
 }
 

@@ -25,10 +25,18 @@ pub enum Space {
     Records,
     /// Index entries, keyed by `index id | encoded key | record id`, with empty values.
     Indexes,
+    /// A replica set member's own state: the Raft log, its vote, what it has applied and
+    /// the table of retryable writes (`crates/repl`). Empty on a standalone.
+    Replication,
 }
 
 impl Space {
-    pub const ALL: [Space; 3] = [Space::Catalog, Space::Records, Space::Indexes];
+    pub const ALL: [Space; 4] = [
+        Space::Catalog,
+        Space::Records,
+        Space::Indexes,
+        Space::Replication,
+    ];
 
     /// Where the space is in [`Space::ALL`] (engines keep their spaces in that order).
     pub fn position(self) -> usize {
@@ -36,6 +44,7 @@ impl Space {
             Space::Catalog => 0,
             Space::Records => 1,
             Space::Indexes => 2,
+            Space::Replication => 3,
         }
     }
 
@@ -44,6 +53,7 @@ impl Space {
             Space::Catalog => "catalog",
             Space::Records => "records",
             Space::Indexes => "indexes",
+            Space::Replication => "replication",
         }
     }
 }
@@ -90,8 +100,8 @@ type IngestionRun = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// The puts of an [`Engine::ingest`] batch, per space in the order of [`Space::ALL`],
 /// each sorted by key; a delete or a key put twice is refused.
-fn ingestion_runs(batch: WriteBatch) -> Result<[IngestionRun; 3]> {
-    let mut runs: [IngestionRun; 3] = Default::default();
+fn ingestion_runs(batch: WriteBatch) -> Result<[IngestionRun; 4]> {
+    let mut runs: [IngestionRun; 4] = Default::default();
     for op in batch.ops {
         match op {
             WriteOp::Put(space, key, value) => runs[space.position()].push((key, value)),

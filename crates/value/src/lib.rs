@@ -3,6 +3,7 @@
 //! four numeric types, dotted-path traversal with MongoDB's array rules, collations, and
 //! values rendered as MongoDB quotes them in error messages.
 
+pub mod clock;
 pub mod collation;
 pub mod compare;
 mod decimal;

@@ -231,7 +231,7 @@ impl Merge {
         for doc in input {
             let mut doc = doc?;
             if !doc.contains_key("_id") && on.iter().any(|f| f == "_id") {
-                let mut with_id = doc! {"_id": bson::oid::ObjectId::new()};
+                let mut with_id = doc! {"_id": basalt_value::clock::object_id()};
                 with_id.extend(doc);
                 doc = with_id;
             }

@@ -64,7 +64,7 @@ impl UpdateContext {
         UpdateContext {
             is_upsert_insert: false,
             matched_array_position: None,
-            now: bson::DateTime::now(),
+            now: basalt_value::clock::now(),
         }
     }
 }

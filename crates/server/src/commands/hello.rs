@@ -21,14 +21,18 @@ pub fn hello(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     await_topology_change(ctx, body);
     let legacy = body.keys().next().is_some_and(|k| k != "hello");
     let mut reply = Document::new();
-    if legacy {
-        reply.insert("ismaster", true);
-    } else {
-        reply.insert("isWritablePrimary", true);
+    match ctx.server.replication() {
+        Some(set) => reply.extend(set.hello_fields(legacy)),
+        None if legacy => {
+            reply.insert("ismaster", true);
+        }
+        None => {
+            reply.insert("isWritablePrimary", true);
+        }
     }
     reply.insert(
         "topologyVersion",
-        doc! { "processId": ctx.server.process_id, "counter": 0_i64 },
+        doc! { "processId": ctx.server.process_id, "counter": topology_counter(ctx) },
     );
     reply.insert("maxBsonObjectSize", MAX_BSON_OBJECT_SIZE_BYTES as i32);
     reply.insert("maxMessageSizeBytes", MAX_MESSAGE_SIZE_BYTES as i32);
@@ -60,21 +64,36 @@ pub fn hello(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     Ok(reply)
 }
 
+/// The topology version's counter: a replica set member's changes with its role, its
+/// primary and its config; a standalone's never does.
+fn topology_counter(ctx: &Ctx<'_>) -> i64 {
+    ctx.server
+        .replication()
+        .map_or(0, |set| set.topology_counter())
+}
+
 /// An awaitable hello (a driver's monitor sends `topologyVersion` and `maxAwaitTimeMS`)
-/// is answered when the topology changes or the time is up, as mongod does. A standalone's
-/// topology never changes, so it waits the whole time; answering at once would make every
-/// driver's monitor ask again in a tight loop, costing both sides a core.
+/// is answered when the topology changes or the time is up, as mongod does: this is how
+/// drivers learn of a new primary at once. A standalone's topology never changes, so it
+/// waits the whole time; answering at once would make every driver's monitor ask again in
+/// a tight loop, costing both sides a core.
 fn await_topology_change(ctx: &Ctx<'_>, body: &Document) {
     let Some(wait_ms) = body.get("maxAwaitTimeMS").and_then(basalt_value::as_i64) else {
         return;
     };
+    let counter = topology_counter(ctx);
     let current = body.get_document("topologyVersion").is_ok_and(|version| {
         version.get_object_id("processId").ok() == Some(ctx.server.process_id)
-            && version.get("counter").and_then(basalt_value::as_i64) == Some(0)
+            && version.get("counter").and_then(basalt_value::as_i64) == Some(counter)
     });
     if current {
-        let wait_ms = u64::try_from(wait_ms).unwrap_or(0).min(AWAIT_TIME_MS_MAX);
+        let wait = std::time::Duration::from_millis(
+            u64::try_from(wait_ms).unwrap_or(0).min(AWAIT_TIME_MS_MAX),
+        );
         let _awaiting = Counted::new(&ctx.server.stats.connections.awaiting_topology_changes, 1);
-        std::thread::sleep(std::time::Duration::from_millis(wait_ms));
+        match ctx.server.replication() {
+            Some(set) => set.wait_topology_change(counter, wait),
+            None => std::thread::sleep(wait),
+        }
     }
 }

@@ -154,7 +154,7 @@ fn with_generated_id(doc: &RawDocument) -> Result<RawDocumentBuf> {
     let mut bytes = Vec::with_capacity(length);
     bytes.extend_from_slice(&i32::try_from(length).unwrap_or(i32::MAX).to_le_bytes());
     bytes.extend_from_slice(ID_ELEMENT);
-    bytes.extend_from_slice(&bson::oid::ObjectId::new().bytes());
+    bytes.extend_from_slice(&basalt_value::clock::object_id().bytes());
     bytes.extend_from_slice(elements);
     RawDocumentBuf::from_bytes(bytes)
         .map_err(|e| Error::bad_value(format!("invalid document: {e}")))
@@ -180,7 +180,7 @@ fn prepare_borrowed(doc: &Document) -> Result<Cow<'_, Document>> {
             ready.insert("_id", id.clone());
         }
         None => {
-            ready.insert("_id", bson::oid::ObjectId::new());
+            ready.insert("_id", basalt_value::clock::object_id());
         }
     }
     for (key, value) in doc {

@@ -31,6 +31,7 @@ mod validate;
 mod write_batch;
 
 use crate::connection::ConnectionInfo;
+use crate::replication;
 use crate::Server;
 use basalt_catalog::OperationClass;
 use basalt_error::{Error, ErrorCode, Result};
@@ -308,6 +309,41 @@ static COMMANDS: &[Command] = &[
         validate::validate,
         "checks a collection's records and indexes",
     ),
+    admin_only(command(
+        "replSetInitiate",
+        replication::repl_set_initiate,
+        "initiates a replica set with this member in it",
+    )),
+    admin_only(command(
+        "replSetGetStatus",
+        replication::repl_set_get_status,
+        "the state of each member of the replica set",
+    )),
+    admin_only(command(
+        "replSetGetConfig",
+        replication::repl_set_get_config,
+        "the replica set's configuration",
+    )),
+    admin_only(command(
+        "replSetReconfig",
+        replication::repl_set_reconfig,
+        "changes the replica set's members or settings",
+    )),
+    admin_only(command(
+        "replSetStepDown",
+        replication::repl_set_step_down,
+        "makes the primary a secondary so another member is elected",
+    )),
+    admin_only(command(
+        "replSetFreeze",
+        replication::repl_set_freeze,
+        "keeps this member from seeking election for a while",
+    )),
+    admin_only(command(
+        "replSetRaft",
+        replication::repl_set_raft,
+        "internal: replication messages between members",
+    )),
 ];
 
 fn lookup(name: &str) -> Option<&'static Command> {
@@ -327,6 +363,7 @@ pub fn dispatch(ctx: &Ctx<'_>, body: &Document) -> RawDocumentBuf {
             reply.append(cstr!("ok"), 1.0);
             Ok(reply)
         }
+        Reply::Complete(reply) => Ok(reply),
     });
     reply.unwrap_or_else(|e| error_reply(&e))
 }
@@ -348,6 +385,8 @@ pub fn error_reply(error: &Error) -> RawDocumentBuf {
 enum Reply {
     Document(Document),
     Encoded(RawDocumentBuf),
+    /// A whole reply, `ok` included: a replicated write's, from the state machine.
+    Complete(RawDocumentBuf),
 }
 
 fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
@@ -377,6 +416,13 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
         Counter::Query => crate::stats::Stats::add(&stats.query, 1),
         Counter::GetMore => crate::stats::Stats::add(&stats.getmore, 1),
         Counter::OwnCount => {}
+    }
+    if let Some(set) = ctx.server.replication() {
+        let routed = replication::route(ctx, set, command.name, body)
+            .map_err(|e| replication::label_retryable(command.name, body, e))?;
+        if let Some(reply) = routed {
+            return Ok(Reply::Complete(reply));
+        }
     }
     let defaulted = default_collation::with_default_collation(ctx, body);
     let body = defaulted.as_ref().unwrap_or(body);

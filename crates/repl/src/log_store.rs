@@ -1,0 +1,260 @@
+//! The Raft log and vote of a member, kept in the storage engine's replication space so
+//! they share the data's journal: an appended entry survives `kill -9` as an
+//! acknowledged write does.
+
+use crate::types::{decode, encode, TypeConfig};
+use basalt_storage::{Durability, Engine, ScanStart, Space, WriteBatch};
+use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
+use openraft::{Entry, LogId, StorageError, StorageIOError, Vote};
+use serde::{Deserialize, Serialize};
+use std::fmt::Debug;
+use std::ops::{Bound, ControlFlow, RangeBounds};
+use std::sync::Arc;
+
+const LOG_PREFIX: &[u8] = b"log/";
+const VOTE_KEY: &[u8] = b"vote";
+const COMMITTED_KEY: &[u8] = b"committed";
+const PURGED_KEY: &[u8] = b"purged";
+
+/// A value stored or sent on its own.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct Record<T> {
+    pub value: T,
+}
+
+pub(crate) fn log_key(index: u64) -> Vec<u8> {
+    let mut key = LOG_PREFIX.to_vec();
+    key.extend_from_slice(&index.to_be_bytes());
+    key
+}
+
+pub(crate) fn read_error(e: impl std::fmt::Display) -> StorageError<u64> {
+    StorageIOError::read(&std::io::Error::other(e.to_string())).into()
+}
+
+pub(crate) fn write_error(e: impl std::fmt::Display) -> StorageError<u64> {
+    StorageIOError::write(&std::io::Error::other(e.to_string())).into()
+}
+
+/// Reads a wrapped value stored under `key`.
+pub(crate) fn get<T: for<'de> Deserialize<'de>>(
+    engine: &dyn Engine,
+    key: &[u8],
+) -> Result<Option<T>, StorageError<u64>> {
+    match engine
+        .snapshot()
+        .get(Space::Replication, key)
+        .map_err(read_error)?
+    {
+        Some(bytes) => Ok(Some(decode::<Record<T>>(&bytes).map_err(read_error)?.value)),
+        None => Ok(None),
+    }
+}
+
+/// Adds the put of a wrapped value to a batch.
+pub(crate) fn put<T: Serialize>(
+    batch: &mut WriteBatch,
+    key: &[u8],
+    value: T,
+) -> Result<(), StorageError<u64>> {
+    let bytes = encode(&Record { value }).map_err(write_error)?;
+    batch.put(Space::Replication, key.to_vec(), bytes);
+    Ok(())
+}
+
+fn write(engine: &dyn Engine, batch: WriteBatch) -> Result<(), StorageError<u64>> {
+    engine
+        .write(batch, Durability::Process)
+        .map_err(write_error)
+}
+
+/// The log, vote and commit point of one member.
+#[derive(Clone)]
+pub struct LogStore {
+    engine: Arc<dyn Engine>,
+}
+
+impl LogStore {
+    pub fn new(engine: Arc<dyn Engine>) -> LogStore {
+        LogStore { engine }
+    }
+
+    /// Visits the stored entries with an index in `[from, to_exclusive)`, in order.
+    fn scan(
+        &self,
+        from: u64,
+        to_exclusive: u64,
+        mut visit: impl FnMut(&[u8], &[u8]) -> Result<(), StorageError<u64>>,
+    ) -> Result<(), StorageError<u64>> {
+        let before = from.checked_sub(1).map(log_key);
+        let start = match &before {
+            Some(key) => ScanStart::After(key),
+            None => ScanStart::Beginning,
+        };
+        let mut failure = None;
+        self.engine
+            .snapshot()
+            .scan_prefix(Space::Replication, LOG_PREFIX, start, &mut |key, value| {
+                if index_of(key) >= to_exclusive {
+                    return Ok(ControlFlow::Break(()));
+                }
+                match visit(key, value) {
+                    Ok(()) => Ok(ControlFlow::Continue(())),
+                    Err(e) => {
+                        failure = Some(e);
+                        Ok(ControlFlow::Break(()))
+                    }
+                }
+            })
+            .map_err(read_error)?;
+        failure.map_or(Ok(()), Err)
+    }
+
+    fn entries(
+        &self,
+        from: u64,
+        to_exclusive: u64,
+    ) -> Result<Vec<Entry<TypeConfig>>, StorageError<u64>> {
+        let mut entries = Vec::new();
+        self.scan(from, to_exclusive, |_, value| {
+            entries.push(decode(value).map_err(read_error)?);
+            Ok(())
+        })?;
+        Ok(entries)
+    }
+
+    fn last_log_id(&self) -> Result<Option<LogId<u64>>, StorageError<u64>> {
+        let last = self
+            .engine
+            .snapshot()
+            .last_key_with_prefix(Space::Replication, LOG_PREFIX)
+            .map_err(read_error)?;
+        let Some(key) = last else { return Ok(None) };
+        let bytes = self
+            .engine
+            .snapshot()
+            .get(Space::Replication, &key)
+            .map_err(read_error)?
+            .ok_or_else(|| read_error("the last log entry vanished"))?;
+        let entry: Entry<TypeConfig> = decode(&bytes).map_err(read_error)?;
+        Ok(Some(entry.log_id))
+    }
+
+    /// Deletes the entries from `from` on (inclusive) up to `to` (exclusive).
+    fn delete_range(&self, from: u64, to_exclusive: u64) -> Result<(), StorageError<u64>> {
+        let mut batch = WriteBatch::default();
+        self.scan(from, to_exclusive, |key, _| {
+            batch.delete(Space::Replication, key.to_vec());
+            Ok(())
+        })?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        write(&*self.engine, batch)
+    }
+}
+
+fn index_of(key: &[u8]) -> u64 {
+    key.get(LOG_PREFIX.len()..)
+        .and_then(|bytes| bytes.try_into().ok())
+        .map_or(u64::MAX, u64::from_be_bytes)
+}
+
+fn range_of(range: &impl RangeBounds<u64>) -> (u64, u64) {
+    let from = match range.start_bound() {
+        Bound::Included(&i) => i,
+        Bound::Excluded(&i) => i.saturating_add(1),
+        Bound::Unbounded => 0,
+    };
+    let to = match range.end_bound() {
+        Bound::Included(&i) => i.saturating_add(1),
+        Bound::Excluded(&i) => i,
+        Bound::Unbounded => u64::MAX,
+    };
+    (from, to)
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry<TypeConfig>>, StorageError<u64>> {
+        let (from, to) = range_of(&range);
+        self.entries(from, to)
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError<u64>> {
+        let last_purged_log_id: Option<LogId<u64>> = get(&*self.engine, PURGED_KEY)?.flatten();
+        let last_log_id = self.last_log_id()?.or(last_purged_log_id);
+        Ok(LogState {
+            last_purged_log_id,
+            last_log_id,
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<u64>) -> Result<(), StorageError<u64>> {
+        let mut batch = WriteBatch::default();
+        put(&mut batch, VOTE_KEY, vote)?;
+        write(&*self.engine, batch)
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<u64>>, StorageError<u64>> {
+        get(&*self.engine, VOTE_KEY)
+    }
+
+    async fn save_committed(
+        &mut self,
+        committed: Option<LogId<u64>>,
+    ) -> Result<(), StorageError<u64>> {
+        let mut batch = WriteBatch::default();
+        put(&mut batch, COMMITTED_KEY, committed)?;
+        write(&*self.engine, batch)
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId<u64>>, StorageError<u64>> {
+        Ok(get(&*self.engine, COMMITTED_KEY)?.flatten())
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError<u64>>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + Send,
+        I::IntoIter: Send,
+    {
+        let mut batch = WriteBatch::default();
+        for entry in entries {
+            let bytes = encode(&entry).map_err(write_error)?;
+            batch.put(Space::Replication, log_key(entry.log_id.index), bytes);
+        }
+        let outcome = write(&*self.engine, batch);
+        callback.log_io_completed(
+            outcome
+                .as_ref()
+                .map(|_| ())
+                .map_err(|e| std::io::Error::other(e.to_string())),
+        );
+        outcome
+    }
+
+    async fn truncate(&mut self, log_id: LogId<u64>) -> Result<(), StorageError<u64>> {
+        self.delete_range(log_id.index, u64::MAX)
+    }
+
+    async fn purge(&mut self, log_id: LogId<u64>) -> Result<(), StorageError<u64>> {
+        let mut batch = WriteBatch::default();
+        put(&mut batch, PURGED_KEY, Some(log_id))?;
+        write(&*self.engine, batch)?;
+        self.delete_range(0, log_id.index.saturating_add(1))
+    }
+}

@@ -1,0 +1,200 @@
+//! How members talk: Raft's messages travel as the internal command `replSetRaft` over
+//! MongoDB's wire protocol, to the port clients use, as mongod's members use their one
+//! port for heartbeats and replication. One connection per peer, opened again after any
+//! failure.
+
+use crate::log_store::Record;
+use crate::types::{decode, encode, Member, TypeConfig};
+use basalt_wire::{Decoded, Message, OpMsg};
+use bson::{doc, Document, RawDocumentBuf};
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::io;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The name of the internal command that carries Raft's messages.
+pub const RAFT_COMMAND: &str = "replSetRaft";
+/// The longest a member waits to connect to another.
+const CONNECT_TIMEOUT_MS: u64 = 500;
+
+/// A connection to another member.
+pub struct Peer {
+    host: String,
+    stream: Option<TcpStream>,
+    request_id: i32,
+}
+
+impl Peer {
+    pub fn new(host: &str) -> Peer {
+        Peer {
+            host: host.to_string(),
+            stream: None,
+            request_id: 0,
+        }
+    }
+
+    /// Sends a command to the member and returns its reply, whatever its `ok`.
+    pub async fn run(&mut self, body: &Document, timeout: Duration) -> io::Result<Document> {
+        let outcome = tokio::time::timeout(timeout, self.exchange(body)).await;
+        match outcome {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(e)) => {
+                self.stream = None;
+                Err(e)
+            }
+            Err(_) => {
+                // A reply may still come on this stream: it must not answer the next
+                // request.
+                self.stream = None;
+                Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "{} did not answer within {} ms",
+                        self.host,
+                        timeout.as_millis()
+                    ),
+                ))
+            }
+        }
+    }
+
+    async fn exchange(&mut self, body: &Document) -> io::Result<Document> {
+        if self.stream.is_none() {
+            let connect = TcpStream::connect(&self.host);
+            let stream = tokio::time::timeout(Duration::from_millis(CONNECT_TIMEOUT_MS), connect)
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
+            stream.set_nodelay(true)?;
+            self.stream = Some(stream);
+        }
+        let Some(stream) = self.stream.as_mut() else {
+            return Err(io::Error::other("no connection"));
+        };
+        self.request_id = self.request_id.wrapping_add(1);
+        let raw = RawDocumentBuf::try_from(body).map_err(io::Error::other)?;
+        let message = basalt_wire::encode_op_msg(self.request_id, 0, 0, &raw, None);
+        stream.write_all(&message).await?;
+        let mut length = [0u8; 4];
+        stream.read_exact(&mut length).await?;
+        let size = usize::try_from(i32::from_le_bytes(length)).map_err(io::Error::other)?;
+        if !(16..=basalt_wire::MAX_MESSAGE_SIZE_BYTES).contains(&size) {
+            return Err(io::Error::other(format!("a reply of {size} bytes")));
+        }
+        let mut buffer = vec![0u8; size];
+        buffer[..4].copy_from_slice(&length);
+        stream.read_exact(&mut buffer[4..]).await?;
+        match basalt_wire::decode(&buffer) {
+            Ok(Decoded::Frame {
+                frame:
+                    basalt_wire::Frame {
+                        message: Message::Msg(OpMsg { body, .. }),
+                        ..
+                    },
+                ..
+            }) => Document::try_from(body.as_ref()).map_err(io::Error::other),
+            Ok(_) => Err(io::Error::other("an unexpected reply")),
+            Err(e) => Err(io::Error::other(format!("{e:?}"))),
+        }
+    }
+
+    /// Sends one Raft message and decodes the remote Raft's answer.
+    async fn raft<
+        Req: Serialize,
+        Resp: DeserializeOwned,
+        E: DeserializeOwned + std::error::Error,
+    >(
+        &mut self,
+        target: u64,
+        kind: &str,
+        request: &Req,
+        option: &RPCOption,
+    ) -> Result<Resp, RPCError<u64, Member, E>> {
+        let unreachable = |e: io::Error| RPCError::Unreachable(Unreachable::new(&e));
+        let payload = encode(&Record { value: request })
+            .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        let body = doc! {
+            RAFT_COMMAND: kind,
+            "payload": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: payload },
+            "$db": "admin",
+        };
+        let reply = self
+            .run(&body, option.hard_ttl())
+            .await
+            .map_err(unreachable)?;
+        let bytes = match reply.get("payload") {
+            Some(bson::Bson::Binary(binary)) => &binary.bytes,
+            _ => {
+                let message = reply.get_str("errmsg").unwrap_or("no payload in the reply");
+                return Err(RPCError::Network(NetworkError::new(&io::Error::other(
+                    message.to_string(),
+                ))));
+            }
+        };
+        let outcome: Record<Result<Resp, E>> =
+            decode(bytes).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        outcome
+            .value
+            .map_err(|e| RPCError::RemoteError(RemoteError::new(target, e)))
+    }
+}
+
+/// Makes a [`Peer`] per member Raft talks to.
+pub struct Network;
+
+/// The Raft connection to one member.
+pub struct RaftPeer {
+    target: u64,
+    peer: Peer,
+}
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = RaftPeer;
+
+    async fn new_client(&mut self, target: u64, node: &Member) -> RaftPeer {
+        RaftPeer {
+            target,
+            peer: Peer::new(&node.host),
+        }
+    }
+}
+
+impl RaftNetwork<TypeConfig> for RaftPeer {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, Member, RaftError<u64>>> {
+        self.peer.raft(self.target, "append", &rpc, &option).await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        _rpc: InstallSnapshotRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> Result<
+        InstallSnapshotResponse<u64>,
+        RPCError<u64, Member, RaftError<u64, InstallSnapshotError>>,
+    > {
+        Err(RPCError::Network(NetworkError::new(&io::Error::other(
+            "snapshots are not sent: members catch up from the whole log",
+        ))))
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<u64>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<u64>, RPCError<u64, Member, RaftError<u64>>> {
+        self.peer.raft(self.target, "vote", &rpc, &option).await
+    }
+}

@@ -1,0 +1,1021 @@
+//! A member of a replica set: its Raft node, its role as drivers see it (`hello`,
+//! `replSetGetStatus`), and the `replSet*` commands that change the set.
+//!
+//! Command handlers run on connection threads; they reach the async Raft node through the
+//! runtime handle (`block_on`), never from inside the runtime.
+
+use crate::config::SetConfig;
+use crate::log_store::{get, put, LogStore};
+use crate::network::{Network, Peer};
+use crate::state_machine::{config_proposal, stored_config, Applier, StateMachine};
+use crate::types::{Member, Proposal, Raft, WriteCommand};
+use crate::Shared;
+use basalt_error::{Error, ErrorCode, Result};
+use basalt_storage::{Durability, Engine, WriteBatch};
+use bson::{doc, Bson, Document};
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{RaftMetrics, ServerState, SnapshotPolicy};
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::runtime::Handle;
+
+const IDENTITY_KEY: &[u8] = b"identity";
+/// How often a member asks the others how they are (for `replSetGetStatus`).
+const STATUS_HEARTBEAT_MS: u64 = 500;
+/// How long a member waits for another's answer to a member-to-member command.
+const MEMBER_COMMAND_TIMEOUT_MS: u64 = 5_000;
+/// How often a waiting write checks that this member is still primary.
+const PRIMARY_CHECK_MS: u64 = 50;
+
+/// The position of an entry in the replicated log, as MongoDB's optime.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpTime {
+    pub index: u64,
+    pub term: u64,
+    /// The primary's clock when the entry was proposed (never going back).
+    pub wall_ms: i64,
+}
+
+impl OpTime {
+    /// MongoDB's oplog timestamp: seconds of the wall clock, and the log index as the
+    /// increment, so it grows with every entry.
+    pub fn timestamp(&self) -> bson::Timestamp {
+        bson::Timestamp {
+            time: u32::try_from(self.wall_ms / 1000).unwrap_or(0),
+            increment: self.index as u32,
+        }
+    }
+
+    pub fn to_document(&self) -> Document {
+        doc! { "ts": self.timestamp(), "t": self.term as i64 }
+    }
+
+    pub fn date(&self) -> bson::DateTime {
+        bson::DateTime::from_millis(self.wall_ms)
+    }
+}
+
+/// A member's state, with MongoDB's numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemberState {
+    /// No config yet (not initiated).
+    Startup,
+    Primary,
+    Secondary,
+    /// The config does not name this member.
+    Removed,
+}
+
+impl MemberState {
+    pub fn number(self) -> i32 {
+        match self {
+            MemberState::Startup => 0,
+            MemberState::Primary => 1,
+            MemberState::Secondary => 2,
+            MemberState::Removed => 10,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MemberState::Startup => "STARTUP",
+            MemberState::Primary => "PRIMARY",
+            MemberState::Secondary => "SECONDARY",
+            MemberState::Removed => "REMOVED",
+        }
+    }
+}
+
+/// Who this member is in its set, kept on disk.
+#[derive(Serialize, Deserialize)]
+struct Identity {
+    member_id: u64,
+}
+
+/// What the last status heartbeat learned of another member.
+#[derive(Clone, Default)]
+struct PeerStatus {
+    healthy: bool,
+    state: Option<MemberState>,
+    optime: Option<(bson::Timestamp, i64, bson::DateTime)>,
+    last_heartbeat: Option<bson::DateTime>,
+    ping_ms: i64,
+}
+
+/// Step-downs and freezes: until when this member must not seek election.
+#[derive(Default)]
+struct Elections {
+    stepping_down_until: Option<Instant>,
+    unelectable_until: Option<Instant>,
+    election_date: Option<bson::DateTime>,
+    last_state: Option<MemberState>,
+    last_leader: Option<u64>,
+}
+
+pub struct ReplicaSet {
+    set_name: String,
+    port: u16,
+    engine: Arc<dyn Engine>,
+    applier: Arc<dyn Applier>,
+    runtime: Handle,
+    raft: RwLock<Option<(u64, Raft)>>,
+    shared: Arc<Shared>,
+    started: Instant,
+    elections: Mutex<Elections>,
+    peers: Mutex<BTreeMap<u64, PeerStatus>>,
+}
+
+fn not_primary(message: &str) -> Error {
+    Error::new(ErrorCode::NOT_WRITABLE_PRIMARY, message)
+}
+
+impl ReplicaSet {
+    /// Opens the member named by `--replSet`: a member that was initiated before starts
+    /// its Raft node again; one that was not waits for `replSetInitiate` (or for the
+    /// member that runs it).
+    pub async fn open(
+        set_name: &str,
+        port: u16,
+        engine: Arc<dyn Engine>,
+        applier: Arc<dyn Applier>,
+    ) -> Result<Arc<ReplicaSet>> {
+        let set = Arc::new(ReplicaSet {
+            set_name: set_name.to_string(),
+            port,
+            engine,
+            applier,
+            runtime: Handle::current(),
+            raft: RwLock::new(None),
+            shared: Arc::new(Shared::default()),
+            started: Instant::now(),
+            elections: Mutex::new(Elections::default()),
+            peers: Mutex::new(BTreeMap::new()),
+        });
+        let identity: Option<Identity> = get(&*set.engine, IDENTITY_KEY).map_err(storage)?;
+        let config = stored_config(&*set.engine).map_err(storage)?;
+        if let (Some(identity), Some(document)) = (identity, config) {
+            let stored_name = document.get_str("_id").unwrap_or_default();
+            if stored_name != set_name {
+                return Err(Error::new(
+                    ErrorCode::INVALID_REPLICA_SET_CONFIG,
+                    format!(
+                        "this data directory belongs to replica set {stored_name}, not \
+                         {set_name} (--replSet)"
+                    ),
+                ));
+            }
+            let config = SetConfig::parse(&document, set_name)?;
+            set.start(identity.member_id, &config).await?;
+        }
+        let watcher = set.clone();
+        tokio::spawn(async move { watcher.watch().await });
+        let heartbeats = set.clone();
+        tokio::spawn(async move { heartbeats.heartbeat().await });
+        Ok(set)
+    }
+
+    pub fn set_name(&self) -> &str {
+        &self.set_name
+    }
+
+    fn raft(&self) -> Option<(u64, Raft)> {
+        self.raft.read().clone()
+    }
+
+    /// Starts this member's Raft node as member `id` of `config`.
+    async fn start(&self, id: u64, config: &SetConfig) -> Result<Raft> {
+        let election_ms = config.election_timeout_ms();
+        let raft_config = openraft::Config {
+            cluster_name: self.set_name.clone(),
+            heartbeat_interval: config.heartbeat_interval_ms(),
+            election_timeout_min: (election_ms / 2).max(config.heartbeat_interval_ms() * 2),
+            election_timeout_max: election_ms.max(config.heartbeat_interval_ms() * 3),
+            snapshot_policy: SnapshotPolicy::Never,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| Error::new(ErrorCode::INVALID_REPLICA_SET_CONFIG, e.to_string()))?;
+        self.shared.set_config(config.document.clone());
+        let state_machine = StateMachine {
+            engine: self.engine.clone(),
+            applier: self.applier.clone(),
+            shared: self.shared.clone(),
+        };
+        let raft = Raft::new(
+            id,
+            Arc::new(raft_config),
+            Network,
+            LogStore::new(self.engine.clone()),
+            state_machine,
+        )
+        .await
+        .map_err(|e| Error::internal(format!("cannot start the replication node: {e}")))?;
+        let electable = config.member(id).is_some_and(|m| m.electable());
+        raft.runtime_config().elect(electable);
+        *self.raft.write() = Some((id, raft.clone()));
+        self.shared.bump_topology();
+        Ok(raft)
+    }
+
+    fn config(&self) -> Option<SetConfig> {
+        self.shared.config()
+    }
+
+    fn metrics(&self) -> Option<(u64, RaftMetrics<u64, Member>)> {
+        self.raft()
+            .map(|(id, raft)| (id, raft.metrics().borrow().clone()))
+    }
+
+    /// This member's state as drivers see it.
+    pub fn state(&self) -> MemberState {
+        let (Some((id, metrics)), Some(config)) = (self.metrics(), self.config()) else {
+            return MemberState::Startup;
+        };
+        if config.member(id).is_none() {
+            return MemberState::Removed;
+        }
+        if self.is_writable_leader(&metrics, &config) {
+            MemberState::Primary
+        } else {
+            MemberState::Secondary
+        }
+    }
+
+    /// Leader, not stepping down, heard from a majority lately, and caught up with its
+    /// own term's first entry (everything committed before it took office is applied).
+    fn is_writable_leader(&self, metrics: &RaftMetrics<u64, Member>, config: &SetConfig) -> bool {
+        if metrics.state != ServerState::Leader {
+            return false;
+        }
+        if self
+            .elections
+            .lock()
+            .stepping_down_until
+            .is_some_and(|until| Instant::now() < until)
+        {
+            return false;
+        }
+        let voters = config.members.iter().filter(|m| m.votes > 0).count();
+        let quorum_fresh = voters == 1
+            || metrics
+                .millis_since_quorum_ack
+                .is_some_and(|ms| ms <= config.election_timeout_ms());
+        let caught_up = metrics
+            .last_applied
+            .is_some_and(|applied| applied.leader_id.term == metrics.current_term);
+        quorum_fresh && caught_up
+    }
+
+    fn host_of(&self, config: &SetConfig, id: Option<u64>) -> Option<String> {
+        id.and_then(|id| config.member(id)).map(|m| m.host.clone())
+    }
+
+    /// Reads on this member: a primary serves every read, a secondary those that allow
+    /// it (`secondaryOk`, a read preference other than primary).
+    pub fn check_readable(&self, secondary_ok: bool) -> Result<()> {
+        match self.state() {
+            MemberState::Primary => Ok(()),
+            MemberState::Secondary if secondary_ok => Ok(()),
+            MemberState::Secondary => Err(Error::new(
+                ErrorCode::NOT_PRIMARY_NO_SECONDARY_OK,
+                "not primary and secondaryOk=false",
+            )),
+            MemberState::Startup | MemberState::Removed if secondary_ok => Err(Error::new(
+                ErrorCode::NOT_PRIMARY_OR_SECONDARY,
+                "node is not in primary or recovering state",
+            )),
+            MemberState::Startup | MemberState::Removed => Err(Error::new(
+                ErrorCode::NOT_PRIMARY_NO_SECONDARY_OK,
+                "not primary and secondaryOk=false",
+            )),
+        }
+    }
+
+    /// A linearizable read: confirms with a majority that this member is still primary
+    /// and that everything committed is applied, before the read runs.
+    pub fn confirm_primary(&self) -> Result<()> {
+        let Some((_, raft)) = self.raft() else {
+            return Err(not_primary("not primary"));
+        };
+        self.runtime
+            .block_on(raft.ensure_linearizable())
+            .map(|_| ())
+            .map_err(|_| not_primary("not primary: could not confirm with a majority"))
+    }
+
+    /// Proposes a write command and waits until it is committed and applied here;
+    /// returns the reply this member's state machine produced.
+    pub fn propose(&self, command: WriteCommand) -> Result<Vec<u8>> {
+        let Some((_, raft)) = self.raft() else {
+            return Err(not_primary("not primary"));
+        };
+        if self.state() != MemberState::Primary {
+            return Err(not_primary("not primary"));
+        }
+        let term = raft.metrics().borrow().current_term;
+        let outcome = self.runtime.block_on(async {
+            let write = raft.client_write(Proposal::Command(command));
+            tokio::pin!(write);
+            loop {
+                tokio::select! {
+                    outcome = &mut write => return Some(outcome),
+                    () = tokio::time::sleep(Duration::from_millis(PRIMARY_CHECK_MS)) => {
+                        let metrics = raft.metrics().borrow().clone();
+                        let config = self.config();
+                        let still = metrics.current_term == term
+                            && config.is_some_and(|c| self.is_writable_leader(&metrics, &c));
+                        if !still {
+                            return None;
+                        }
+                    }
+                }
+            }
+        });
+        match outcome {
+            Some(Ok(response)) => Ok(response.data.reply),
+            Some(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => {
+                Err(not_primary("not primary"))
+            }
+            Some(Err(e)) => Err(Error::new(
+                ErrorCode::INTERRUPTED_DUE_TO_REPL_STATE_CHANGE,
+                format!("operation was interrupted: {e}"),
+            )),
+            None => Err(Error::new(
+                ErrorCode::INTERRUPTED_DUE_TO_REPL_STATE_CHANGE,
+                "operation was interrupted because the primary stepped down; it may still \
+                 be applied",
+            )),
+        }
+    }
+
+    /// The last entry applied here (= committed: only committed entries are applied).
+    pub fn applied(&self) -> OpTime {
+        self.shared.applied()
+    }
+
+    pub fn topology_counter(&self) -> i64 {
+        self.shared.topology_counter()
+    }
+
+    pub fn wait_topology_change(&self, seen: i64, timeout: Duration) {
+        self.shared.wait_topology_change(seen, timeout);
+    }
+
+    /// Number of members whose votes count, for write concerns.
+    pub fn voting_members(&self) -> usize {
+        self.config()
+            .map_or(0, |c| c.members.iter().filter(|m| m.votes > 0).count())
+    }
+
+    /// Number of members, for write concerns asking for `w: N`.
+    pub fn members(&self) -> usize {
+        self.config().map_or(0, |c| c.members.len())
+    }
+
+    /// The replica set fields of `hello`.
+    pub fn hello_fields(&self, legacy: bool) -> Document {
+        let state = self.state();
+        let primary_field = if legacy {
+            "ismaster"
+        } else {
+            "isWritablePrimary"
+        };
+        let mut reply = doc! {
+            primary_field: state == MemberState::Primary,
+            "secondary": state == MemberState::Secondary,
+        };
+        let (Some(config), Some((id, metrics))) = (self.config(), self.metrics()) else {
+            reply.insert("info", "Does not have a valid replica set config");
+            reply.insert("isreplicaset", true);
+            return reply;
+        };
+        let visible = |m: &&crate::MemberConfig| !m.hidden;
+        let hosts: Vec<String> = config
+            .members
+            .iter()
+            .filter(visible)
+            .filter(|m| m.priority > 0.0)
+            .map(|m| m.host.clone())
+            .collect();
+        let passives: Vec<String> = config
+            .members
+            .iter()
+            .filter(visible)
+            .filter(|m| m.priority == 0.0)
+            .map(|m| m.host.clone())
+            .collect();
+        reply.insert("hosts", hosts);
+        if !passives.is_empty() {
+            reply.insert("passives", passives);
+        }
+        reply.insert("setName", self.set_name.clone());
+        reply.insert("setVersion", config.version as i32);
+        if let Some(primary) = self.primary_host(&config, &metrics) {
+            reply.insert("primary", primary);
+        }
+        if let Some(me) = config.member(id) {
+            reply.insert("me", me.host.clone());
+            if me.hidden {
+                reply.insert("hidden", true);
+            }
+            if me.priority == 0.0 && !me.hidden {
+                reply.insert("passive", true);
+            }
+        }
+        if state == MemberState::Primary {
+            reply.insert("electionId", election_id(metrics.current_term));
+        }
+        let applied = self.applied();
+        reply.insert(
+            "lastWrite",
+            doc! {
+                "opTime": applied.to_document(),
+                "lastWriteDate": applied.date(),
+                "majorityOpTime": applied.to_document(),
+                "majorityWriteDate": applied.date(),
+            },
+        );
+        reply
+    }
+
+    /// The primary's host as this member knows it: itself when writable, else Raft's
+    /// leader as long as a heartbeat says it is primary.
+    fn primary_host(
+        &self,
+        config: &SetConfig,
+        metrics: &RaftMetrics<u64, Member>,
+    ) -> Option<String> {
+        let leader = metrics.current_leader?;
+        if leader == metrics.id {
+            return (self.state() == MemberState::Primary)
+                .then(|| self.host_of(config, Some(leader)))
+                .flatten();
+        }
+        let healthy = self
+            .peers
+            .lock()
+            .get(&leader)
+            .is_some_and(|p| p.state == Some(MemberState::Primary));
+        healthy
+            .then(|| self.host_of(config, Some(leader)))
+            .flatten()
+    }
+
+    /// `replSetGetConfig`.
+    pub fn get_config(&self) -> Result<Document> {
+        let config = self.config().ok_or_else(not_initialized)?;
+        let mut document = config.document.clone();
+        if let Some((_, metrics)) = self.metrics() {
+            document.insert("term", metrics.current_term as i64);
+        }
+        Ok(doc! { "config": document })
+    }
+
+    /// `replSetGetStatus`.
+    pub fn status(&self) -> Result<Document> {
+        let (Some(config), Some((my_id, metrics))) = (self.config(), self.metrics()) else {
+            return Err(not_initialized());
+        };
+        let state = self.state();
+        let applied = self.applied();
+        let now = bson::DateTime::now();
+        let peers = self.peers.lock().clone();
+        let elections = self.elections.lock();
+        let voters = config.members.iter().filter(|m| m.votes > 0).count();
+        let mut members = Vec::new();
+        for member in &config.members {
+            let mut entry = doc! { "_id": member.id as i32, "name": member.host.clone() };
+            if member.id == my_id {
+                entry.insert("health", 1.0);
+                entry.insert("state", state.number());
+                entry.insert("stateStr", state.name());
+                entry.insert("uptime", self.started.elapsed().as_secs() as i64);
+                entry.insert("optime", applied.to_document());
+                entry.insert("optimeDate", applied.date());
+                entry.insert("lastAppliedWallTime", applied.date());
+                entry.insert("lastDurableWallTime", applied.date());
+                if let Some(leader) = metrics.current_leader.filter(|l| *l != my_id) {
+                    if let Some(host) = self.host_of(&config, Some(leader)) {
+                        entry.insert("syncSourceHost", host);
+                        entry.insert("syncSourceId", leader as i32);
+                    }
+                }
+                if state == MemberState::Primary {
+                    entry.insert(
+                        "electionTime",
+                        bson::Timestamp {
+                            time: 0,
+                            increment: 0,
+                        },
+                    );
+                    if let Some(date) = elections.election_date {
+                        entry.insert("electionDate", date);
+                    }
+                }
+                entry.insert("self", true);
+            } else {
+                let peer = peers.get(&member.id).cloned().unwrap_or_default();
+                let member_state = if peer.healthy {
+                    peer.state.unwrap_or(MemberState::Startup)
+                } else {
+                    MemberState::Startup
+                };
+                entry.insert("health", if peer.healthy { 1.0 } else { 0.0 });
+                entry.insert(
+                    "state",
+                    if peer.healthy {
+                        member_state.number()
+                    } else {
+                        8
+                    },
+                );
+                entry.insert(
+                    "stateStr",
+                    if peer.healthy {
+                        member_state.name()
+                    } else {
+                        "(not reachable/healthy)"
+                    },
+                );
+                if let Some((ts, term, date)) = peer.optime {
+                    entry.insert("optime", doc! { "ts": ts, "t": term });
+                    entry.insert("optimeDate", date);
+                    let lag_ms = applied.wall_ms - date.timestamp_millis();
+                    entry.insert("lagSeconds", (lag_ms.max(0) / 1000) as i32);
+                }
+                if let Some(at) = peer.last_heartbeat {
+                    entry.insert("lastHeartbeat", at);
+                }
+                entry.insert("pingMs", peer.ping_ms);
+            }
+            entry.insert("configVersion", config.version as i32);
+            entry.insert("configTerm", metrics.current_term as i64);
+            members.push(Bson::Document(entry));
+        }
+        let majority = (voters / 2 + 1) as i32;
+        Ok(doc! {
+            "set": self.set_name.clone(),
+            "date": now,
+            "myState": state.number(),
+            "term": metrics.current_term as i64,
+            "syncSourceHost": "",
+            "syncSourceId": -1,
+            "heartbeatIntervalMillis": config.heartbeat_interval_ms() as i64,
+            "majorityVoteCount": majority,
+            "writeMajorityCount": majority,
+            "votingMembersCount": voters as i32,
+            "writableVotingMembersCount": voters as i32,
+            "optimes": {
+                "lastCommittedOpTime": applied.to_document(),
+                "lastCommittedWallTime": applied.date(),
+                "readConcernMajorityOpTime": applied.to_document(),
+                "appliedOpTime": applied.to_document(),
+                "durableOpTime": applied.to_document(),
+                "lastAppliedWallTime": applied.date(),
+                "lastDurableWallTime": applied.date(),
+            },
+            "members": members,
+        })
+    }
+
+    /// `replSetInitiate`: checks the config, has every other member join (all must
+    /// answer, as mongod's quorum check asks), then starts the Raft group.
+    pub fn initiate(&self, config: Option<&Document>, me_hosts: &[String]) -> Result<Document> {
+        if self.raft().is_some() {
+            return Err(Error::new(
+                ErrorCode::ALREADY_INITIALIZED,
+                "already initialized",
+            ));
+        }
+        let default_config;
+        let document = match config {
+            Some(document) => document,
+            None => {
+                let host = me_hosts
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| format!("127.0.0.1:{}", self.port));
+                default_config = doc! {
+                    "_id": self.set_name.clone(),
+                    "members": [{ "_id": 0, "host": host }],
+                };
+                &default_config
+            }
+        };
+        let config = SetConfig::parse(document, &self.set_name)?;
+        let me = self.find_me(&config, me_hosts)?;
+        let others: Vec<_> = config
+            .members
+            .iter()
+            .filter(|m| m.id != me)
+            .cloned()
+            .collect();
+        for member in &others {
+            self.send_join(&config, member.id, &member.host)?;
+        }
+        self.persist_identity(me, &config)?;
+        self.runtime.block_on(async {
+            let raft = self.start(me, &config).await?;
+            let voters: BTreeMap<u64, Member> = config
+                .members
+                .iter()
+                .filter(|m| m.votes > 0)
+                .map(|m| {
+                    (
+                        m.id,
+                        Member {
+                            host: m.host.clone(),
+                        },
+                    )
+                })
+                .collect();
+            raft.initialize(voters)
+                .await
+                .map_err(|e| Error::internal(format!("cannot initiate: {e}")))?;
+            for learner in config.members.iter().filter(|m| m.votes == 0) {
+                // Learners are added by the first primary; failing here is not fatal.
+                let _ = raft
+                    .add_learner(
+                        learner.id,
+                        Member {
+                            host: learner.host.clone(),
+                        },
+                        false,
+                    )
+                    .await;
+            }
+            Ok::<_, Error>(())
+        })?;
+        tracing::info!(
+            "replica set {} initiated with {} member(s)",
+            self.set_name,
+            config.members.len()
+        );
+        Ok(Document::new())
+    }
+
+    /// Which member of `config` this process is: the one whose host is one of the
+    /// addresses it answers on.
+    fn find_me(&self, config: &SetConfig, me_hosts: &[String]) -> Result<u64> {
+        config
+            .members
+            .iter()
+            .find(|m| me_hosts.iter().any(|h| h == &m.host))
+            .map(|m| m.id)
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorCode::NODE_NOT_FOUND,
+                    format!(
+                        "No host described in new configuration with {{version: {}, term: 0}} \
+                         for replica set {} maps to this node",
+                        config.version, self.set_name
+                    ),
+                )
+            })
+    }
+
+    fn persist_identity(&self, member_id: u64, config: &SetConfig) -> Result<()> {
+        let mut batch = WriteBatch::default();
+        put(&mut batch, IDENTITY_KEY, Identity { member_id }).map_err(storage)?;
+        let bytes = config
+            .document
+            .to_vec()
+            .map_err(|e| Error::internal(e.to_string()))?;
+        batch.put(
+            basalt_storage::Space::Replication,
+            crate::state_machine::CONFIG_KEY.to_vec(),
+            bytes,
+        );
+        self.engine.write(batch, Durability::Disk)
+    }
+
+    /// Asks the member at `host` to join as member `id` of `config`.
+    fn send_join(&self, config: &SetConfig, id: u64, host: &str) -> Result<()> {
+        let body = doc! {
+            crate::RAFT_COMMAND: "join",
+            "memberId": id as i64,
+            "config": config.document.clone(),
+            "$db": "admin",
+        };
+        let mut peer = Peer::new(host);
+        let reply = self
+            .runtime
+            .block_on(peer.run(&body, Duration::from_millis(MEMBER_COMMAND_TIMEOUT_MS)));
+        let failure = match reply {
+            Ok(reply) if reply.get_f64("ok").unwrap_or(0.0) == 1.0 => return Ok(()),
+            Ok(reply) => reply.get_str("errmsg").unwrap_or("refused").to_string(),
+            Err(e) => e.to_string(),
+        };
+        Err(Error::new(
+            ErrorCode::NODE_NOT_FOUND,
+            format!(
+                "replSetInitiate quorum check failed because not all proposed set members \
+                 responded affirmatively: {host} failed with {failure}"
+            ),
+        ))
+    }
+
+    /// Runs a member-to-member command (`replSetRaft`): Raft's messages, and `join`.
+    pub fn handle_internal(&self, body: &Document) -> Result<Document> {
+        let kind = body.get_str(crate::RAFT_COMMAND).unwrap_or_default();
+        if kind == "join" {
+            return self.join(body);
+        }
+        let Some((_, raft)) = self.raft() else {
+            return Err(not_initialized());
+        };
+        let payload = match body.get("payload") {
+            Some(Bson::Binary(binary)) => binary.bytes.as_slice(),
+            _ => return Err(Error::bad_value("replSetRaft needs a binary payload")),
+        };
+        let bad = |e: std::io::Error| Error::bad_value(format!("bad Raft message: {e}"));
+        let answer = match kind {
+            "append" => {
+                let request: crate::log_store::Record<
+                    openraft::raft::AppendEntriesRequest<crate::types::TypeConfig>,
+                > = crate::types::decode(payload).map_err(bad)?;
+                let outcome = self.runtime.block_on(raft.append_entries(request.value));
+                crate::types::encode(&crate::log_store::Record { value: outcome })
+            }
+            "vote" => {
+                let request: crate::log_store::Record<openraft::raft::VoteRequest<u64>> =
+                    crate::types::decode(payload).map_err(bad)?;
+                let outcome = self.runtime.block_on(raft.vote(request.value));
+                crate::types::encode(&crate::log_store::Record { value: outcome })
+            }
+            other => {
+                return Err(Error::bad_value(format!(
+                    "unknown replSetRaft message {other}"
+                )))
+            }
+        }
+        .map_err(|e| Error::internal(e.to_string()))?;
+        Ok(doc! {
+            "payload": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: answer },
+        })
+    }
+
+    /// Becomes member `memberId` of the config another member is initiating (or adding
+    /// this member to).
+    fn join(&self, body: &Document) -> Result<Document> {
+        let document = body
+            .get_document("config")
+            .map_err(|_| Error::bad_value("join needs a config"))?;
+        let config = SetConfig::parse(document, &self.set_name)?;
+        let id = body
+            .get_i64("memberId")
+            .ok()
+            .and_then(|id| u64::try_from(id).ok())
+            .ok_or_else(|| Error::bad_value("join needs a memberId"))?;
+        if let Some((current, _)) = self.raft() {
+            if current == id {
+                return Ok(Document::new());
+            }
+            return Err(Error::new(
+                ErrorCode::ALREADY_INITIALIZED,
+                "already initialized",
+            ));
+        }
+        self.persist_identity(id, &config)?;
+        self.runtime.block_on(self.start(id, &config))?;
+        tracing::info!("joined replica set {} as member {id}", self.set_name);
+        Ok(Document::new())
+    }
+
+    /// `replSetStepDown`: this member stops taking writes at once, lets the others elect
+    /// a primary by going quiet, and does not seek election for `step_down_secs`.
+    pub fn step_down(&self, step_down_secs: u64) -> Result<Document> {
+        let Some((id, raft)) = self.raft() else {
+            return Err(not_initialized());
+        };
+        if self.state() != MemberState::Primary {
+            return Err(not_primary("not primary so can't step down"));
+        }
+        let config = self.config().ok_or_else(not_initialized)?;
+        if !config.members.iter().any(|m| m.id != id && m.electable()) {
+            return Err(Error::new(
+                ErrorCode::EXCEEDED_TIME_LIMIT,
+                "No electable secondaries caught up as of now",
+            ));
+        }
+        let until = Instant::now() + Duration::from_secs(step_down_secs.max(1));
+        {
+            let mut elections = self.elections.lock();
+            elections.stepping_down_until = Some(until);
+            elections.unelectable_until = Some(until);
+        }
+        raft.runtime_config().elect(false);
+        raft.runtime_config().heartbeat(false);
+        self.shared.bump_topology();
+        let deadline = Instant::now() + Duration::from_millis(config.election_timeout_ms() * 5);
+        // The others elect one of themselves once this member's heartbeats stop; this
+        // member learns of the new term from its vote request.
+        while Instant::now() < deadline && raft.metrics().borrow().state == ServerState::Leader {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        raft.runtime_config().heartbeat(true);
+        self.elections.lock().stepping_down_until = None;
+        self.shared.bump_topology();
+        Ok(Document::new())
+    }
+
+    /// `replSetFreeze`: no election for `secs` (0 ends a freeze).
+    pub fn freeze(&self, secs: u64) -> Result<Document> {
+        let Some((id, raft)) = self.raft() else {
+            return Err(not_initialized());
+        };
+        if self.state() == MemberState::Primary {
+            return Err(Error::new(
+                ErrorCode::NOT_SECONDARY,
+                "cannot freeze node when primary or running for election. state: Primary",
+            ));
+        }
+        let electable = self
+            .config()
+            .and_then(|c| c.member(id).cloned())
+            .is_some_and(|m| m.electable());
+        let mut elections = self.elections.lock();
+        if secs == 0 {
+            elections.unelectable_until = None;
+            raft.runtime_config().elect(electable);
+            return Ok(doc! { "info": "unfreezing" });
+        }
+        elections.unelectable_until = Some(Instant::now() + Duration::from_secs(secs));
+        raft.runtime_config().elect(false);
+        Ok(Document::new())
+    }
+
+    /// `replSetReconfig`: members added are caught up as learners, then the voters
+    /// change through Raft's joint consensus, then the new config is committed.
+    pub fn reconfig(&self, document: &Document) -> Result<Document> {
+        let Some((_, raft)) = self.raft() else {
+            return Err(not_initialized());
+        };
+        if self.state() != MemberState::Primary {
+            return Err(not_primary(
+                "replSetReconfig should only be run on a writable PRIMARY",
+            ));
+        }
+        let current = self.config().ok_or_else(not_initialized)?;
+        let config = SetConfig::parse(document, &self.set_name)?;
+        if config.version <= current.version {
+            return Err(Error::new(
+                ErrorCode::NEW_REPLICA_SET_CONFIGURATION_INCOMPATIBLE,
+                format!(
+                    "New replica set configuration version must be greater than old, but {} \
+                     is not greater than {} for replica set {}",
+                    config.version, current.version, self.set_name
+                ),
+            ));
+        }
+        let old: BTreeSet<u64> = current.members.iter().map(|m| m.id).collect();
+        for member in config.members.iter().filter(|m| !old.contains(&m.id)) {
+            self.send_join(&config, member.id, &member.host)?;
+        }
+        let proposal = config_proposal(&config.document)?;
+        let interrupted =
+            |e: String| Error::new(ErrorCode::INTERRUPTED_DUE_TO_REPL_STATE_CHANGE, e);
+        self.runtime.block_on(async {
+            for member in config.members.iter().filter(|m| !old.contains(&m.id)) {
+                raft.add_learner(
+                    member.id,
+                    Member {
+                        host: member.host.clone(),
+                    },
+                    true,
+                )
+                .await
+                .map_err(|e| interrupted(e.to_string()))?;
+            }
+            let voters: BTreeSet<u64> = config
+                .members
+                .iter()
+                .filter(|m| m.votes > 0)
+                .map(|m| m.id)
+                .collect();
+            raft.change_membership(voters, false)
+                .await
+                .map_err(|e| interrupted(e.to_string()))?;
+            raft.client_write(proposal)
+                .await
+                .map_err(|e| interrupted(e.to_string()))?;
+            Ok::<_, Error>(())
+        })?;
+        Ok(Document::new())
+    }
+
+    /// Follows Raft's metrics: notes elections, applies the member's electability, and
+    /// wakes awaitable hellos when what they report changes.
+    async fn watch(self: Arc<Self>) {
+        loop {
+            tokio::time::sleep(Duration::from_millis(PRIMARY_CHECK_MS)).await;
+            let state = self.state();
+            let leader = self.metrics().and_then(|(_, m)| m.current_leader);
+            let mut elections = self.elections.lock();
+            if elections
+                .unelectable_until
+                .is_some_and(|until| Instant::now() >= until)
+            {
+                elections.unelectable_until = None;
+                if let (Some((id, raft)), Some(config)) = (self.raft(), self.config()) {
+                    raft.runtime_config()
+                        .elect(config.member(id).is_some_and(|m| m.electable()));
+                }
+            }
+            if elections.last_state != Some(state) || elections.last_leader != leader {
+                if state == MemberState::Primary && elections.last_state != Some(state) {
+                    elections.election_date = Some(bson::DateTime::now());
+                    tracing::info!("this member is now the primary of {}", self.set_name);
+                }
+                elections.last_state = Some(state);
+                elections.last_leader = leader;
+                drop(elections);
+                self.shared.bump_topology();
+            }
+        }
+    }
+
+    /// Asks every other member how it is, for `replSetGetStatus` and for `primary` in
+    /// hello (a leader no one has heard from is not reported).
+    async fn heartbeat(self: Arc<Self>) {
+        let mut connections: BTreeMap<u64, Peer> = BTreeMap::new();
+        loop {
+            tokio::time::sleep(Duration::from_millis(STATUS_HEARTBEAT_MS)).await;
+            let (Some(config), Some((my_id, _))) = (self.config(), self.raft()) else {
+                continue;
+            };
+            for member in config.members.iter().filter(|m| m.id != my_id) {
+                let peer = connections
+                    .entry(member.id)
+                    .or_insert_with(|| Peer::new(&member.host));
+                let sent = Instant::now();
+                let reply = peer
+                    .run(
+                        &doc! { "hello": 1, "$db": "admin" },
+                        Duration::from_millis(STATUS_HEARTBEAT_MS * 2),
+                    )
+                    .await;
+                let status = match reply {
+                    Ok(reply) => peer_status(&reply, sent),
+                    Err(_) => PeerStatus::default(),
+                };
+                let changed = {
+                    let mut peers = self.peers.lock();
+                    let old = peers.insert(member.id, status.clone());
+                    old.map(|o| (o.healthy, o.state)) != Some((status.healthy, status.state))
+                };
+                if changed {
+                    self.shared.bump_topology();
+                }
+            }
+        }
+    }
+}
+
+fn peer_status(reply: &Document, sent: Instant) -> PeerStatus {
+    let state = if reply.get_bool("isWritablePrimary").unwrap_or(false) {
+        Some(MemberState::Primary)
+    } else if reply.get_bool("secondary").unwrap_or(false) {
+        Some(MemberState::Secondary)
+    } else {
+        Some(MemberState::Startup)
+    };
+    let optime = reply.get_document("lastWrite").ok().and_then(|last| {
+        let op = last.get_document("opTime").ok()?;
+        Some((
+            op.get_timestamp("ts").ok()?,
+            op.get_i64("t").ok()?,
+            *last.get_datetime("lastWriteDate").ok()?,
+        ))
+    });
+    PeerStatus {
+        healthy: true,
+        state,
+        optime,
+        last_heartbeat: Some(bson::DateTime::now()),
+        ping_ms: sent.elapsed().as_millis() as i64,
+    }
+}
+
+/// MongoDB's electionId: an ObjectId with the largest timestamp and the term, so that
+/// drivers see it grow with every election.
+fn election_id(term: u64) -> bson::oid::ObjectId {
+    let mut bytes = [0u8; 12];
+    bytes[..4].copy_from_slice(&0x7fff_ffff_u32.to_be_bytes());
+    bytes[4..].copy_from_slice(&term.to_be_bytes());
+    bson::oid::ObjectId::from_bytes(bytes)
+}
+
+fn not_initialized() -> Error {
+    Error::new(
+        ErrorCode::NOT_YET_INITIALIZED,
+        "no replset config has been received",
+    )
+}
+
+fn storage(e: openraft::StorageError<u64>) -> Error {
+    Error::internal(format!("replication storage: {e}"))
+}

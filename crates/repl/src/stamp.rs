@@ -1,0 +1,76 @@
+//! Puts that ride along with every write batch of the thread applying a log entry, so the
+//! entry's id reaches the disk in the same atomic batch as the writes it caused.
+//!
+//! The write path does not know it runs under replication: the engine the catalog is
+//! given on a replica set member is a [`StampedEngine`], which adds the stamp of the
+//! applying thread, if any, to each batch it writes.
+
+use basalt_error::Result;
+use basalt_storage::{Durability, Engine, Snapshot, Space, WriteBatch};
+use std::cell::RefCell;
+use std::sync::Arc;
+
+type Puts = Vec<(Vec<u8>, Vec<u8>)>;
+
+thread_local! {
+    static STAMP: RefCell<Option<Puts>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with `puts` added to every batch this thread writes meanwhile.
+pub(crate) fn with_stamp<T>(puts: Puts, f: impl FnOnce() -> T) -> T {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            STAMP.with(|stamp| stamp.borrow_mut().take());
+        }
+    }
+    STAMP.with(|stamp| *stamp.borrow_mut() = Some(puts));
+    let _reset = Reset;
+    f()
+}
+
+fn add_stamp(batch: &mut WriteBatch) {
+    STAMP.with(|stamp| {
+        if let Some(puts) = stamp.borrow().as_ref() {
+            for (key, value) in puts {
+                batch.put(Space::Replication, key.clone(), value.clone());
+            }
+        }
+    });
+}
+
+/// The engine of a replica set member: the disk engine, with the applying thread's stamp
+/// added to its batches.
+pub struct StampedEngine {
+    inner: Arc<dyn Engine>,
+}
+
+impl StampedEngine {
+    pub fn new(inner: Arc<dyn Engine>) -> StampedEngine {
+        StampedEngine { inner }
+    }
+}
+
+impl Engine for StampedEngine {
+    fn snapshot(&self) -> Box<dyn Snapshot> {
+        self.inner.snapshot()
+    }
+
+    fn write(&self, mut batch: WriteBatch, durability: Durability) -> Result<()> {
+        add_stamp(&mut batch);
+        self.inner.write(batch, durability)
+    }
+
+    fn ingest(&self, mut batch: WriteBatch) -> Result<()> {
+        add_stamp(&mut batch);
+        self.inner.ingest(batch)
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.inner.sync()
+    }
+
+    fn disk_size_bytes(&self) -> u64 {
+        self.inner.disk_size_bytes()
+    }
+}

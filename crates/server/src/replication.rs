@@ -1,0 +1,308 @@
+//! The server's side of replica sets (`--replSet`): which commands go through the
+//! replicated log, which reads a secondary may serve, how a committed command is run on
+//! every member, and the `replSet*` commands.
+//!
+//! A write command is not run where it arrives: the primary proposes it as it came, and
+//! it runs when it is committed, on every member, through [`ServerApplier`] and the same
+//! command handlers a standalone uses. Nothing it does depends on the member: the clock
+//! and generated ObjectIds are fixed by the log entry (`basalt_value::clock`).
+
+use crate::commands::{dispatch, Ctx};
+use crate::connection::ConnectionInfo;
+use crate::Server;
+use basalt_error::{Error, ErrorCode, Result};
+use basalt_repl::{Applier, ReplicaSet, Sequence, WriteCommand};
+use basalt_wire::DocumentSequence;
+use bson::{doc, Bson, Document, RawDocumentBuf};
+use std::cell::Cell;
+use std::sync::{Arc, Weak};
+
+/// What a command is to a replica set member.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Changes data or the catalog: proposed to the log by the primary.
+    Write,
+    /// Reads data: a secondary serves it only with secondaryOk.
+    Read,
+    /// Anything else (handshakes, status, cursors already open).
+    Other,
+}
+
+/// The role of the command `name` with this body.
+pub fn role_of(name: &str, body: &Document) -> Role {
+    match name {
+        "insert" | "update" | "delete" | "findAndModify" | "create" | "drop" | "dropDatabase"
+        | "createIndexes" | "dropIndexes" | "collMod" | "renameCollection" => Role::Write,
+        "aggregate" if aggregate_writes(body) => Role::Write,
+        "mapReduce" if !map_reduce_inline(body) => Role::Write,
+        "find" | "aggregate" | "count" | "distinct" | "mapReduce" | "listCollections"
+        | "listIndexes" | "listDatabases" | "collStats" | "dbStats" | "explain" => Role::Read,
+        _ => Role::Other,
+    }
+}
+
+/// An aggregation ending in `$out` or `$merge` writes.
+fn aggregate_writes(body: &Document) -> bool {
+    let Ok(pipeline) = body.get_array("pipeline") else {
+        return false;
+    };
+    pipeline
+        .last()
+        .and_then(Bson::as_document)
+        .is_some_and(|stage| stage.contains_key("$out") || stage.contains_key("$merge"))
+}
+
+fn map_reduce_inline(body: &Document) -> bool {
+    match body.get("out") {
+        Some(Bson::Document(out)) => out.contains_key("inline"),
+        _ => false,
+    }
+}
+
+/// Whether the client lets a secondary answer: a read preference other than `primary`.
+fn secondary_ok(body: &Document) -> bool {
+    body.get_document("$readPreference")
+        .ok()
+        .and_then(|preference| preference.get_str("mode").ok())
+        .is_some_and(|mode| mode != "primary")
+}
+
+fn wants_linearizable(body: &Document) -> bool {
+    body.get_document("readConcern")
+        .ok()
+        .and_then(|concern| concern.get_str("level").ok())
+        == Some("linearizable")
+}
+
+thread_local! {
+    /// Set while this thread runs a committed command, so it runs instead of being
+    /// proposed again.
+    static APPLYING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// What happens to a command on a replica set member before its handler runs: `Some`
+/// with the whole reply when it was proposed to the log; `None` when it runs here.
+pub fn route(
+    ctx: &Ctx<'_>,
+    set: &ReplicaSet,
+    name: &str,
+    body: &Document,
+) -> Result<Option<RawDocumentBuf>> {
+    match role_of(name, body) {
+        Role::Write if !APPLYING.with(Cell::get) => propose(ctx, set, body).map(Some),
+        Role::Read => {
+            if wants_linearizable(body) {
+                set.check_readable(false)?;
+                set.confirm_primary()?;
+            } else {
+                set.check_readable(secondary_ok(body))?;
+            }
+            Ok(None)
+        }
+        _ => Ok(None),
+    }
+}
+
+fn propose(ctx: &Ctx<'_>, set: &ReplicaSet, body: &Document) -> Result<RawDocumentBuf> {
+    check_write_concern(set, body)?;
+    let command = WriteCommand {
+        db: ctx.db.to_string(),
+        body: body
+            .to_vec()
+            .map_err(|e| Error::internal(format!("cannot encode the command: {e}")))?,
+        sequences: ctx
+            .raw_sequences
+            .iter()
+            .map(|s| Sequence {
+                identifier: s.identifier.clone(),
+                documents: s
+                    .documents
+                    .iter()
+                    .map(|d| serde_bytes::ByteBuf::from(d.as_bytes().to_vec()))
+                    .collect(),
+            })
+            .collect(),
+        wall_ms: bson::DateTime::now().timestamp_millis(),
+    };
+    let reply = set.propose(command)?;
+    RawDocumentBuf::from_bytes(reply)
+        .map_err(|e| Error::internal(format!("an applied command's reply: {e}")))
+}
+
+/// `w` asking for more members than the set has cannot be satisfied (every other `w`
+/// is: a write is acknowledged once a majority has it, and `w: 1` gets that too).
+fn check_write_concern(set: &ReplicaSet, body: &Document) -> Result<()> {
+    let Ok(concern) = body.get_document("writeConcern") else {
+        return Ok(());
+    };
+    match concern.get("w") {
+        Some(w) if basalt_value::is_number(w) => {
+            let wanted = basalt_value::as_i64(w).unwrap_or(0);
+            if wanted > set.members() as i64 {
+                return Err(Error::new(
+                    ErrorCode::UNSATISFIABLE_WRITE_CONCERN,
+                    "Not enough data-bearing nodes",
+                ));
+            }
+            Ok(())
+        }
+        Some(Bson::String(mode)) if mode != "majority" => Err(Error::new(
+            ErrorCode::UNSATISFIABLE_WRITE_CONCERN,
+            format!("No write concern mode named '{mode}' found in replica set configuration"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Codes after which a driver may retry a retryable write, with the label MongoDB adds.
+const RETRYABLE_WRITE_CODES: &[ErrorCode] = &[
+    ErrorCode::NOT_WRITABLE_PRIMARY,
+    ErrorCode::NOT_PRIMARY_NO_SECONDARY_OK,
+    ErrorCode::NOT_PRIMARY_OR_SECONDARY,
+    ErrorCode::INTERRUPTED_DUE_TO_REPL_STATE_CHANGE,
+    ErrorCode::PRIMARY_STEPPED_DOWN,
+    ErrorCode::HOST_UNREACHABLE,
+    ErrorCode::EXCEEDED_TIME_LIMIT,
+];
+
+/// Adds `RetryableWriteError` to an error of a retryable write (one with a
+/// `txnNumber`), as mongod does for the codes drivers may retry.
+pub fn label_retryable(name: &str, body: &Document, error: Error) -> Error {
+    let retryable_write = role_of(name, body) == Role::Write && body.contains_key("txnNumber");
+    if retryable_write && RETRYABLE_WRITE_CODES.contains(&error.code) {
+        return error.with_extra(doc! { "errorLabels": ["RetryableWriteError"] });
+    }
+    error
+}
+
+/// Runs committed commands on this member.
+pub struct ServerApplier {
+    pub server: Weak<Server>,
+}
+
+impl Applier for ServerApplier {
+    fn apply(&self, index: u64, command: &WriteCommand) -> Vec<u8> {
+        let Some(server) = self.server.upgrade() else {
+            return Vec::new();
+        };
+        let reply = match Document::from_reader(command.body.as_slice()) {
+            Ok(body) => run_applied(&server, index, command, &body),
+            Err(e) => crate::commands::error_reply(&Error::internal(format!(
+                "a replicated command that cannot be decoded: {e}"
+            ))),
+        };
+        reply.into_bytes()
+    }
+}
+
+fn run_applied(
+    server: &Arc<Server>,
+    index: u64,
+    command: &WriteCommand,
+    body: &Document,
+) -> RawDocumentBuf {
+    let sequences: Vec<DocumentSequence> = command
+        .sequences
+        .iter()
+        .map(|s| DocumentSequence {
+            identifier: s.identifier.clone(),
+            documents: s
+                .documents
+                .iter()
+                .filter_map(|d| RawDocumentBuf::from_bytes(d.to_vec()).ok())
+                .collect(),
+        })
+        .collect();
+    let connection = Arc::new(ConnectionInfo {
+        id: 0,
+        peer: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+    });
+    let ctx = Ctx {
+        server,
+        connection: &connection,
+        db: &command.db,
+        raw_sequences: &sequences,
+        max_time_ms: None,
+    };
+    APPLYING.with(|applying| applying.set(true));
+    let reply = crate::connection::run_guarded(|| {
+        basalt_value::clock::with_fixed(command.wall_ms, index, || dispatch(&ctx, body))
+    });
+    APPLYING.with(|applying| applying.set(false));
+    reply
+}
+
+/// The addresses this member answers on, as a config names them (`host:port`).
+pub fn my_hosts(server: &Server) -> Vec<String> {
+    let port = server.options.port;
+    let mut hosts = vec![format!("127.0.0.1:{port}"), format!("localhost:{port}")];
+    for ip in &server.options.bind_ip {
+        hosts.push(format!("{ip}:{port}"));
+    }
+    if let Ok(name) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        hosts.push(format!("{}:{port}", name.trim()));
+    }
+    hosts.dedup();
+    hosts
+}
+
+fn replica_set<'a>(ctx: &'a Ctx<'_>) -> Result<&'a Arc<ReplicaSet>> {
+    ctx.server.replication().ok_or_else(|| {
+        Error::new(
+            ErrorCode::NO_REPLICATION_ENABLED,
+            "This node was not started with replication enabled.",
+        )
+    })
+}
+
+fn seconds(body: &Document, field: &str, default: u64) -> Result<u64> {
+    match body.get(field) {
+        None => Ok(default),
+        Some(value) => basalt_value::as_f64(value)
+            .filter(|v| *v >= 0.0 && v.is_finite())
+            .map(|v| v as u64)
+            .ok_or_else(|| Error::bad_value(format!("{field} must be a non-negative number"))),
+    }
+}
+
+pub fn repl_set_initiate(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let set = replica_set(ctx)?;
+    let config = match body.get("replSetInitiate") {
+        Some(Bson::Document(config)) => Some(config),
+        _ => None,
+    };
+    set.initiate(config, &my_hosts(ctx.server))
+}
+
+pub fn repl_set_get_status(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+    replica_set(ctx)?.status()
+}
+
+pub fn repl_set_get_config(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+    replica_set(ctx)?.get_config()
+}
+
+pub fn repl_set_reconfig(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let config = body
+        .get_document("replSetReconfig")
+        .map_err(|_| Error::type_mismatch("replSetReconfig needs a config document"))?;
+    replica_set(ctx)?.reconfig(config)
+}
+
+pub fn repl_set_step_down(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let secs = match body.get("replSetStepDown") {
+        Some(value) if basalt_value::is_number(value) => seconds(body, "replSetStepDown", 60)?,
+        _ => 60,
+    };
+    replica_set(ctx)?.step_down(secs)
+}
+
+pub fn repl_set_freeze(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let secs = seconds(body, "replSetFreeze", 0)?;
+    replica_set(ctx)?.freeze(secs)
+}
+
+/// `replSetRaft`: another member's Raft message, or its request to join.
+pub fn repl_set_raft(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    replica_set(ctx)?.handle_internal(body)
+}

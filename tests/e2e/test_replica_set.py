@@ -1,0 +1,284 @@
+"""Replica sets as drivers see them: `--replSet`, replSetInitiate, hello's fields,
+writes through the replicated log, reads from secondaries, MongoDB's errors on the wrong
+member, retryable writes answered once, stepDown, failover after `kill -9`, and a member
+that was down catching up.
+
+Each test starts its own members on 127.0.0.1 (the `start_replica_set` fixture).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pymongo
+import pytest
+from bson import Binary, ObjectId
+from bson.int64 import Int64
+from pymongo.errors import OperationFailure, PyMongoError
+from pymongo.read_preferences import ReadPreference
+
+from wire import RawConnection
+
+WAIT_S = 20.0
+
+
+def wait_until(predicate, timeout_s: float = WAIT_S, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"{what} not reached within {timeout_s}s")
+
+
+def count_on(member, collection: str = "c", db: str = "test") -> int:
+    with pymongo.MongoClient(
+        member.uri,
+        directConnection=True,
+        readPreference="secondaryPreferred",
+        serverMonitoringMode="poll",
+    ) as client:
+        return client[db][collection].count_documents({})
+
+
+def test_one_member_set_is_a_primary(start_server):
+    member = start_server("--replSet", "solo")
+    client = member.client(directConnection=True)
+    hello = client.admin.command("hello")
+    assert hello["isWritablePrimary"] is False
+    assert hello["isreplicaset"] is True
+    assert client.admin.command("replSetInitiate")["ok"] == 1.0
+    wait_until(lambda: client.admin.command("hello")["isWritablePrimary"], what="a primary")
+    hello = client.admin.command("hello")
+    host = f"127.0.0.1:{member.port}"
+    assert hello["setName"] == "solo"
+    assert hello["hosts"] == [host]
+    assert hello["primary"] == hello["me"] == host
+    assert hello["setVersion"] == 1
+    assert isinstance(hello["electionId"], ObjectId)
+    assert hello["lastWrite"]["opTime"]["t"] >= 1
+    with pymongo.MongoClient(member.uri, replicaSet="solo", serverSelectionTimeoutMS=10_000) as rs:
+        rs.test.c.insert_many([{"i": i} for i in range(10)])
+        assert rs.test.c.count_documents({}) == 10
+        assert rs.primary == ("127.0.0.1", member.port)
+    with pytest.raises(OperationFailure) as again:
+        client.admin.command("replSetInitiate")
+    assert again.value.code == 23  # AlreadyInitialized
+
+
+def test_the_set_survives_a_restart(start_server):
+    member = start_server("--replSet", "solo")
+    client = member.client(directConnection=True)
+    client.admin.command("replSetInitiate")
+    wait_until(lambda: client.admin.command("hello")["isWritablePrimary"], what="a primary")
+    client.test.c.insert_many([{"i": i} for i in range(5)])
+    member.restart(hard=True)
+    client = member.client(directConnection=True)
+    wait_until(lambda: client.admin.command("hello")["isWritablePrimary"], what="a primary")
+    assert client.test.c.count_documents({}) == 5, "applied entries are not applied twice"
+    client.test.c.insert_one({"i": 5})
+    assert client.test.c.count_documents({}) == 6
+
+
+def test_three_members_replicate_and_serve_secondary_reads(start_replica_set):
+    cluster = start_replica_set(3)
+    client = cluster.client()
+    client.test.c.insert_many([{"i": i} for i in range(100)])
+    client.test.c.create_index("i")
+    client.test.c.update_many(
+        {"i": {"$lt": 10}}, {"$set": {"small": True}, "$currentDate": {"at": True}}
+    )
+    client.test.c.delete_many({"i": {"$gte": 90}})
+    expected = list(client.test.c.find({}, sort=[("i", 1)]))
+    assert len(expected) == 90
+    hosts = client.admin.command("hello")["hosts"]
+    assert sorted(hosts) == sorted(cluster.hosts)
+    for member in cluster.members:
+        with pymongo.MongoClient(
+            member.uri, directConnection=True, readPreference="secondaryPreferred"
+        ) as direct:
+            wait_until(
+                lambda direct=direct: list(direct.test.c.find({}, sort=[("i", 1)])) == expected,
+                what=f"the same documents on {member.port}",
+            )
+            names = [ix["name"] for ix in direct.test.c.list_indexes()]
+            assert "i_1" in names
+    secondary_reads = client.test.get_collection("c", read_preference=ReadPreference.SECONDARY)
+    assert secondary_reads.count_documents({}) == 90
+
+    def states():
+        status = client.admin.command("replSetGetStatus")
+        return sorted(m["stateStr"] for m in status["members"])
+
+    # The members' heartbeats say how the others are, within a second.
+    wait_until(lambda: states() == ["PRIMARY", "SECONDARY", "SECONDARY"], what="all healthy")
+    status = client.admin.command("replSetGetStatus")
+    assert status["set"] == "rs0" and status["myState"] == 1
+    config = client.admin.command("replSetGetConfig")["config"]
+    assert config["_id"] == "rs0" and len(config["members"]) == 3
+    assert config["members"][0]["priority"] == 1.0 and config["members"][0]["votes"] == 1
+
+
+def test_the_wrong_member_gets_mongodb_s_errors(start_replica_set):
+    cluster = start_replica_set(3)
+    secondary = cluster.secondaries()[0]
+    direct = cluster.direct(secondary)
+    # pymongo raises NotPrimaryError (not an OperationFailure) for these codes.
+    with pytest.raises(PyMongoError) as write:
+        direct.test.command("insert", "c", documents=[{"x": 1}])
+    assert write.value.details["code"] == 10107  # NotWritablePrimary
+    retryable = raw_command(
+        secondary,
+        {
+            "insert": "c",
+            "documents": [{"x": 1}],
+            "lsid": {"id": Binary(uuid.uuid4().bytes, 4)},
+            "txnNumber": Int64(1),
+            "$db": "test",
+        },
+    )
+    assert retryable["code"] == 10107
+    assert retryable["errorLabels"] == ["RetryableWriteError"]
+    # Sent as written: a driver connected directly asks for primaryPreferred itself.
+    read = raw_command(secondary, {"find": "c", "$db": "test"})
+    assert read["code"] == 13435  # NotPrimaryNoSecondaryOk
+    assert direct.test.command("find", "c", **{"$readPreference": {"mode": "secondary"}})["ok"]
+    with pytest.raises(PyMongoError) as down:
+        direct.admin.command("replSetStepDown", 10)
+    assert down.value.details["code"] == 10107
+    with pytest.raises(OperationFailure) as unsatisfiable:
+        cluster.client().test.command("insert", "c", documents=[{"x": 1}], writeConcern={"w": 5})
+    assert unsatisfiable.value.code == 100
+
+
+def test_bad_configs_are_refused(start_server):
+    member = start_server("--replSet", "rs0")
+    client = member.client(directConnection=True)
+    host = f"127.0.0.1:{member.port}"
+
+    def code(config):
+        with pytest.raises(OperationFailure) as refused:
+            client.admin.command("replSetInitiate", config)
+        return refused.value.code
+
+    assert code({"_id": "other", "members": [{"_id": 0, "host": host}]}) == 93
+    assert (
+        code({"_id": "rs0", "members": [{"_id": 0, "host": host}, {"_id": 1, "host": host}]}) == 93
+    )
+    assert code({"_id": "rs0", "members": [{"_id": 0, "host": "127.0.0.1:1"}]}) == 74
+    unreachable = {
+        "_id": "rs0",
+        "members": [{"_id": 0, "host": host}, {"_id": 1, "host": "127.0.0.1:1"}],
+    }
+    assert code(unreachable) == 74
+    # Nothing was initiated by the refused attempts.
+    assert client.admin.command("hello")["isWritablePrimary"] is False
+
+
+def test_replication_commands_on_a_standalone(own_server):
+    client = own_server.client()
+    for command in ("replSetGetStatus", "replSetGetConfig", "replSetInitiate"):
+        with pytest.raises(OperationFailure) as refused:
+            client.admin.command(command)
+        assert refused.value.code == 76, command  # NoReplicationEnabled
+
+
+def raw_command(member, body: dict) -> dict:
+    """One command sent as written (lsid and txnNumber included), the reply as it came."""
+    with RawConnection(member.port) as connection:
+        return connection.command(body).doc
+
+
+def test_a_retried_write_runs_once(start_replica_set):
+    cluster = start_replica_set(3)
+    primary = cluster.wait_for_primary()
+    command = {
+        "findAndModify": "counter",
+        "query": {"_id": 1},
+        "update": {"$inc": {"n": 1}},
+        "upsert": True,
+        "new": True,
+        "lsid": {"id": Binary(uuid.uuid4().bytes, 4)},
+        "txnNumber": Int64(7),
+        "$db": "test",
+    }
+    first = raw_command(primary, command)
+    again = raw_command(primary, command)
+    assert first["ok"] == again["ok"] == 1.0
+    assert first["value"] == again["value"] == {"_id": 1, "n": 1}
+    older = raw_command(primary, dict(command, txnNumber=Int64(6)))
+    assert older["code"] == 225  # TransactionTooOld
+    newer = raw_command(primary, dict(command, txnNumber=Int64(8)))
+    assert newer["value"] == {"_id": 1, "n": 2}
+    # The session table is replicated: a retry reaching a new primary is answered from it.
+    cluster.direct(primary).admin.command("replSetStepDown", 30)
+    new = wait_until(
+        lambda: (p := cluster.primary()) is not None and p is not primary and p,
+        what="a new primary",
+    )
+    retried = raw_command(new, dict(command, txnNumber=Int64(8)))
+    assert retried["value"] == {"_id": 1, "n": 2}
+    assert cluster.client().test.counter.find_one({"_id": 1})["n"] == 2
+
+
+def test_step_down_elects_another_member(start_replica_set):
+    cluster = start_replica_set(3)
+    old = cluster.wait_for_primary()
+    client = cluster.client()
+    client.test.c.insert_one({"before": True})
+    cluster.direct(old).admin.command("replSetStepDown", 30)
+    new = wait_until(
+        lambda: (p := cluster.primary()) is not None and p is not old and p, what="a new primary"
+    )
+    assert new is not old
+    client.test.c.insert_one({"after": True})
+    assert client.test.c.count_documents({}) == 2
+    status = cluster.direct(old).admin.command("replSetGetStatus")
+    assert status["myState"] == 2
+
+
+def test_failover_after_kill_loses_no_acknowledged_write(start_replica_set):
+    cluster = start_replica_set(3)
+    client = cluster.client(retryWrites=True, w="majority")
+    acknowledged = []
+    for i in range(50):
+        client.test.c.insert_one({"i": i})
+        acknowledged.append(i)
+    old = cluster.wait_for_primary()
+    old.kill()
+    started = time.monotonic()
+    # Retryable writes: the insert that meets the dead primary is retried on the new one.
+    client.test.c.insert_one({"i": 50})
+    acknowledged.append(50)
+    assert time.monotonic() - started < 10
+    new = cluster.wait_for_primary()
+    assert new is not old
+    for i in range(51, 60):
+        client.test.c.insert_one({"i": i})
+        acknowledged.append(i)
+    stored = sorted(d["i"] for d in client.test.c.find())
+    assert stored == acknowledged
+    # The old primary comes back as a secondary and catches up.
+    old.start()
+    wait_until(lambda: count_on(old) == 60, what="the returning member caught up")
+    assert cluster.wait_for_primary() is new
+
+
+def test_a_member_added_by_reconfig_copies_the_data(start_replica_set, basalt_binary):
+    cluster = start_replica_set(3)
+    client = cluster.client()
+    client.test.c.insert_many([{"i": i} for i in range(1000)])
+    fourth = cluster.add_member(basalt_binary)
+    config = client.admin.command("replSetGetConfig")["config"]
+    config["version"] += 1
+    config["members"].append({"_id": 3, "host": f"127.0.0.1:{fourth.port}", "priority": 0})
+    client.admin.command("replSetReconfig", config)
+    wait_until(lambda: count_on(fourth) == 1000, what="the new member's copy")
+    hello = client.admin.command("hello")
+    assert f"127.0.0.1:{fourth.port}" in hello["passives"]
+    assert hello["setVersion"] == config["version"]
+    with pytest.raises(OperationFailure) as stale:
+        client.admin.command("replSetReconfig", config)
+    assert stale.value.code == 103
