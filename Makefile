@@ -11,6 +11,8 @@
 #   make conformance-baseline  the same, then write the new passed count to the baseline file
 #   make fuzz                  fuzz the wire decoder for FUZZ_SECONDS (nightly + cargo-fuzz)
 #   make soak                  normal and hostile traffic for SOAK_SECONDS against a release build
+#   make cluster               a local three-member replica set (CLUSTER_MEMBERS, CLUSTER_DIR)
+#   make failover              kill -9 / SIGSTOP trials against a three-member set (FAILOVER_TRIALS)
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -99,6 +101,19 @@ SOAK_SECONDS ?= 600
 soak: venv
 	cargo build --release -p basalt --bin basalt
 	$(PYTHON) scripts/soak.py --binary $(CARGO_TARGET_DIR)/release/basalt --duration $(SOAK_SECONDS)
+
+# `make cluster`: a local replica set on 127.0.0.1 until Ctrl-C (scripts/cluster.py).
+CLUSTER_MEMBERS ?= 3
+CLUSTER_DIR ?= cluster
+.PHONY: cluster failover
+cluster: build venv
+	$(PYTHON) scripts/cluster.py --members $(CLUSTER_MEMBERS) --dir $(CLUSTER_DIR)
+
+# `make failover`: the bounded fault trials of scripts/failover.py against a release build.
+FAILOVER_TRIALS ?= 20
+failover: venv
+	cargo build --release -p basalt --bin basalt
+	$(PYTHON) scripts/failover.py --binary $(CARGO_TARGET_DIR)/release/basalt --trials $(FAILOVER_TRIALS)
 
 # `make bench`: the W1-W5 benchmarks beside DuckDB and SQLite (docs/benchmarks.md), with a
 # release build and the peers' pinned packages in bench/.venv. BENCH_SIZE=N to resize,
