@@ -101,11 +101,7 @@ def start_server(basalt_binary, tmp_path):
         return srv.start()
 
     yield start
-    for srv in started:
-        try:
-            assert not srv.panics(), "basalt panicked:\n" + "\n".join(srv.panics())
-        finally:
-            srv.kill()
+    _kill_and_check_panics(started)
 
 
 @pytest.fixture
@@ -120,8 +116,12 @@ def start_replica_set(basalt_binary, tmp_path):
         return cluster.start()
 
     yield start
-    for cluster in started:
-        try:
-            assert not cluster.panics(), "basalt panicked:\n" + "\n".join(cluster.panics())
-        finally:
-            cluster.kill()
+    _kill_and_check_panics(started)
+
+
+def _kill_and_check_panics(started) -> None:
+    """Kills every server (or set) a test started, then fails if any of them panicked."""
+    for process in started:
+        process.kill()
+    panics = [line for process in started for line in process.panics()]
+    assert not panics, "basalt panicked:\n" + "\n".join(panics)

@@ -36,12 +36,13 @@ pub use types::{Member, Proposal, Sequence, WriteCommand};
 use bson::Document;
 use openraft::LogId;
 use parking_lot::{Condvar, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What the state machine, the Raft watcher and the command handlers share.
 #[derive(Default)]
 pub(crate) struct Shared {
-    config: RwLock<Option<SetConfig>>,
+    config: RwLock<Option<Arc<SetConfig>>>,
     applied: Mutex<OpTime>,
     /// Bumped whenever what `hello` reports changes (role, primary, config), waking
     /// awaitable hellos.
@@ -53,13 +54,13 @@ impl Shared {
     pub(crate) fn set_config(&self, document: Document) {
         let name = document.get_str("_id").unwrap_or_default().to_string();
         match SetConfig::parse(&document, &name) {
-            Ok(config) => *self.config.write() = Some(config),
+            Ok(config) => *self.config.write() = Some(Arc::new(config)),
             Err(e) => tracing::error!("an applied replica set config is invalid: {e}"),
         }
         self.bump_topology();
     }
 
-    pub(crate) fn config(&self) -> Option<SetConfig> {
+    pub(crate) fn config(&self) -> Option<Arc<SetConfig>> {
         self.config.read().clone()
     }
 

@@ -51,14 +51,23 @@ pub(crate) fn get<T: for<'de> Deserialize<'de>>(
     }
 }
 
+/// The key and encoded value of a wrapped value in the replication space.
+pub(crate) fn record<T: Serialize>(
+    key: &[u8],
+    value: T,
+) -> Result<(Vec<u8>, Vec<u8>), StorageError<u64>> {
+    let bytes = encode(&Record { value }).map_err(write_error)?;
+    Ok((key.to_vec(), bytes))
+}
+
 /// Adds the put of a wrapped value to a batch.
 pub(crate) fn put<T: Serialize>(
     batch: &mut WriteBatch,
     key: &[u8],
     value: T,
 ) -> Result<(), StorageError<u64>> {
-    let bytes = encode(&Record { value }).map_err(write_error)?;
-    batch.put(Space::Replication, key.to_vec(), bytes);
+    let (key, bytes) = record(key, value)?;
+    batch.put(Space::Replication, key, bytes);
     Ok(())
 }
 
@@ -124,15 +133,12 @@ impl LogStore {
     }
 
     fn last_log_id(&self) -> Result<Option<LogId<u64>>, StorageError<u64>> {
-        let last = self
-            .engine
-            .snapshot()
+        let snapshot = self.engine.snapshot();
+        let last = snapshot
             .last_key_with_prefix(Space::Replication, LOG_PREFIX)
             .map_err(read_error)?;
         let Some(key) = last else { return Ok(None) };
-        let bytes = self
-            .engine
-            .snapshot()
+        let bytes = snapshot
             .get(Space::Replication, &key)
             .map_err(read_error)?
             .ok_or_else(|| read_error("the last log entry vanished"))?;

@@ -5,10 +5,10 @@
 //! runtime handle (`block_on`), never from inside the runtime.
 
 use crate::config::SetConfig;
-use crate::log_store::{get, put, LogStore};
+use crate::log_store::{get, put, LogStore, Record};
 use crate::network::{Network, Peer};
 use crate::state_machine::{config_proposal, stored_config, Applier, StateMachine};
-use crate::types::{Member, Proposal, Raft, WriteCommand};
+use crate::types::{decode, encode, Member, Proposal, Raft, WriteCommand};
 use crate::Shared;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_storage::{Durability, Engine, WriteBatch};
@@ -67,6 +67,8 @@ pub enum MemberState {
     Secondary,
     /// The config does not name this member.
     Removed,
+    /// Another member that did not answer its last heartbeat.
+    Down,
 }
 
 impl MemberState {
@@ -76,6 +78,7 @@ impl MemberState {
             MemberState::Primary => 1,
             MemberState::Secondary => 2,
             MemberState::Removed => 10,
+            MemberState::Down => 8,
         }
     }
 
@@ -85,6 +88,7 @@ impl MemberState {
             MemberState::Primary => "PRIMARY",
             MemberState::Secondary => "SECONDARY",
             MemberState::Removed => "REMOVED",
+            MemberState::Down => "(not reachable/healthy)",
         }
     }
 }
@@ -96,10 +100,9 @@ struct Identity {
 }
 
 /// What the last status heartbeat learned of another member.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct PeerStatus {
-    healthy: bool,
-    state: Option<MemberState>,
+    state: MemberState,
     optime: Option<(bson::Timestamp, i64, bson::DateTime)>,
     last_heartbeat: Option<bson::DateTime>,
     ping_ms: i64,
@@ -110,9 +113,12 @@ struct PeerStatus {
 struct Elections {
     stepping_down_until: Option<Instant>,
     unelectable_until: Option<Instant>,
-    election_date: Option<bson::DateTime>,
+    /// When this member last became primary, and its last applied entry then.
+    elected: Option<(bson::DateTime, bson::Timestamp)>,
     last_state: Option<MemberState>,
     last_leader: Option<u64>,
+    /// The config version whose electability is applied to Raft.
+    config_version: Option<i64>,
 }
 
 pub struct ReplicaSet {
@@ -220,24 +226,26 @@ impl ReplicaSet {
         Ok(raft)
     }
 
-    fn config(&self) -> Option<SetConfig> {
+    fn config(&self) -> Option<Arc<SetConfig>> {
         self.shared.config()
     }
 
+    /// A copy of Raft's metrics, for the replies that show them (status, hello); the
+    /// per-command checks borrow them instead.
     fn metrics(&self) -> Option<(u64, RaftMetrics<u64, Member>)> {
         self.raft()
             .map(|(id, raft)| (id, raft.metrics().borrow().clone()))
     }
 
-    /// This member's state as drivers see it.
+    /// This member's state as drivers see it (checked by every command on a member).
     pub fn state(&self) -> MemberState {
-        let (Some((id, metrics)), Some(config)) = (self.metrics(), self.config()) else {
+        let (Some((id, raft)), Some(config)) = (self.raft(), self.config()) else {
             return MemberState::Startup;
         };
         if config.member(id).is_none() {
             return MemberState::Removed;
         }
-        if self.is_writable_leader(&metrics, &config) {
+        if self.is_writable_leader(&raft.metrics().borrow(), &config) {
             MemberState::Primary
         } else {
             MemberState::Secondary
@@ -276,20 +284,15 @@ impl ReplicaSet {
     /// Reads on this member: a primary serves every read, a secondary those that allow
     /// it (`secondaryOk`, a read preference other than primary).
     pub fn check_readable(&self, secondary_ok: bool) -> Result<()> {
-        match self.state() {
-            MemberState::Primary => Ok(()),
-            MemberState::Secondary if secondary_ok => Ok(()),
-            MemberState::Secondary => Err(Error::new(
+        match (self.state(), secondary_ok) {
+            (MemberState::Primary, _) | (MemberState::Secondary, true) => Ok(()),
+            (_, false) => Err(Error::new(
                 ErrorCode::NOT_PRIMARY_NO_SECONDARY_OK,
                 "not primary and secondaryOk=false",
             )),
-            MemberState::Startup | MemberState::Removed if secondary_ok => Err(Error::new(
+            (_, true) => Err(Error::new(
                 ErrorCode::NOT_PRIMARY_OR_SECONDARY,
                 "node is not in primary or recovering state",
-            )),
-            MemberState::Startup | MemberState::Removed => Err(Error::new(
-                ErrorCode::NOT_PRIMARY_NO_SECONDARY_OK,
-                "not primary and secondaryOk=false",
             )),
         }
     }
@@ -323,10 +326,8 @@ impl ReplicaSet {
                 tokio::select! {
                     outcome = &mut write => return Some(outcome),
                     () = tokio::time::sleep(Duration::from_millis(PRIMARY_CHECK_MS)) => {
-                        let metrics = raft.metrics().borrow().clone();
-                        let config = self.config();
-                        let still = metrics.current_term == term
-                            && config.is_some_and(|c| self.is_writable_leader(&metrics, &c));
+                        let still = raft.metrics().borrow().current_term == term
+                            && self.state() == MemberState::Primary;
                         if !still {
                             return None;
                         }
@@ -413,7 +414,7 @@ impl ReplicaSet {
         }
         reply.insert("setName", self.set_name.clone());
         reply.insert("setVersion", config.version as i32);
-        if let Some(primary) = self.primary_host(&config, &metrics) {
+        if let Some(primary) = self.primary_host(state, &config, &metrics) {
             reply.insert("primary", primary);
         }
         if let Some(me) = config.member(id) {
@@ -445,21 +446,20 @@ impl ReplicaSet {
     /// leader as long as a heartbeat says it is primary.
     fn primary_host(
         &self,
+        state: MemberState,
         config: &SetConfig,
         metrics: &RaftMetrics<u64, Member>,
     ) -> Option<String> {
         let leader = metrics.current_leader?;
-        if leader == metrics.id {
-            return (self.state() == MemberState::Primary)
-                .then(|| self.host_of(config, Some(leader)))
-                .flatten();
-        }
-        let healthy = self
-            .peers
-            .lock()
-            .get(&leader)
-            .is_some_and(|p| p.state == Some(MemberState::Primary));
-        healthy
+        let primary = if leader == metrics.id {
+            state == MemberState::Primary
+        } else {
+            self.peers
+                .lock()
+                .get(&leader)
+                .is_some_and(|p| p.state == MemberState::Primary)
+        };
+        primary
             .then(|| self.host_of(config, Some(leader)))
             .flatten()
     }
@@ -485,6 +485,11 @@ impl ReplicaSet {
         let peers = self.peers.lock().clone();
         let elections = self.elections.lock();
         let voters = config.members.iter().filter(|m| m.votes > 0).count();
+        // A secondary replicates from the leader (Raft has no chained sync sources).
+        let sync_source = metrics
+            .current_leader
+            .filter(|leader| *leader != my_id)
+            .and_then(|leader| Some((self.host_of(&config, Some(leader))?, leader as i32)));
         let mut members = Vec::new();
         for member in &config.members {
             let mut entry = doc! { "_id": member.id as i32, "name": member.host.clone() };
@@ -497,49 +502,24 @@ impl ReplicaSet {
                 entry.insert("optimeDate", applied.date());
                 entry.insert("lastAppliedWallTime", applied.date());
                 entry.insert("lastDurableWallTime", applied.date());
-                if let Some(leader) = metrics.current_leader.filter(|l| *l != my_id) {
-                    if let Some(host) = self.host_of(&config, Some(leader)) {
-                        entry.insert("syncSourceHost", host);
-                        entry.insert("syncSourceId", leader as i32);
-                    }
+                if let Some((host, id)) = &sync_source {
+                    entry.insert("syncSourceHost", host.clone());
+                    entry.insert("syncSourceId", *id);
                 }
-                if state == MemberState::Primary {
-                    entry.insert(
-                        "electionTime",
-                        bson::Timestamp {
-                            time: 0,
-                            increment: 0,
-                        },
-                    );
-                    if let Some(date) = elections.election_date {
-                        entry.insert("electionDate", date);
-                    }
+                if let (MemberState::Primary, Some((date, optime))) = (state, elections.elected) {
+                    entry.insert("electionTime", optime);
+                    entry.insert("electionDate", date);
                 }
                 entry.insert("self", true);
             } else {
-                let peer = peers.get(&member.id).cloned().unwrap_or_default();
-                let member_state = if peer.healthy {
-                    peer.state.unwrap_or(MemberState::Startup)
-                } else {
-                    MemberState::Startup
-                };
-                entry.insert("health", if peer.healthy { 1.0 } else { 0.0 });
-                entry.insert(
-                    "state",
-                    if peer.healthy {
-                        member_state.number()
-                    } else {
-                        8
-                    },
-                );
-                entry.insert(
-                    "stateStr",
-                    if peer.healthy {
-                        member_state.name()
-                    } else {
-                        "(not reachable/healthy)"
-                    },
-                );
+                let peer = peers
+                    .get(&member.id)
+                    .cloned()
+                    .unwrap_or_else(PeerStatus::down);
+                let healthy = peer.state != MemberState::Down;
+                entry.insert("health", if healthy { 1.0 } else { 0.0 });
+                entry.insert("state", peer.state.number());
+                entry.insert("stateStr", peer.state.name());
                 if let Some((ts, term, date)) = peer.optime {
                     entry.insert("optime", doc! { "ts": ts, "t": term });
                     entry.insert("optimeDate", date);
@@ -561,8 +541,8 @@ impl ReplicaSet {
             "date": now,
             "myState": state.number(),
             "term": metrics.current_term as i64,
-            "syncSourceHost": "",
-            "syncSourceId": -1,
+            "syncSourceHost": sync_source.as_ref().map_or(String::new(), |(host, _)| host.clone()),
+            "syncSourceId": sync_source.as_ref().map_or(-1, |(_, id)| *id),
             "heartbeatIntervalMillis": config.heartbeat_interval_ms() as i64,
             "majorityVoteCount": majority,
             "writeMajorityCount": majority,
@@ -731,31 +711,33 @@ impl ReplicaSet {
             Some(Bson::Binary(binary)) => binary.bytes.as_slice(),
             _ => return Err(Error::bad_value("replSetRaft needs a binary payload")),
         };
-        let bad = |e: std::io::Error| Error::bad_value(format!("bad Raft message: {e}"));
         let answer = match kind {
-            "append" => {
-                let request: crate::log_store::Record<
-                    openraft::raft::AppendEntriesRequest<crate::types::TypeConfig>,
-                > = crate::types::decode(payload).map_err(bad)?;
-                let outcome = self.runtime.block_on(raft.append_entries(request.value));
-                crate::types::encode(&crate::log_store::Record { value: outcome })
-            }
-            "vote" => {
-                let request: crate::log_store::Record<openraft::raft::VoteRequest<u64>> =
-                    crate::types::decode(payload).map_err(bad)?;
-                let outcome = self.runtime.block_on(raft.vote(request.value));
-                crate::types::encode(&crate::log_store::Record { value: outcome })
-            }
-            other => {
-                return Err(Error::bad_value(format!(
-                    "unknown replSetRaft message {other}"
-                )))
-            }
-        }
-        .map_err(|e| Error::internal(e.to_string()))?;
+            "append" => self.answer(payload, |request| raft.append_entries(request)),
+            "vote" => self.answer(payload, |request| raft.vote(request)),
+            other => Err(Error::bad_value(format!(
+                "unknown replSetRaft message {other}"
+            ))),
+        }?;
         Ok(doc! {
             "payload": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: answer },
         })
+    }
+
+    /// Decodes a Raft request, has the Raft node answer it, and encodes the outcome.
+    fn answer<Request, Outcome>(
+        &self,
+        payload: &[u8],
+        call: impl FnOnce(Request) -> Outcome,
+    ) -> Result<Vec<u8>>
+    where
+        Request: serde::de::DeserializeOwned,
+        Outcome: std::future::Future,
+        Outcome::Output: Serialize,
+    {
+        let request: Record<Request> =
+            decode(payload).map_err(|e| Error::bad_value(format!("bad Raft message: {e}")))?;
+        let outcome = self.runtime.block_on(call(request.value));
+        encode(&Record { value: outcome }).map_err(|e| Error::internal(e.to_string()))
     }
 
     /// Becomes member `memberId` of the config another member is initiating (or adding
@@ -810,14 +792,27 @@ impl ReplicaSet {
         raft.runtime_config().elect(false);
         raft.runtime_config().heartbeat(false);
         self.shared.bump_topology();
-        let deadline = Instant::now() + Duration::from_millis(config.election_timeout_ms() * 5);
         // The others elect one of themselves once this member's heartbeats stop; this
         // member learns of the new term from its vote request.
-        while Instant::now() < deadline && raft.metrics().borrow().state == ServerState::Leader {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let wait = Duration::from_millis(config.election_timeout_ms() * 5);
+        let stepped_down = self.runtime.block_on(
+            raft.wait(Some(wait))
+                .metrics(|m| m.state != ServerState::Leader, "step down"),
+        );
         raft.runtime_config().heartbeat(true);
-        self.elections.lock().stepping_down_until = None;
+        let mut elections = self.elections.lock();
+        elections.stepping_down_until = None;
+        if stepped_down.is_err() {
+            // Still the leader: it may stand again (the watcher restores electability).
+            elections.unelectable_until = Some(Instant::now());
+            drop(elections);
+            self.shared.bump_topology();
+            return Err(Error::new(
+                ErrorCode::EXCEEDED_TIME_LIMIT,
+                "No electable secondaries caught up as of now",
+            ));
+        }
+        drop(elections);
         self.shared.bump_topology();
         Ok(Document::new())
     }
@@ -907,27 +902,33 @@ impl ReplicaSet {
         Ok(Document::new())
     }
 
-    /// Follows Raft's metrics: notes elections, applies the member's electability, and
-    /// wakes awaitable hellos when what they report changes.
+    /// Follows Raft's metrics: notes elections, keeps the member's electability to its
+    /// config (after a freeze or step-down ends, after a reconfig), and wakes awaitable
+    /// hellos when what they report changes.
     async fn watch(self: Arc<Self>) {
         loop {
             tokio::time::sleep(Duration::from_millis(PRIMARY_CHECK_MS)).await;
+            let (Some((id, raft)), Some(config)) = (self.raft(), self.config()) else {
+                continue;
+            };
             let state = self.state();
-            let leader = self.metrics().and_then(|(_, m)| m.current_leader);
+            let leader = raft.metrics().borrow().current_leader;
             let mut elections = self.elections.lock();
-            if elections
+            let frozen = elections
                 .unelectable_until
-                .is_some_and(|until| Instant::now() >= until)
+                .is_some_and(|until| Instant::now() < until);
+            if !frozen
+                && (elections.unelectable_until.is_some()
+                    || elections.config_version != Some(config.version))
             {
                 elections.unelectable_until = None;
-                if let (Some((id, raft)), Some(config)) = (self.raft(), self.config()) {
-                    raft.runtime_config()
-                        .elect(config.member(id).is_some_and(|m| m.electable()));
-                }
+                elections.config_version = Some(config.version);
+                raft.runtime_config()
+                    .elect(config.member(id).is_some_and(|m| m.electable()));
             }
             if elections.last_state != Some(state) || elections.last_leader != leader {
-                if state == MemberState::Primary && elections.last_state != Some(state) {
-                    elections.election_date = Some(bson::DateTime::now());
+                if state == MemberState::Primary {
+                    elections.elected = Some((bson::DateTime::now(), self.applied().timestamp()));
                     tracing::info!("this member is now the primary of {}", self.set_name);
                 }
                 elections.last_state = Some(state);
@@ -960,13 +961,14 @@ impl ReplicaSet {
                     .await;
                 let status = match reply {
                     Ok(reply) => peer_status(&reply, sent),
-                    Err(_) => PeerStatus::default(),
+                    Err(_) => PeerStatus::down(),
                 };
-                let changed = {
-                    let mut peers = self.peers.lock();
-                    let old = peers.insert(member.id, status.clone());
-                    old.map(|o| (o.healthy, o.state)) != Some((status.healthy, status.state))
-                };
+                let state = status.state;
+                let changed = self
+                    .peers
+                    .lock()
+                    .insert(member.id, status)
+                    .is_none_or(|old| old.state != state);
                 if changed {
                     self.shared.bump_topology();
                 }
@@ -975,13 +977,24 @@ impl ReplicaSet {
     }
 }
 
+impl PeerStatus {
+    fn down() -> PeerStatus {
+        PeerStatus {
+            state: MemberState::Down,
+            optime: None,
+            last_heartbeat: None,
+            ping_ms: 0,
+        }
+    }
+}
+
 fn peer_status(reply: &Document, sent: Instant) -> PeerStatus {
     let state = if reply.get_bool("isWritablePrimary").unwrap_or(false) {
-        Some(MemberState::Primary)
+        MemberState::Primary
     } else if reply.get_bool("secondary").unwrap_or(false) {
-        Some(MemberState::Secondary)
+        MemberState::Secondary
     } else {
-        Some(MemberState::Startup)
+        MemberState::Startup
     };
     let optime = reply.get_document("lastWrite").ok().and_then(|last| {
         let op = last.get_document("opTime").ok()?;
@@ -992,7 +1005,6 @@ fn peer_status(reply: &Document, sent: Instant) -> PeerStatus {
         ))
     });
     PeerStatus {
-        healthy: true,
         state,
         optime,
         last_heartbeat: Some(bson::DateTime::now()),

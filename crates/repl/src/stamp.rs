@@ -12,29 +12,45 @@ use std::sync::Arc;
 
 type Puts = Vec<(Vec<u8>, Vec<u8>)>;
 
-thread_local! {
-    static STAMP: RefCell<Option<Puts>> = const { RefCell::new(None) };
+/// The stamp of the applying thread, and whether a batch has carried it yet.
+struct Stamp {
+    puts: Puts,
+    written: bool,
 }
 
-/// Runs `f` with `puts` added to every batch this thread writes meanwhile.
-pub(crate) fn with_stamp<T>(puts: Puts, f: impl FnOnce() -> T) -> T {
+thread_local! {
+    static STAMP: RefCell<Option<Stamp>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with `puts` added to every batch this thread writes meanwhile; says whether
+/// any batch carried them.
+pub(crate) fn with_stamp<T>(puts: Puts, f: impl FnOnce() -> T) -> (T, bool) {
     struct Reset;
     impl Drop for Reset {
         fn drop(&mut self) {
             STAMP.with(|stamp| stamp.borrow_mut().take());
         }
     }
-    STAMP.with(|stamp| *stamp.borrow_mut() = Some(puts));
-    let _reset = Reset;
-    f()
+    STAMP.with(|stamp| {
+        *stamp.borrow_mut() = Some(Stamp {
+            puts,
+            written: false,
+        })
+    });
+    let reset = Reset;
+    let outcome = f();
+    let written = STAMP.with(|stamp| stamp.borrow().as_ref().is_some_and(|s| s.written));
+    drop(reset);
+    (outcome, written)
 }
 
 fn add_stamp(batch: &mut WriteBatch) {
     STAMP.with(|stamp| {
-        if let Some(puts) = stamp.borrow().as_ref() {
-            for (key, value) in puts {
+        if let Some(stamp) = stamp.borrow_mut().as_mut() {
+            for (key, value) in &stamp.puts {
                 batch.put(Space::Replication, key.clone(), value.clone());
             }
+            stamp.written = true;
         }
     });
 }

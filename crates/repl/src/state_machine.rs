@@ -9,7 +9,7 @@
 //! same `lsid` and `txnNumber` gets its first reply instead of running again, on whichever
 //! member is primary when the retry arrives.
 
-use crate::log_store::{get, put, read_error, write_error};
+use crate::log_store::{get, put, read_error, record, write_error};
 use crate::stamp;
 use crate::types::{Applied, Proposal, TypeConfig, WriteCommand};
 use crate::Shared;
@@ -75,9 +75,8 @@ impl StateMachine {
         &self,
         log_id: LogId<u64>,
         command: &WriteCommand,
-    ) -> Result<Vec<u8>, StorageError<u64>> {
-        let mut stamped = WriteBatch::default();
-        put(&mut stamped, APPLIED_KEY, Some(log_id))?;
+    ) -> Result<(Vec<u8>, bool), StorageError<u64>> {
+        let applied = record(APPLIED_KEY, Some(log_id))?;
         let statement = RawDocument::from_bytes(&command.body)
             .ok()
             .and_then(retryable_statement);
@@ -85,10 +84,10 @@ impl StateMachine {
             let key = session_key(lsid);
             if let Some(record) = get::<SessionRecord>(&*self.engine, &key)? {
                 if record.txn_number == *txn_number {
-                    return Ok(record.reply);
+                    return Ok((record.reply, false));
                 }
                 if record.txn_number > *txn_number {
-                    return Ok(error_reply(Error::new(
+                    let too_old = error_reply(Error::new(
                         ErrorCode::TRANSACTION_TOO_OLD,
                         format!(
                             "Retryable write with txnNumber {txn_number} is prohibited on \
@@ -96,21 +95,17 @@ impl StateMachine {
                              already started on this session.",
                             record.txn_number
                         ),
-                    )));
+                    ));
+                    return Ok((too_old, false));
                 }
             }
         }
-        let puts = stamped
-            .ops
-            .into_iter()
-            .filter_map(|op| match op {
-                basalt_storage::WriteOp::Put(_, key, value) => Some((key, value)),
-                basalt_storage::WriteOp::Delete(..) => None,
-            })
-            .collect();
-        let reply = stamp::with_stamp(puts, || self.applier.apply(log_id.index, command));
+        let (reply, stamped) = stamp::with_stamp(vec![applied.clone()], || {
+            self.applier.apply(log_id.index, command)
+        });
         if let Some((lsid, txn_number)) = statement {
             let mut batch = WriteBatch::default();
+            batch.put(Space::Replication, applied.0, applied.1);
             put(
                 &mut batch,
                 &session_key(&lsid),
@@ -122,37 +117,35 @@ impl StateMachine {
             self.engine
                 .write(batch, Durability::Process)
                 .map_err(write_error)?;
+            return Ok((reply, true));
         }
-        Ok(reply)
+        Ok((reply, stamped))
     }
 
-    fn apply_entry(&self, entry: &Entry<TypeConfig>) -> Result<Applied, StorageError<u64>> {
-        let reply = match &entry.payload {
-            EntryPayload::Blank => Vec::new(),
+    /// Applies one entry; says whether its id reached the disk with its writes.
+    fn apply_entry(&self, entry: &Entry<TypeConfig>) -> Result<(Applied, bool), StorageError<u64>> {
+        let mut batch = WriteBatch::default();
+        match &entry.payload {
+            EntryPayload::Blank => return Ok((Applied::default(), false)),
             EntryPayload::Normal(Proposal::Command(command)) => {
-                self.apply_command(entry.log_id, command)?
+                let (reply, stamped) = self.apply_command(entry.log_id, command)?;
+                return Ok((Applied { reply }, stamped));
             }
             EntryPayload::Normal(Proposal::Config(config)) => {
                 let document = Document::from_reader(config.as_slice()).map_err(write_error)?;
-                let mut batch = WriteBatch::default();
                 batch.put(Space::Replication, CONFIG_KEY.to_vec(), config.clone());
-                self.engine
-                    .write(batch, Durability::Process)
-                    .map_err(write_error)?;
                 self.shared.set_config(document);
-                Vec::new()
             }
             EntryPayload::Membership(membership) => {
                 let stored = StoredMembership::new(Some(entry.log_id), membership.clone());
-                let mut batch = WriteBatch::default();
                 put(&mut batch, MEMBERSHIP_KEY, &stored)?;
-                self.engine
-                    .write(batch, Durability::Process)
-                    .map_err(write_error)?;
-                Vec::new()
             }
-        };
-        Ok(Applied { reply })
+        }
+        put(&mut batch, APPLIED_KEY, Some(entry.log_id))?;
+        self.engine
+            .write(batch, Durability::Process)
+            .map_err(write_error)?;
+        Ok((Applied::default(), true))
     }
 }
 
@@ -176,15 +169,19 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         // Commands run the server's blocking write path; this task's thread is lent to it.
         tokio::task::block_in_place(|| {
             let mut replies = Vec::with_capacity(entries.len());
+            let mut last_stamped = true;
             for entry in &entries {
-                replies.push(self.apply_entry(entry)?);
+                let (applied, stamped) = self.apply_entry(entry)?;
+                replies.push(applied);
+                last_stamped = stamped;
                 let wall_ms = match &entry.payload {
                     EntryPayload::Normal(Proposal::Command(command)) => Some(command.wall_ms),
                     _ => None,
                 };
                 self.shared.note_applied(entry.log_id, wall_ms);
             }
-            if let Some(last) = entries.last() {
+            // Entries that wrote nothing: their ids are recorded once, after the last.
+            if let (false, Some(last)) = (last_stamped, entries.last()) {
                 let mut batch = WriteBatch::default();
                 put(&mut batch, APPLIED_KEY, Some(last.log_id))?;
                 self.engine

@@ -105,9 +105,7 @@ impl Server {
         let Some(name) = self.options.repl_set.clone() else {
             return Ok(());
         };
-        let applier = Arc::new(replication::ServerApplier {
-            server: Arc::downgrade(self),
-        });
+        let applier = Arc::new(replication::ServerApplier::new(Arc::downgrade(self)));
         let set = basalt_repl::ReplicaSet::open(&name, self.options.port, engine, applier).await?;
         let _ = self.replication.set(set);
         Ok(())

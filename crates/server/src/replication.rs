@@ -177,7 +177,21 @@ pub fn label_retryable(name: &str, body: &Document, error: Error) -> Error {
 
 /// Runs committed commands on this member.
 pub struct ServerApplier {
-    pub server: Weak<Server>,
+    server: Weak<Server>,
+    /// The connection committed commands run on (they came from another member's log).
+    connection: Arc<ConnectionInfo>,
+}
+
+impl ServerApplier {
+    pub fn new(server: Weak<Server>) -> ServerApplier {
+        ServerApplier {
+            server,
+            connection: Arc::new(ConnectionInfo {
+                id: 0,
+                peer: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            }),
+        }
+    }
 }
 
 impl Applier for ServerApplier {
@@ -186,7 +200,7 @@ impl Applier for ServerApplier {
             return Vec::new();
         };
         let reply = match Document::from_reader(command.body.as_slice()) {
-            Ok(body) => run_applied(&server, index, command, &body),
+            Ok(body) => run_applied(&server, &self.connection, index, command, &body),
             Err(e) => crate::commands::error_reply(&Error::internal(format!(
                 "a replicated command that cannot be decoded: {e}"
             ))),
@@ -197,6 +211,7 @@ impl Applier for ServerApplier {
 
 fn run_applied(
     server: &Arc<Server>,
+    connection: &Arc<ConnectionInfo>,
     index: u64,
     command: &WriteCommand,
     body: &Document,
@@ -213,13 +228,9 @@ fn run_applied(
                 .collect(),
         })
         .collect();
-    let connection = Arc::new(ConnectionInfo {
-        id: 0,
-        peer: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-    });
     let ctx = Ctx {
         server,
-        connection: &connection,
+        connection,
         db: &command.db,
         raw_sequences: &sequences,
         max_time_ms: None,
