@@ -8,6 +8,7 @@ Each test starts its own members on 127.0.0.1 (the `start_replica_set` fixture).
 
 from __future__ import annotations
 
+import datetime
 import time
 import uuid
 
@@ -18,6 +19,7 @@ from bson.int64 import Int64
 from pymongo.errors import OperationFailure, PyMongoError
 from pymongo.read_preferences import ReadPreference
 
+from basalt_server import ReplicaSet
 from wire import RawConnection
 
 WAIT_S = 20.0
@@ -148,9 +150,100 @@ def test_the_wrong_member_gets_mongodb_s_errors(start_replica_set):
     with pytest.raises(PyMongoError) as down:
         direct.admin.command("replSetStepDown", 10)
     assert down.value.details["code"] == 10107
-    with pytest.raises(OperationFailure) as unsatisfiable:
-        cluster.client().test.command("insert", "c", documents=[{"x": 1}], writeConcern={"w": 5})
-    assert unsatisfiable.value.code == 100
+    # A write concern the set cannot satisfy: the write is done, and the reply says so
+    # in writeConcernError, as mongod's.
+    primary = cluster.client().test
+    for concern, code in (({"w": 5}, 100), ({"w": "dc-east"}, 79)):
+        reply = primary.command(
+            "insert", "wc", documents=[{"w": str(concern)}], writeConcern=concern
+        )
+        assert reply["n"] == 1
+        assert reply["writeConcernError"]["code"] == code
+        assert reply["writeConcernError"]["errInfo"]["writeConcern"] == concern
+    assert primary.wc.count_documents({}) == 2
+
+
+def test_replication_commands_refuse_bad_input(start_replica_set, start_server):
+    cluster = start_replica_set(3)
+    primary = cluster.wait_for_primary()
+    admin = cluster.direct(primary).admin
+    with pytest.raises(OperationFailure) as frozen:
+        admin.command("replSetFreeze", 10)
+    assert frozen.value.code == 95  # NotSecondary
+    with pytest.raises(OperationFailure) as not_a_config:
+        admin.command("replSetReconfig", 1)
+    assert not_a_config.value.code == 14  # TypeMismatch
+    with pytest.raises(OperationFailure) as bad_secs:
+        admin.command("replSetFreeze", -1)
+    assert bad_secs.value.code == 2  # BadValue
+    # A member-to-member message that is not one: an error, and the member lives on.
+    for body in (
+        {"replSetRaft": "append", "payload": Binary(b"\xff\x00garbage")},
+        {"replSetRaft": "append", "payload": "text"},
+        {"replSetRaft": "gossip", "payload": Binary(b"")},
+        {"replSetRaft": "join", "memberId": Int64(9), "config": {"_id": "other"}},
+    ):
+        with pytest.raises(OperationFailure) as bad:
+            admin.command(body)
+        assert bad.value.code in (2, 93), body
+    assert admin.command("hello")["isWritablePrimary"]
+    secondary = cluster.direct(cluster.secondaries()[0]).admin
+    assert secondary.command("replSetFreeze", 30)["ok"] == 1.0
+    assert secondary.command("replSetFreeze", 0)["info"] == "unfreezing"
+
+    solo = start_server("--replSet", "solo")
+    lone = solo.client(directConnection=True).admin
+    for command in ("replSetGetStatus", "replSetGetConfig", "replSetFreeze"):
+        with pytest.raises(OperationFailure) as uninitiated:
+            lone.command(command)
+        assert uninitiated.value.code == 94, command  # NotYetInitialized
+    lone.command("replSetInitiate")
+    wait_until(lambda: lone.command("hello")["isWritablePrimary"], what="a primary")
+    with pytest.raises(OperationFailure) as alone:
+        lone.command("replSetStepDown", 10)
+    assert alone.value.code == 262  # ExceededTimeLimit: no electable secondary
+
+
+def test_ttl_expiry_is_replicated(start_replica_set, basalt_binary, tmp_path):
+    cluster = ReplicaSet(basalt_binary, tmp_path / "ttl", 3)
+    for member in cluster.members:
+        member.extra_args += ["--setParameter", "ttlMonitorSleepSecs=1"]
+    try:
+        cluster.start()
+        client = cluster.client()
+        old = datetime.datetime(2000, 1, 1)
+        client.test.events.create_index("at", expireAfterSeconds=60)
+        client.test.events.insert_many(
+            [{"_id": 1, "at": old}, {"_id": 2, "at": [old]}, {"_id": 3, "at": "not a date"}]
+        )
+        client.test.events.insert_one({"_id": 4, "at": datetime.datetime.now(datetime.UTC)})
+        before = last_log_index(client)
+        # Only the primary expires documents, with a delete through the log that every
+        # member applies (members expiring on their own would add no entry).
+        for member in cluster.members:
+            wait_until(
+                lambda member=member: ids_on(member) == [3, 4], what=f"expiry on {member.port}"
+            )
+            with cluster.direct(member) as direct:
+                assert last_log_index(direct) > before
+    finally:
+        assert not cluster.panics()
+        cluster.kill()
+
+
+def last_log_index(client) -> int:
+    """The index of the last log entry a member applied (its optime's increment)."""
+    return client.admin.command("hello")["lastWrite"]["opTime"]["ts"].inc
+
+
+def ids_on(member) -> list:
+    with pymongo.MongoClient(
+        member.uri,
+        directConnection=True,
+        readPreference="secondaryPreferred",
+        serverMonitoringMode="poll",
+    ) as client:
+        return sorted(d["_id"] for d in client.test.events.find())
 
 
 def test_bad_configs_are_refused(start_server):

@@ -26,6 +26,7 @@ pub use index_builds::IndexBuildProgress;
 pub use latency_stats::{LatencyStats, OperationClass};
 pub use namespace::{validate_collection_name, validate_database_name};
 pub use plan_cache::{CachedPlan, PlanCache};
+pub use ttl::expired_filter;
 pub use validate::{IndexValidation, Validation};
 
 use basalt_error::{Error, ErrorCode, Result};

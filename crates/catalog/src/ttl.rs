@@ -42,12 +42,9 @@ impl Catalog {
         index: &IndexSpec,
         now: DateTime,
     ) -> Result<u64> {
-        let Some(seconds) = index.expire_after_seconds else {
+        let Some(cutoff) = cutoff_ms(index, now) else {
             return Ok(0);
         };
-        let cutoff = now
-            .timestamp_millis()
-            .saturating_sub(seconds.saturating_mul(1000));
         let candidates = expired_candidates(collection, index, cutoff)?;
         let meta = collection.meta();
         let mut deleted = 0;
@@ -99,6 +96,35 @@ fn expired_candidates(
 }
 
 /// Whether the document's indexed date (the earliest, for an array) is before the cutoff.
+/// The instant before which a TTL index's dates have expired, as of `now`; `None` for
+/// an index without `expireAfterSeconds`.
+fn cutoff_ms(index: &IndexSpec, now: DateTime) -> Option<i64> {
+    let seconds = index.expire_after_seconds?;
+    Some(
+        now.timestamp_millis()
+            .saturating_sub(seconds.saturating_mul(1000)),
+    )
+}
+
+/// The filter of the documents a TTL index says have expired as of `now` (a date below
+/// the cutoff in an indexed field, within the index's partial filter): what a replica
+/// set's primary deletes through the replicated log, where a standalone deletes them
+/// itself (`Catalog::expire_documents`). `$lt` with a date matches dates only, as
+/// expiry ignores other values, and an array with any date before the cutoff.
+pub fn expired_filter(index: &IndexSpec, now: DateTime) -> Option<bson::Document> {
+    let cutoff = DateTime::from_millis(cutoff_ms(index, now)?);
+    let expired: Vec<Bson> = index
+        .key
+        .keys()
+        .map(|field| Bson::Document(bson::doc! { field: { "$lt": cutoff } }))
+        .collect();
+    let mut conditions = vec![Bson::Document(bson::doc! { "$or": expired })];
+    if let Some(partial) = &index.partial {
+        conditions.push(Bson::Document(partial.expression.clone()));
+    }
+    Some(bson::doc! { "$and": conditions })
+}
+
 fn is_expired(index: &IndexSpec, doc: &bson::Document, cutoff_ms: i64) -> Result<bool> {
     Ok(index.keys_for(doc)?.iter().any(|key| {
         key.values

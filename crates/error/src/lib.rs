@@ -91,6 +91,7 @@ error_codes! {
     WRITE_CONCERN_FAILED = 64, "WriteConcernFailed";
     NODE_NOT_FOUND = 74, "NodeNotFound";
     NO_REPLICATION_ENABLED = 76, "NoReplicationEnabled";
+    UNKNOWN_REPL_WRITE_CONCERN = 79, "UnknownReplWriteConcern";
     INVALID_REPLICA_SET_CONFIG = 93, "InvalidReplicaSetConfig";
     NOT_YET_INITIALIZED = 94, "NotYetInitialized";
     NOT_SECONDARY = 95, "NotSecondary";

@@ -78,6 +78,9 @@ pub struct Server {
     log: LogBuffer,
     /// Identifies this process in hello's topologyVersion.
     process_id: bson::oid::ObjectId,
+    /// The connection of the work the server starts itself: committed commands from the
+    /// replicated log, the TTL monitor's deletes on a primary.
+    internal_connection: Arc<connection::ConnectionInfo>,
     /// This member's replica set, with `--replSet` (set once, right after start).
     replication: std::sync::OnceLock<Arc<basalt_repl::ReplicaSet>>,
 }
@@ -95,6 +98,10 @@ impl Server {
             options,
             log,
             process_id: bson::oid::ObjectId::new(),
+            internal_connection: Arc::new(connection::ConnectionInfo {
+                id: 0,
+                peer: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            }),
             replication: std::sync::OnceLock::new(),
         })
     }

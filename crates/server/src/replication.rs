@@ -8,10 +8,9 @@
 //! and generated ObjectIds are fixed by the log entry (`basalt_value::clock`).
 
 use crate::commands::{dispatch, Ctx};
-use crate::connection::ConnectionInfo;
 use crate::Server;
 use basalt_error::{Error, ErrorCode, Result};
-use basalt_repl::{Applier, ReplicaSet, Sequence, WriteCommand};
+use basalt_repl::{Applier, MemberState, ReplicaSet, Sequence, WriteCommand};
 use basalt_wire::DocumentSequence;
 use bson::{doc, Bson, Document, RawDocumentBuf};
 use std::cell::Cell;
@@ -104,7 +103,6 @@ pub fn route(
 }
 
 fn propose(ctx: &Ctx<'_>, set: &ReplicaSet, body: &Document) -> Result<RawDocumentBuf> {
-    check_write_concern(set, body)?;
     let command = WriteCommand {
         db: ctx.db.to_string(),
         body: body
@@ -125,33 +123,48 @@ fn propose(ctx: &Ctx<'_>, set: &ReplicaSet, body: &Document) -> Result<RawDocume
         wall_ms: bson::DateTime::now().timestamp_millis(),
     };
     let reply = set.propose(command)?;
-    RawDocumentBuf::from_bytes(reply)
-        .map_err(|e| Error::internal(format!("an applied command's reply: {e}")))
+    let reply = RawDocumentBuf::from_bytes(reply)
+        .map_err(|e| Error::internal(format!("an applied command's reply: {e}")))?;
+    match write_concern_error(set, body) {
+        None => Ok(reply),
+        Some(error) => {
+            let mut reply = Document::try_from(reply.as_ref())?;
+            reply.insert("writeConcernError", error);
+            crate::cursors::encode(&reply)
+        }
+    }
 }
 
-/// `w` asking for more members than the set has cannot be satisfied (every other `w`
-/// is: a write is acknowledged once a majority has it, and `w: 1` gets that too).
-fn check_write_concern(set: &ReplicaSet, body: &Document) -> Result<()> {
-    let Ok(concern) = body.get_document("writeConcern") else {
-        return Ok(());
-    };
-    match concern.get("w") {
-        Some(w) if basalt_value::is_number(w) => {
+/// What a write concern this set cannot satisfy adds to the reply of the write, which
+/// is done all the same, as mongod does: `w` above the number of members
+/// (UnsatisfiableWriteConcern) or a tag mode the config does not define
+/// (UnknownReplWriteConcern). Any other `w` is satisfied: a write is acknowledged once a
+/// majority has it, `w: 1` included.
+fn write_concern_error(set: &ReplicaSet, body: &Document) -> Option<Document> {
+    let concern = body.get_document("writeConcern").ok()?;
+    let (code, message) = match concern.get("w")? {
+        w if basalt_value::is_number(w) => {
             let wanted = basalt_value::as_i64(w).unwrap_or(0);
-            if wanted > set.members() as i64 {
-                return Err(Error::new(
-                    ErrorCode::UNSATISFIABLE_WRITE_CONCERN,
-                    "Not enough data-bearing nodes",
-                ));
+            if wanted <= set.members() as i64 {
+                return None;
             }
-            Ok(())
+            (
+                ErrorCode::UNSATISFIABLE_WRITE_CONCERN,
+                "Not enough data-bearing nodes".to_string(),
+            )
         }
-        Some(Bson::String(mode)) if mode != "majority" => Err(Error::new(
-            ErrorCode::UNSATISFIABLE_WRITE_CONCERN,
+        Bson::String(mode) if mode != "majority" => (
+            ErrorCode::UNKNOWN_REPL_WRITE_CONCERN,
             format!("No write concern mode named '{mode}' found in replica set configuration"),
-        )),
-        _ => Ok(()),
-    }
+        ),
+        _ => return None,
+    };
+    Some(doc! {
+        "code": code.0,
+        "codeName": code.name(),
+        "errmsg": message,
+        "errInfo": { "writeConcern": concern.clone() },
+    })
 }
 
 /// Codes after which a driver may retry a retryable write, with the label MongoDB adds.
@@ -178,19 +191,11 @@ pub fn label_retryable(name: &str, body: &Document, error: Error) -> Error {
 /// Runs committed commands on this member.
 pub struct ServerApplier {
     server: Weak<Server>,
-    /// The connection committed commands run on (they came from another member's log).
-    connection: Arc<ConnectionInfo>,
 }
 
 impl ServerApplier {
     pub fn new(server: Weak<Server>) -> ServerApplier {
-        ServerApplier {
-            server,
-            connection: Arc::new(ConnectionInfo {
-                id: 0,
-                peer: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-            }),
-        }
+        ServerApplier { server }
     }
 }
 
@@ -200,7 +205,7 @@ impl Applier for ServerApplier {
             return Vec::new();
         };
         let reply = match Document::from_reader(command.body.as_slice()) {
-            Ok(body) => run_applied(&server, &self.connection, index, command, &body),
+            Ok(body) => run_applied(&server, index, command, &body),
             Err(e) => crate::commands::error_reply(&Error::internal(format!(
                 "a replicated command that cannot be decoded: {e}"
             ))),
@@ -211,7 +216,6 @@ impl Applier for ServerApplier {
 
 fn run_applied(
     server: &Arc<Server>,
-    connection: &Arc<ConnectionInfo>,
     index: u64,
     command: &WriteCommand,
     body: &Document,
@@ -230,7 +234,7 @@ fn run_applied(
         .collect();
     let ctx = Ctx {
         server,
-        connection,
+        connection: &server.internal_connection,
         db: &command.db,
         raw_sequences: &sequences,
         max_time_ms: None,
@@ -241,6 +245,62 @@ fn run_applied(
     });
     APPLYING.with(|applying| applying.set(false));
     reply
+}
+
+/// The TTL monitor's pass on a member: only the primary expires documents, with a
+/// `delete` per TTL index proposed to the log like any write, so every member deletes
+/// the same documents (as MongoDB's TTL monitor runs on the primary and its deletes
+/// replicate). Returns how many were deleted.
+pub fn expire_documents(
+    server: &Arc<Server>,
+    set: &ReplicaSet,
+    now: bson::DateTime,
+) -> Result<u64> {
+    if set.state() != MemberState::Primary {
+        return Ok(0);
+    }
+    let mut deleted = 0;
+    for db in server.catalog.database_names() {
+        for collection in server.catalog.collections_of(&db) {
+            let meta = collection.meta();
+            for filter in meta
+                .indexes
+                .iter()
+                .filter_map(|i| basalt_catalog::expired_filter(i, now))
+            {
+                let run = |body: Document| -> Result<u64> {
+                    let ctx = Ctx {
+                        server,
+                        connection: &server.internal_connection,
+                        db: &db,
+                        raw_sequences: &[],
+                        max_time_ms: None,
+                    };
+                    let reply = dispatch(&ctx, &body);
+                    if reply.get_f64("ok").ok() != Some(1.0) {
+                        let message = reply.get_str("errmsg").unwrap_or("no reply");
+                        return Err(Error::internal(format!(
+                            "expiring {db}.{}: {message}",
+                            meta.name
+                        )));
+                    }
+                    Ok(reply.get_i32("n").map_or(0, |n| n.max(0) as u64))
+                };
+                // Nothing expired, nothing proposed: the log only grows by real deletes.
+                let any = run(doc! {
+                    "count": meta.name.clone(), "query": filter.clone(), "limit": 1, "$db": db.clone(),
+                })?;
+                if any > 0 {
+                    deleted += run(doc! {
+                        "delete": meta.name.clone(),
+                        "deletes": [{ "q": filter, "limit": 0 }],
+                        "$db": db.clone(),
+                    })?;
+                }
+            }
+        }
+    }
+    Ok(deleted)
 }
 
 /// The addresses this member answers on, as a config names them (`host:port`).

@@ -1,6 +1,8 @@
 //! The TTL monitor: a background task that, every `ttl_monitor_interval_ms`, deletes
 //! the documents TTL indexes say have expired (`Catalog::expire_documents`), as
-//! MongoDB's TTLMonitor does every 60 s (its `ttlMonitorSleepSecs`). The work runs on
+//! MongoDB's TTLMonitor does every 60 s (its `ttlMonitorSleepSecs`). On a replica set
+//! only the primary expires documents, through the replicated log
+//! (`replication::expire_documents`). The work runs on
 //! the blocking pool so the network reactor never waits on it. A pass that fails (the
 //! disk is full, writes are refused) is logged when the failure starts or changes, not
 //! at every pass while it lasts.
@@ -21,7 +23,11 @@ pub async fn run(server: Arc<Server>, interval_ms: u64) {
         tick.tick().await;
         let pass = server.clone();
         let outcome = tokio::task::spawn_blocking(move || {
-            pass.catalog.expire_documents(bson::DateTime::now())
+            let now = bson::DateTime::now();
+            match pass.replication() {
+                Some(set) => crate::replication::expire_documents(&pass, set, now),
+                None => pass.catalog.expire_documents(now),
+            }
         })
         .await;
         let failure = match outcome {
