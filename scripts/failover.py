@@ -47,8 +47,8 @@ class Workload:
         self.trial = trial
         self.stop = threading.Event()
         self.lock = threading.Lock()
-        # (when the insert was sent, thread, seq) of each acknowledged insert.
-        self.acked_inserts: list[tuple[float, int, int]] = []
+        # (sent, acknowledged, thread, seq) of each acknowledged insert.
+        self.acked_inserts: list[tuple[float, float, int, int]] = []
         self.increments = [0] * COUNTERS
         # Increments whose outcome the client does not know (the call failed).
         self.unknown_increments = [0] * COUNTERS
@@ -60,17 +60,23 @@ class Workload:
         linearizable = self.db.get_collection("counters", read_concern=ReadConcern("linearizable"))
         while not self.stop.is_set():
             key = seq % COUNTERS
+            incrementing = False
             try:
+                sent = time.monotonic()
                 self.db.events.insert_one({"trial": self.trial, "thread": thread, "seq": seq})
                 with self.lock:
-                    self.acked_inserts.append((time.monotonic(), thread, seq))
+                    self.acked_inserts.append((sent, time.monotonic(), thread, seq))
+                incrementing = True
                 self.db.counters.find_one_and_update({"_id": key}, {"$inc": {"n": 1}}, upsert=True)
+                incrementing = False
                 with self.lock:
                     self.increments[key] += 1
                 linearizable.find_one({"_id": key})
             except pymongo.errors.PyMongoError as exc:
                 with self.lock:
                     self.failures.append(f"{type(exc).__name__}: {exc}"[:300])
+                    if incrementing:
+                        self.unknown_increments[key] += 1
             seq += 1
 
     def __enter__(self) -> Workload:
@@ -100,7 +106,7 @@ def run_trial(cluster: ReplicaSet, client: pymongo.MongoClient, trial: int, faul
         first_ack = None
         while time.monotonic() < deadline and first_ack is None:
             with work.lock:
-                after = [t for t, _, _ in work.acked_inserts if t > faulted_at]
+                after = [acked for sent, acked, _, _ in work.acked_inserts if sent > faulted_at]
             first_ack = min(after) - faulted_at if after else None
             time.sleep(0.005)
         if fault == "pause":
@@ -113,7 +119,7 @@ def run_trial(cluster: ReplicaSet, client: pymongo.MongoClient, trial: int, faul
         (d["thread"], d["seq"])
         for d in client.failover.events.find({"trial": trial}, {"thread": 1, "seq": 1})
     }
-    lost = [(t, s) for _, t, s in work.acked_inserts if (t, s) not in stored]
+    lost = [(t, s) for _, _, t, s in work.acked_inserts if (t, s) not in stored]
     counters = {d["_id"]: d["n"] for d in client.failover.counters.find()}
     # Each counter holds every acknowledged increment once; an increment whose call
     # failed may or may not be there (its outcome is unknown to the client).

@@ -194,11 +194,16 @@ impl ReplicaSet {
     /// Starts this member's Raft node as member `id` of `config`.
     async fn start(&self, id: u64, config: &SetConfig) -> Result<Raft> {
         let election_ms = config.election_timeout_ms();
+        let heartbeat_ms = config.heartbeat_interval_ms();
+        // A follower that knows a leader stands for election after openraft's leader lease
+        // (= election_timeout_max) plus a random timeout in [min, max]: with these, 0.75
+        // to 1 × electionTimeoutMillis after the last heartbeat, as mongod's members call
+        // an election after electionTimeoutMillis.
         let raft_config = openraft::Config {
             cluster_name: self.set_name.clone(),
-            heartbeat_interval: config.heartbeat_interval_ms(),
-            election_timeout_min: (election_ms / 2).max(config.heartbeat_interval_ms() * 2),
-            election_timeout_max: election_ms.max(config.heartbeat_interval_ms() * 3),
+            heartbeat_interval: heartbeat_ms,
+            election_timeout_min: (election_ms / 4).max(heartbeat_ms * 2),
+            election_timeout_max: (election_ms / 2).max(heartbeat_ms * 3),
             snapshot_policy: SnapshotPolicy::Never,
             ..Default::default()
         }
