@@ -35,13 +35,18 @@ def wait_until(predicate, timeout_s: float = WAIT_S, what: str = "condition"):
     raise AssertionError(f"{what} not reached within {timeout_s}s")
 
 
-def count_on(member, collection: str = "c", db: str = "test") -> int:
-    with pymongo.MongoClient(
+def reader_of(member) -> pymongo.MongoClient:
+    """A client reading from this member alone, whatever its state."""
+    return pymongo.MongoClient(
         member.uri,
         directConnection=True,
         readPreference="secondaryPreferred",
         serverMonitoringMode="poll",
-    ) as client:
+    )
+
+
+def count_on(member, collection: str = "c", db: str = "test") -> int:
+    with reader_of(member) as client:
         return client[db][collection].count_documents({})
 
 
@@ -98,9 +103,7 @@ def test_three_members_replicate_and_serve_secondary_reads(start_replica_set):
     hosts = client.admin.command("hello")["hosts"]
     assert sorted(hosts) == sorted(cluster.hosts)
     for member in cluster.members:
-        with pymongo.MongoClient(
-            member.uri, directConnection=True, readPreference="secondaryPreferred"
-        ) as direct:
+        with reader_of(member) as direct:
             wait_until(
                 lambda direct=direct: list(direct.test.c.find({}, sort=[("i", 1)])) == expected,
                 what=f"the same documents on {member.port}",
@@ -237,12 +240,7 @@ def last_log_index(client) -> int:
 
 
 def ids_on(member) -> list:
-    with pymongo.MongoClient(
-        member.uri,
-        directConnection=True,
-        readPreference="secondaryPreferred",
-        serverMonitoringMode="poll",
-    ) as client:
+    with reader_of(member) as client:
         return sorted(d["_id"] for d in client.test.events.find())
 
 
