@@ -13,6 +13,7 @@
 #   make soak                  normal and hostile traffic for SOAK_SECONDS against a release build
 #   make cluster               a local three-member replica set (CLUSTER_MEMBERS, CLUSTER_DIR)
 #   make failover              kill -9 / SIGSTOP trials against a three-member set (FAILOVER_TRIALS)
+#   make replica-bench         W1 load, W4 and a new member's initial sync on a three-member set
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -105,7 +106,7 @@ soak: venv
 # `make cluster`: a local replica set on 127.0.0.1 until Ctrl-C (scripts/cluster.py).
 CLUSTER_MEMBERS ?= 3
 CLUSTER_DIR ?= cluster
-.PHONY: cluster failover
+.PHONY: cluster failover replica-bench
 cluster: build venv
 	$(PYTHON) scripts/cluster.py --members $(CLUSTER_MEMBERS) --dir $(CLUSTER_DIR)
 
@@ -114,6 +115,13 @@ FAILOVER_TRIALS ?= 20
 failover: venv
 	cargo build --release -p basalt --bin basalt
 	$(PYTHON) scripts/failover.py --binary $(CARGO_TARGET_DIR)/release/basalt --trials $(FAILOVER_TRIALS)
+
+# `make replica-bench`: W1's load and W4 through a three-member set with w: "majority",
+# then the initial sync of a fourth member (docs/replica-set-bench.json).
+replica-bench: venv
+	cargo build --release -p basalt --bin basalt
+	$(PYTHON) scripts/replica_bench.py --binary $(CARGO_TARGET_DIR)/release/basalt \
+		--out docs/replica-set-bench.json
 
 # `make bench`: the W1-W5 benchmarks beside DuckDB and SQLite (docs/benchmarks.md), with a
 # release build and the peers' pinned packages in bench/.venv. BENCH_SIZE=N to resize,

@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
 """Scores basalt on MongoDB's driver-specification tests and guards the score.
 
-Starts basalt on a free port with a temporary --dbpath, runs the shared conformance
-runner (../shared/conformance/unified_runner.py, next to the repository) over the
-CRUD, index-management, collection-management and run-command spec folders, and
-compares the number of passed tests with tests/conformance-baseline.txt. A drop
-fails (something that worked broke); a rise passes and says to raise the baseline,
+Runs the shared conformance runner (../shared/conformance/unified_runner.py, next to the
+repository) twice, each time against basalt started on free ports with temporary
+--dbpath and test commands enabled (the specs' fail points need configureFailPoint):
+
+- standalone: the CRUD, index-management, collection-management, run-command and
+  retryable-reads folders against one server;
+- replicaset: the retryable-writes folder and the standalone's folders against a
+  one-member replica set (`--topology replicaset`), every write through the log.
+
+Each run's passed count is compared with its line in tests/conformance-baseline.txt. A
+drop fails (something that worked broke); a rise passes and says to raise the baseline,
 which `--update-baseline` (make conformance-baseline) does.
 
 The spec files are read from ../shared at run time and never copied into this
@@ -21,18 +27,48 @@ import subprocess
 import sys
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
 
-from basalt_server import BasaltServer, default_binary  # noqa: E402
+from basalt_server import BasaltServer, ReplicaSet, default_binary  # noqa: E402
 
-SPEC_FOLDERS = [
-    "specs/crud/tests/unified",
-    "specs/index-management/tests",
-    "specs/collection-management/tests",
-    "specs/run-command/tests/unified",
+TEST_COMMANDS = ["--setParameter", "enableTestCommands=1"]
+
+
+@dataclass
+class Suite:
+    name: str
+    topology: str
+    folders: list[str]
+
+
+SUITES = [
+    Suite(
+        "standalone",
+        "single",
+        [
+            "specs/crud/tests/unified",
+            "specs/index-management/tests",
+            "specs/collection-management/tests",
+            "specs/run-command/tests/unified",
+            "specs/retryable-reads/tests/unified",
+        ],
+    ),
+    Suite(
+        "replicaset",
+        "replicaset",
+        [
+            "specs/retryable-writes/tests/unified",
+            "specs/crud/tests/unified",
+            "specs/index-management/tests",
+            "specs/collection-management/tests",
+            "specs/run-command/tests/unified",
+            "specs/retryable-reads/tests/unified",
+        ],
+    ),
 ]
 BASELINE = REPO / "tests" / "conformance-baseline.txt"
 SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed, (\d+) skipped$")
@@ -62,48 +98,42 @@ def run_runner(command: list[str]) -> tuple[int, tuple[int, int, int] | None]:
     return status, summary
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--update-baseline", action="store_true", help="write the passed count to the baseline"
-    )
-    parser.add_argument(
-        "--results", help="where the runner writes its JSON results (default: a temp file)"
-    )
-    parser.add_argument(
-        "--shared", help="the shared/ directory (default: $BASALT_SHARED_DIR or ../shared)"
-    )
-    parser.add_argument(
-        "--filter", help="only tests whose 'file :: description' matches this regex"
-    )
-    args = parser.parse_args()
+def read_baselines() -> dict[str, int]:
+    """The baseline file's `suite passed` lines."""
+    baselines = {}
+    for line in BASELINE.read_text().splitlines():
+        name, _, count = line.partition(" ")
+        if name and count.strip().isdigit():
+            baselines[name] = int(count)
+    return baselines
 
-    conformance = conformance_dir(args.shared)
-    runner = conformance / "unified_runner.py"
-    if not runner.is_file():
-        print(f"conformance: runner not found at {runner}; is shared/ beside the repository?")
-        return 1
-    results = Path(args.results or Path(tempfile.gettempdir()) / "basalt-conformance.json")
 
-    with tempfile.TemporaryDirectory(prefix="basalt-conformance-") as tmp:
-        server = BasaltServer(
-            default_binary(), Path(tmp) / "data", Path(tmp) / "basalt.log"
+def run_suite(suite: Suite, conformance: Path, results: Path, filter_: str | None, tmp: Path):
+    """Runs one suite against a fresh server (or set); returns (summary, problems)."""
+    if suite.topology == "single":
+        target = BasaltServer(
+            default_binary(), tmp / "data", tmp / "basalt.log", extra_args=TEST_COMMANDS
         ).start()
-        command = [sys.executable, str(runner), "--uri", server.uri]
-        command += [str(conformance / folder) for folder in SPEC_FOLDERS]
-        command += ["--results", str(results)]
-        if args.filter:
-            command += ["--filter", args.filter]
-        try:
-            status, summary = run_runner(command)
-            survived = server.is_alive()
-            panics = server.panics()
-            log_tail = server.log_tail()
-        finally:
-            server.stop()
-
+        uri = target.uri
+        members = [target]
+    else:
+        target = ReplicaSet(default_binary(), tmp / "set", 1, extra_args=TEST_COMMANDS).start()
+        uri = target.uri
+        members = target.members
+    command = [sys.executable, str(conformance / "unified_runner.py"), "--uri", uri]
+    command += ["--topology", suite.topology]
+    command += [str(conformance / folder) for folder in suite.folders]
+    command += ["--results", str(results)]
+    if filter_:
+        command += ["--filter", filter_]
+    try:
+        status, summary = run_runner(command)
+        survived = all(m.is_alive() for m in members)
+        panics = [line for m in members for line in m.panics()]
+        log_tail = "\n".join(m.log_tail() for m in members)
+    finally:
+        for member in members:
+            member.stop()
     problems = []
     if status not in (0, 1):  # 1 only means "some tests failed"
         problems.append(f"the runner exited with status {status}")
@@ -114,27 +144,68 @@ def main() -> int:
     if panics:
         print(f"conformance: warning: basalt logged {len(panics)} panics, e.g.:")
         print("\n".join(f"  {line}" for line in panics[:5]))
-    if problems:
-        print("conformance: FAILED: " + "; ".join(problems))
-        return 1
+    return summary, problems
 
-    passed, failed, skipped = summary
-    baseline = int(BASELINE.read_text().strip())
-    print(
-        f"conformance: {passed} passed (baseline {baseline}), {failed} failed, {skipped} skipped; results in {results}"
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    if args.update_baseline:
-        BASELINE.write_text(f"{passed}\n")
-        print(f"conformance: baseline set to {passed} in {BASELINE.relative_to(REPO)}")
-        return 0
-    if passed < baseline:
-        print(f"conformance: FAILED: passed count dropped from {baseline} to {passed}")
+    parser.add_argument(
+        "--update-baseline", action="store_true", help="write the passed counts to the baseline"
+    )
+    parser.add_argument(
+        "--results", help="where the runner writes its JSON results (default: temp files)"
+    )
+    parser.add_argument(
+        "--shared", help="the shared/ directory (default: $BASALT_SHARED_DIR or ../shared)"
+    )
+    parser.add_argument(
+        "--filter", help="only tests whose 'file :: description' matches this regex"
+    )
+    parser.add_argument("--suite", choices=[s.name for s in SUITES], help="run one suite only")
+    args = parser.parse_args()
+
+    conformance = conformance_dir(args.shared)
+    if not (conformance / "unified_runner.py").is_file():
+        print(f"conformance: runner not found in {conformance}; is shared/ beside the repository?")
         return 1
-    if passed > baseline:
+    baselines = read_baselines()
+    passed_counts = dict(baselines)
+    failed = False
+    for suite in SUITES:
+        if args.suite and suite.name != args.suite:
+            continue
+        stem = args.results or str(Path(tempfile.gettempdir()) / "basalt-conformance.json")
+        results = Path(stem).with_name(f"{Path(stem).stem}-{suite.name}.json")
+        print(f"conformance: {suite.name} ({', '.join(suite.folders)})", flush=True)
+        with tempfile.TemporaryDirectory(prefix="basalt-conformance-") as tmp:
+            summary, problems = run_suite(suite, conformance, results, args.filter, Path(tmp))
+        if problems:
+            print(f"conformance: {suite.name} FAILED: " + "; ".join(problems))
+            failed = True
+            continue
+        passed, failures, skipped = summary
+        baseline = baselines.get(suite.name, 0)
+        passed_counts[suite.name] = passed
         print(
-            f"conformance: improved by {passed - baseline}; raise the baseline with `make conformance-baseline`"
+            f"conformance: {suite.name}: {passed} passed (baseline {baseline}), {failures} failed, "
+            f"{skipped} skipped; results in {results}"
         )
-    return 0
+        if args.update_baseline or args.filter:
+            continue
+        if passed < baseline:
+            print(f"conformance: {suite.name} FAILED: passed dropped from {baseline} to {passed}")
+            failed = True
+        elif passed > baseline:
+            print(
+                f"conformance: {suite.name} improved by {passed - baseline}; raise the baseline "
+                "with `make conformance-baseline`"
+            )
+    if args.update_baseline and not failed:
+        BASELINE.write_text("".join(f"{name} {n}\n" for name, n in passed_counts.items()))
+        print(f"conformance: baselines written to {BASELINE.relative_to(REPO)}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -203,9 +203,17 @@ class ReplicaSet:
     trials, so all of them start a set the same way.
     """
 
-    def __init__(self, binary: Path, directory: Path, members: int = 3, name: str = "rs0"):
+    def __init__(
+        self,
+        binary: Path,
+        directory: Path,
+        members: int = 3,
+        name: str = "rs0",
+        extra_args: list[str] | None = None,
+    ):
         self.name = name
         self.directory = Path(directory)
+        self.extra_args = list(extra_args or [])
         self.members = [self._member(binary, i) for i in range(members)]
         self._clients: list[pymongo.MongoClient] = []
 
@@ -214,7 +222,7 @@ class ReplicaSet:
             binary,
             self.directory / f"member{i}" / "data",
             self.directory / f"member{i}" / "basalt.log",
-            extra_args=["--replSet", self.name],
+            extra_args=["--replSet", self.name, *self.extra_args],
         )
 
     def add_member(self, binary: Path) -> BasaltServer:

@@ -110,8 +110,9 @@ def start_replica_set(basalt_binary, tmp_path):
     primary; each is checked for panics and killed at the end of the test."""
     started = []
 
-    def start(members: int = 3, name: str = "rs0") -> ReplicaSet:
-        cluster = ReplicaSet(basalt_binary, tmp_path / f"set{len(started)}", members, name)
+    def start(members: int = 3, name: str = "rs0", extra_args=None) -> ReplicaSet:
+        directory = tmp_path / f"set{len(started)}"
+        cluster = ReplicaSet(basalt_binary, directory, members, name, extra_args)
         started.append(cluster)
         return cluster.start()
 

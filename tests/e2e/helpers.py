@@ -1,4 +1,4 @@
-"""Assertions shared by the end-to-end tests.
+"""Assertions and waits shared by the end-to-end tests.
 
 MongoDB errors are judged by their numeric `code` and `codeName` (drivers and
 applications branch on them), so tests name the error they expect and this module
@@ -7,9 +7,11 @@ checks both.
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 
 import bson
+import pymongo
 import pytest
 from pymongo.errors import OperationFailure, WriteError
 
@@ -92,3 +94,31 @@ def doubling(initial, step, times=40):
 def unwound(n):
     """Stages making `n` documents of 1 MB each from each input document."""
     return [{"$project": {"s": ONE_MB_STRING, "n": {"$range": [0, n]}}}, {"$unwind": "$n"}]
+
+
+WAIT_S = 20.0
+
+
+def wait_until(predicate, timeout_s: float = WAIT_S, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"{what} not reached within {timeout_s}s")
+
+
+def reader_of(member) -> pymongo.MongoClient:
+    """A client reading from this member alone, whatever its state."""
+    return pymongo.MongoClient(
+        member.uri,
+        directConnection=True,
+        readPreference="secondaryPreferred",
+        serverMonitoringMode="poll",
+    )
+
+
+def count_on(member, collection: str = "c", db: str = "test") -> int:
+    with reader_of(member) as client:
+        return client[db][collection].count_documents({})

@@ -20,34 +20,8 @@ from pymongo.errors import OperationFailure, PyMongoError
 from pymongo.read_preferences import ReadPreference
 
 from basalt_server import ReplicaSet
+from helpers import count_on, reader_of, wait_until
 from wire import RawConnection
-
-WAIT_S = 20.0
-
-
-def wait_until(predicate, timeout_s: float = WAIT_S, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"{what} not reached within {timeout_s}s")
-
-
-def reader_of(member) -> pymongo.MongoClient:
-    """A client reading from this member alone, whatever its state."""
-    return pymongo.MongoClient(
-        member.uri,
-        directConnection=True,
-        readPreference="secondaryPreferred",
-        serverMonitoringMode="poll",
-    )
-
-
-def count_on(member, collection: str = "c", db: str = "test") -> int:
-    with reader_of(member) as client:
-        return client[db][collection].count_documents({})
 
 
 def test_one_member_set_is_a_primary(start_server):
@@ -189,6 +163,14 @@ def test_replication_commands_refuse_bad_input(start_replica_set, start_server):
         with pytest.raises(OperationFailure) as bad:
             admin.command(body)
         assert bad.value.code in (2, 93), body
+    # Raft's messages travel in a `payload` document sequence: garbage there, or pieces
+    # without their bytes, get BadValue too.
+    for pieces in ([{"data": Binary(b"\xff\x00garbage")}], [{"nodata": 1}]):
+        with RawConnection(primary.port) as connection:
+            reply = connection.command(
+                {"replSetRaft": "append", "$db": "admin"}, sequences={"payload": pieces}
+            ).doc
+        assert reply["ok"] == 0.0 and reply["code"] == 2, pieces
     assert admin.command("hello")["isWritablePrimary"]
     secondary = cluster.direct(cluster.secondaries()[0]).admin
     assert secondary.command("replSetFreeze", 30)["ok"] == 1.0
@@ -373,3 +355,45 @@ def test_a_member_added_by_reconfig_copies_the_data(start_replica_set, basalt_bi
     with pytest.raises(OperationFailure) as stale:
         client.admin.command("replSetReconfig", config)
     assert stale.value.code == 103
+
+
+def test_a_large_write_goes_through_the_log_in_pieces(start_replica_set):
+    """A 12 MB insert is proposed as several log entries (4 MB each at most); the client
+    sees one reply with the command's own indexes, an ordered insert stops at its first
+    error, and a retried command runs none of its pieces twice."""
+    cluster = start_replica_set(3)
+    primary = cluster.wait_for_primary()
+    pad = "x" * (12 << 10)
+    documents = [{"_id": i, "pad": pad} for i in range(1000)]
+    documents[700]["_id"] = 5  # a duplicate key in the third piece
+    lsid = {"id": Binary(uuid.uuid4().bytes, 4)}
+    command = {
+        "insert": "big",
+        "documents": documents,
+        "ordered": True,
+        "lsid": lsid,
+        "txnNumber": Int64(1),
+        "$db": "test",
+    }
+    first = raw_command(primary, command)
+    assert first["ok"] == 1.0
+    assert first["n"] == 700
+    assert [(e["index"], e["code"]) for e in first["writeErrors"]] == [(700, 11000)]
+    again = raw_command(primary, command)
+    assert again["n"] == 700 and again["writeErrors"] == first["writeErrors"]
+    for member in cluster.members:
+        wait_until(lambda m=member: count_on(m, "big") == 700, what="the pieces on every member")
+
+    unordered = dict(command, ordered=False, txnNumber=Int64(2), insert="big2")
+    reply = raw_command(primary, unordered)
+    assert reply["n"] == 999
+    assert [e["index"] for e in reply["writeErrors"]] == [700]
+    assert count_on(primary, "big2") == 999
+
+    # Statements a command reads decoded (a delete's) are split the same way.
+    needle = "y" * (10 << 10)
+    deletes = [{"q": {"_id": i, "pad": {"$ne": needle}}, "limit": 1} for i in range(600)]
+    reply = raw_command(primary, {"delete": "big2", "deletes": deletes, "$db": "test"})
+    assert reply["ok"] == 1.0 and reply["n"] == 600
+    for member in cluster.members:
+        wait_until(lambda m=member: count_on(m, "big2") == 399, what="the deletes everywhere")

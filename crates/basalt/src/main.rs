@@ -79,8 +79,12 @@ struct Args {
     /// Run as a member of the replica set NAME (initiate it with replSetInitiate).
     #[arg(long = "replSet", value_name = "NAME")]
     repl_set: Option<String>,
+    /// The replica set member's oplog size in MB when it first starts (default 990; the
+    /// oldest entries go beyond it; replSetResizeOplog changes it later).
+    #[arg(long = "oplogSizeMB", value_name = "MB")]
+    oplog_size_mb: Option<f64>,
     /// A server parameter, NAME=VALUE (repeatable). Known: ttlMonitorSleepSecs, scanWorkers,
-    /// operationMemoryBudgetMB.
+    /// operationMemoryBudgetMB, enableTestCommands.
     #[arg(long = "setParameter", value_name = "NAME=VALUE")]
     set_parameter: Vec<String>,
 }
@@ -104,6 +108,8 @@ struct Parameters {
     /// `operationMemoryBudgetMB`, in bytes: what running operations and open cursors
     /// may hold together; `None` for the default (see [`operation_memory_budget_bytes`]).
     operation_memory_budget_bytes: Option<u64>,
+    /// `enableTestCommands`: mongod's test hooks (`configureFailPoint`).
+    enable_test_commands: bool,
 }
 
 /// The memory operations may hold together: `operationMemoryBudgetMB`, else half of
@@ -123,6 +129,7 @@ fn parameters(given: &[String]) -> Result<Parameters, String> {
         ttl_monitor_interval_ms: basalt_server::TTL_MONITOR_INTERVAL_MS,
         scan_workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
         operation_memory_budget_bytes: None,
+        enable_test_commands: false,
     };
     let positive = |name: &str, value: &str| {
         value
@@ -141,6 +148,13 @@ fn parameters(given: &[String]) -> Result<Parameters, String> {
             }
             Some((name @ "operationMemoryBudgetMB", mb)) => {
                 parameters.operation_memory_budget_bytes = Some(positive(name, mb)? << 20);
+            }
+            Some((name @ "enableTestCommands", value)) => {
+                parameters.enable_test_commands = match value {
+                    "1" | "true" => true,
+                    "0" | "false" => false,
+                    _ => return Err(format!("bad {name}: {value}")),
+                };
             }
             _ => return Err(format!("unknown or malformed --setParameter {parameter}")),
         }
@@ -229,6 +243,8 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
         max_conns: args.max_conns,
         quiet: args.quiet,
         repl_set: args.repl_set.clone().filter(|name| !name.is_empty()),
+        oplog_size_mb: args.oplog_size_mb,
+        enable_test_commands: parameters.enable_test_commands,
     };
     let cache_bytes = cache_bytes(args.cache_size_gb)?;
     let budget_bytes =
@@ -318,12 +334,14 @@ mod tests {
             parameters(&[
                 "ttlMonitorSleepSecs=2".into(),
                 "scanWorkers=3".into(),
-                "operationMemoryBudgetMB=512".into()
+                "operationMemoryBudgetMB=512".into(),
+                "enableTestCommands=1".into(),
             ]),
             Ok(Parameters {
                 ttl_monitor_interval_ms: 2000,
                 scan_workers: 3,
                 operation_memory_budget_bytes: Some(512 << 20),
+                enable_test_commands: true,
             })
         );
         assert_eq!(operation_memory_budget_bytes(Some(1 << 30), 0), 1 << 30);
@@ -333,6 +351,7 @@ mod tests {
             "ttlMonitorSleepSecs=x",
             "scanWorkers=0",
             "operationMemoryBudgetMB=0",
+            "enableTestCommands=yes",
             "nope=1",
             "nope",
         ] {

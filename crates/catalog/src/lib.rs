@@ -50,6 +50,27 @@ pub struct Catalog {
 impl Catalog {
     /// Loads the catalog from the engine.
     pub fn open(engine: Arc<dyn Engine>) -> Result<Catalog> {
+        let (collections, next_id) = Self::load(&engine)?;
+        Ok(Catalog {
+            engine,
+            collections: RwLock::new(collections),
+            ddl: Mutex::new(next_id),
+            builds: index_builds::IndexBuilds::default(),
+        })
+    }
+
+    /// Reads the catalog from the engine again, after the data under it was replaced
+    /// (a replica set member that loaded a copy of the primary's data).
+    pub fn reload(&self) -> Result<()> {
+        let mut ddl = self.ddl.lock();
+        let (collections, next_id) = Self::load(&self.engine)?;
+        *self.collections.write() = collections;
+        *ddl = next_id;
+        Ok(())
+    }
+
+    /// The collections stored in the engine, and the next id to hand out.
+    fn load(engine: &Arc<dyn Engine>) -> Result<(BTreeMap<Namespace, Arc<Collection>>, u64)> {
         let snapshot = engine.snapshot();
         let next_id = match snapshot.get(Space::Catalog, keys::NEXT_ID_KEY)? {
             Some(bytes) => u64::from_be_bytes(
@@ -77,12 +98,7 @@ impl Catalog {
             let ns = (meta.db.clone(), meta.name.clone());
             collections.insert(ns, Arc::new(Collection::open(engine.clone(), meta)?));
         }
-        Ok(Catalog {
-            engine,
-            collections: RwLock::new(collections),
-            ddl: Mutex::new(next_id),
-            builds: index_builds::IndexBuilds::default(),
-        })
+        Ok((collections, next_id))
     }
 
     /// The index builds running now (for `$currentOp`).

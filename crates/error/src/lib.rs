@@ -105,6 +105,11 @@ error_codes! {
     NOT_WRITABLE_PRIMARY = 10107, "NotWritablePrimary";
     NOT_PRIMARY_NO_SECONDARY_OK = 13435, "NotPrimaryNoSecondaryOk";
     NOT_PRIMARY_OR_SECONDARY = 13436, "NotPrimaryOrSecondary";
+    HOST_NOT_FOUND = 7, "HostNotFound";
+    NETWORK_TIMEOUT = 89, "NetworkTimeout";
+    SHUTDOWN_IN_PROGRESS = 91, "ShutdownInProgress";
+    SOCKET_EXCEPTION = 9001, "SocketException";
+    INTERRUPTED_AT_SHUTDOWN = 11600, "InterruptedAtShutdown";
 }
 
 impl ErrorCode {
@@ -135,8 +140,9 @@ impl Error {
         }
     }
 
+    /// Adds fields to the error reply (over any of the same names).
     pub fn with_extra(mut self, extra: Document) -> Error {
-        self.extra = extra;
+        self.extra.extend(extra);
         self
     }
 

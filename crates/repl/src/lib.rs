@@ -12,23 +12,27 @@
 //!
 //! Members talk over their client port with the internal command `replSetRaft`
 //! (`network.rs`); the log, the vote and what has been applied are kept in the storage
-//! engine's replication space (`log_store.rs`, `state_machine.rs`).
+//! engine's replication space (`log_store.rs`, `state_machine.rs`). The log is bounded
+//! as mongod's oplog is (`oplog.rs`): its oldest entries go once a copy of the data holds
+//! them (`initial_sync.rs`), and that copy is what a new member starts from.
 
 // openraft's storage traits return its `StorageError` (224 bytes); the helpers that
 // build those results return it too rather than converting at every call.
 #![allow(clippy::result_large_err)]
 
 mod config;
+mod initial_sync;
 mod log_store;
 mod network;
+mod oplog;
 mod replica_set;
 mod stamp;
 mod state_machine;
 mod types;
 
 pub use config::{MemberConfig, SetConfig};
-pub use network::RAFT_COMMAND;
-pub use replica_set::{MemberState, OpTime, ReplicaSet};
+pub use network::{PAYLOAD_SEQUENCE, RAFT_COMMAND};
+pub use replica_set::{MemberOptions, MemberState, OpTime, ReplicaSet};
 pub use stamp::StampedEngine;
 pub use state_machine::Applier;
 pub use types::{Member, Proposal, Sequence, WriteCommand};
@@ -36,6 +40,7 @@ pub use types::{Member, Proposal, Sequence, WriteCommand};
 use bson::Document;
 use openraft::LogId;
 use parking_lot::{Condvar, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,6 +53,10 @@ pub(crate) struct Shared {
     /// awaitable hellos.
     topology_counter: Mutex<i64>,
     topology_changed: Condvar,
+    /// Bytes of the entries the log holds (what `--oplogSizeMB` bounds).
+    log_bytes: AtomicU64,
+    /// A copy from the primary is being loaded: this member must not stand for election.
+    installing: AtomicBool,
 }
 
 impl Shared {
@@ -76,6 +85,32 @@ impl Shared {
             term: log_id.leader_id.term,
             wall_ms,
         };
+    }
+
+    pub(crate) fn log_bytes(&self) -> u64 {
+        self.log_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Counts entries appended (positive) or removed (negative) from the log.
+    pub(crate) fn add_log_bytes(&self, delta: i64) {
+        if delta >= 0 {
+            self.log_bytes.fetch_add(delta as u64, Ordering::Relaxed);
+        } else {
+            let removed = delta.unsigned_abs();
+            let _ = self
+                .log_bytes
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bytes| {
+                    Some(bytes.saturating_sub(removed))
+                });
+        }
+    }
+
+    pub(crate) fn set_installing(&self, installing: bool) {
+        self.installing.store(installing, Ordering::Relaxed);
+    }
+
+    pub(crate) fn installing(&self) -> bool {
+        self.installing.load(Ordering::Relaxed)
     }
 
     pub(crate) fn applied(&self) -> OpTime {

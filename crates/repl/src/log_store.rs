@@ -3,6 +3,7 @@
 //! acknowledged write does.
 
 use crate::types::{decode, encode, TypeConfig};
+use crate::Shared;
 use basalt_storage::{Durability, Engine, ScanStart, Space, WriteBatch};
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::{Entry, LogId, StorageError, StorageIOError, Vote};
@@ -81,11 +82,50 @@ fn write(engine: &dyn Engine, batch: WriteBatch) -> Result<(), StorageError<u64>
 #[derive(Clone)]
 pub struct LogStore {
     engine: Arc<dyn Engine>,
+    shared: Arc<Shared>,
 }
 
 impl LogStore {
-    pub fn new(engine: Arc<dyn Engine>) -> LogStore {
-        LogStore { engine }
+    /// The member's log, whose size it counts in `shared` from now on.
+    pub fn new(
+        engine: Arc<dyn Engine>,
+        shared: Arc<Shared>,
+    ) -> Result<LogStore, StorageError<u64>> {
+        let store = LogStore { engine, shared };
+        let mut bytes = 0u64;
+        store.scan(0, u64::MAX, |_, value| {
+            bytes += value.len() as u64;
+            Ok(())
+        })?;
+        store
+            .shared
+            .add_log_bytes(bytes as i64 - store.shared.log_bytes() as i64);
+        Ok(store)
+    }
+
+    /// The last entry to purge so that the newest entries, `keep_bytes` of them at most,
+    /// remain; `None` when they all fit.
+    pub(crate) fn purge_point(&self, keep_bytes: u64) -> Result<Option<u64>, StorageError<u64>> {
+        let mut remaining = self.shared.log_bytes();
+        let mut point = None;
+        self.scan(0, u64::MAX, |key, value| {
+            if remaining > keep_bytes {
+                remaining = remaining.saturating_sub(value.len() as u64);
+                point = Some(index_of(key));
+            }
+            Ok(())
+        })?;
+        Ok(point)
+    }
+
+    /// Forgets the whole log and the commit point (the vote stays): after a copy's load
+    /// was interrupted, the member starts again from a copy.
+    pub(crate) fn clear(&self) -> Result<(), StorageError<u64>> {
+        self.delete_range(0, u64::MAX)?;
+        let mut batch = WriteBatch::default();
+        batch.delete(Space::Replication, COMMITTED_KEY.to_vec());
+        batch.delete(Space::Replication, PURGED_KEY.to_vec());
+        write(&*self.engine, batch)
     }
 
     /// Visits the stored entries with an index in `[from, to_exclusive)`, in order.
@@ -149,14 +189,18 @@ impl LogStore {
     /// Deletes the entries from `from` on (inclusive) up to `to` (exclusive).
     fn delete_range(&self, from: u64, to_exclusive: u64) -> Result<(), StorageError<u64>> {
         let mut batch = WriteBatch::default();
-        self.scan(from, to_exclusive, |key, _| {
+        let mut bytes = 0u64;
+        self.scan(from, to_exclusive, |key, value| {
             batch.delete(Space::Replication, key.to_vec());
+            bytes += value.len() as u64;
             Ok(())
         })?;
         if batch.is_empty() {
             return Ok(());
         }
-        write(&*self.engine, batch)
+        write(&*self.engine, batch)?;
+        self.shared.add_log_bytes(-(bytes as i64));
+        Ok(())
     }
 }
 
@@ -239,11 +283,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: Send,
     {
         let mut batch = WriteBatch::default();
+        let mut appended = 0u64;
         for entry in entries {
             let bytes = encode(&entry).map_err(write_error)?;
+            appended += bytes.len() as u64;
             batch.put(Space::Replication, log_key(entry.log_id.index), bytes);
         }
         let outcome = write(&*self.engine, batch);
+        if outcome.is_ok() {
+            self.shared.add_log_bytes(appended as i64);
+        }
         callback.log_io_completed(
             outcome
                 .as_ref()

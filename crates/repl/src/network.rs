@@ -4,8 +4,8 @@
 //! failure.
 
 use crate::log_store::Record;
-use crate::types::{decode, encode, Member, TypeConfig};
-use basalt_wire::{Decoded, Message, OpMsg};
+use crate::types::{decode, encode, Member, Proposal, TypeConfig};
+use basalt_wire::{Decoded, DocumentSequence, Message, OpMsg};
 use bson::{doc, Document, RawDocumentBuf};
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
@@ -15,8 +15,9 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
+use openraft::{Entry, EntryPayload, LogId, SnapshotMeta, Vote};
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::io;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -45,7 +46,17 @@ impl Peer {
 
     /// Sends a command to the member and returns its reply, whatever its `ok`.
     pub async fn run(&mut self, body: &Document, timeout: Duration) -> io::Result<Document> {
-        let outcome = tokio::time::timeout(timeout, self.exchange(body)).await;
+        self.run_with(body, &[], timeout).await
+    }
+
+    /// As [`Peer::run`], with document sequences after the body.
+    async fn run_with(
+        &mut self,
+        body: &Document,
+        sequences: &[DocumentSequence],
+        timeout: Duration,
+    ) -> io::Result<Document> {
+        let outcome = tokio::time::timeout(timeout, self.exchange(body, sequences)).await;
         match outcome {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(e)) => {
@@ -68,7 +79,11 @@ impl Peer {
         }
     }
 
-    async fn exchange(&mut self, body: &Document) -> io::Result<Document> {
+    async fn exchange(
+        &mut self,
+        body: &Document,
+        sequences: &[DocumentSequence],
+    ) -> io::Result<Document> {
         if self.stream.is_none() {
             let connect = TcpStream::connect(&self.host);
             let stream = tokio::time::timeout(Duration::from_millis(CONNECT_TIMEOUT_MS), connect)
@@ -82,7 +97,8 @@ impl Peer {
         };
         self.request_id = self.request_id.wrapping_add(1);
         let raw = RawDocumentBuf::try_from(body).map_err(io::Error::other)?;
-        let message = basalt_wire::encode_op_msg(self.request_id, 0, 0, &raw, None);
+        let message =
+            basalt_wire::encode_op_msg_with_sequences(self.request_id, 0, 0, &raw, sequences, None);
         stream.write_all(&message).await?;
         let mut length = [0u8; 4];
         stream.read_exact(&mut length).await?;
@@ -122,13 +138,10 @@ impl Peer {
         let unreachable = |e: io::Error| RPCError::Unreachable(Unreachable::new(&e));
         let payload = encode(&Record { value: request })
             .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
-        let body = doc! {
-            RAFT_COMMAND: kind,
-            "payload": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: payload },
-            "$db": "admin",
-        };
+        let body = doc! { RAFT_COMMAND: kind, "$db": "admin" };
+        let sequences = [payload_sequence(&payload).map_err(unreachable)?];
         let reply = self
-            .run(&body, option.hard_ttl())
+            .run_with(&body, &sequences, option.hard_ttl())
             .await
             .map_err(unreachable)?;
         let bytes = match reply.get("payload") {
@@ -146,6 +159,121 @@ impl Peer {
             .value
             .map_err(|e| RPCError::RemoteError(RemoteError::new(target, e)))
     }
+}
+
+/// A piece of a copy of the data as it travels: openraft's `InstallSnapshotRequest`,
+/// with its bytes encoded as one run rather than one element at a time.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct CopyPiece {
+    vote: Vote<u64>,
+    meta: SnapshotMeta<u64, Member>,
+    offset: u64,
+    #[serde(with = "serde_bytes")]
+    data: Vec<u8>,
+    done: bool,
+}
+
+impl From<InstallSnapshotRequest<TypeConfig>> for CopyPiece {
+    fn from(request: InstallSnapshotRequest<TypeConfig>) -> CopyPiece {
+        CopyPiece {
+            vote: request.vote,
+            meta: request.meta,
+            offset: request.offset,
+            data: request.data,
+            done: request.done,
+        }
+    }
+}
+
+impl From<CopyPiece> for InstallSnapshotRequest<TypeConfig> {
+    fn from(piece: CopyPiece) -> InstallSnapshotRequest<TypeConfig> {
+        InstallSnapshotRequest {
+            vote: piece.vote,
+            meta: piece.meta,
+            offset: piece.offset,
+            data: piece.data,
+            done: piece.done,
+        }
+    }
+}
+
+/// The most entry bytes one append message carries: it must reach the member and be
+/// stored there within Raft's append deadline (one heartbeat interval).
+const APPEND_BYTES: usize = 4 << 20;
+
+/// The bytes an entry adds to a message, near enough.
+fn entry_bytes(entry: &Entry<TypeConfig>) -> usize {
+    const OVERHEAD: usize = 64;
+    OVERHEAD
+        + match &entry.payload {
+            EntryPayload::Normal(Proposal::Command(command)) => {
+                command.body.len()
+                    + command
+                        .sequences
+                        .iter()
+                        .flat_map(|s| s.documents.iter())
+                        .map(|d| d.len())
+                        .sum::<usize>()
+            }
+            EntryPayload::Normal(Proposal::Config(config)) => config.len(),
+            EntryPayload::Blank | EntryPayload::Membership(_) => 0,
+        }
+}
+
+/// Keeps the entries that fit in [`APPEND_BYTES`] (at least one); returns the id of the
+/// last one kept when some were left out.
+fn bound_entries(entries: &mut Vec<Entry<TypeConfig>>) -> Option<LogId<u64>> {
+    let mut bytes = 0;
+    let mut keep = 0;
+    for entry in entries.iter() {
+        let size = entry_bytes(entry);
+        if keep > 0 && bytes + size > APPEND_BYTES {
+            break;
+        }
+        bytes += size;
+        keep += 1;
+    }
+    if keep == entries.len() {
+        return None;
+    }
+    entries.truncate(keep);
+    entries.last().map(|entry| entry.log_id)
+}
+
+/// The name of the document sequence that carries a Raft message.
+pub const PAYLOAD_SEQUENCE: &str = "payload";
+/// The most bytes of a Raft message one document of its sequence holds (a document is
+/// at most 16 MB; a message up to 48 MB).
+const PAYLOAD_PIECE_BYTES: usize = 8 << 20;
+
+/// A Raft message as the document sequence it travels in: `{data: <binary>}` pieces.
+fn payload_sequence(payload: &[u8]) -> io::Result<DocumentSequence> {
+    let documents = payload
+        .chunks(PAYLOAD_PIECE_BYTES)
+        .map(|piece| {
+            let binary = bson::Binary {
+                subtype: bson::spec::BinarySubtype::Generic,
+                bytes: piece.to_vec(),
+            };
+            RawDocumentBuf::try_from(&doc! { "data": binary }).map_err(io::Error::other)
+        })
+        .collect::<io::Result<Vec<_>>>()?;
+    Ok(DocumentSequence {
+        identifier: PAYLOAD_SEQUENCE.to_string(),
+        documents,
+    })
+}
+
+/// A Raft message put together from the pieces of its document sequence.
+pub fn payload_of(sequences: &[DocumentSequence]) -> Option<Vec<u8>> {
+    let sequence = sequences
+        .iter()
+        .find(|s| s.identifier == PAYLOAD_SEQUENCE)?;
+    let mut payload = Vec::new();
+    for document in &sequence.documents {
+        payload.extend_from_slice(document.get_binary("data").ok()?.bytes);
+    }
+    Some(payload)
 }
 
 /// Makes a [`Peer`] per member Raft talks to.
@@ -174,20 +302,30 @@ impl RaftNetwork<TypeConfig> for RaftPeer {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, Member, RaftError<u64>>> {
-        self.peer.raft(self.target, "append", &rpc, &option).await
+        let mut rpc = rpc;
+        let sent_last = bound_entries(&mut rpc.entries);
+        let response = self.peer.raft(self.target, "append", &rpc, &option).await?;
+        // Entries left out for the next message: the member has those sent.
+        Ok(match (response, sent_last) {
+            (AppendEntriesResponse::Success, Some(last)) => {
+                AppendEntriesResponse::PartialSuccess(Some(last))
+            }
+            (response, _) => response,
+        })
     }
 
     async fn install_snapshot(
         &mut self,
-        _rpc: InstallSnapshotRequest<TypeConfig>,
-        _option: RPCOption,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
     ) -> Result<
         InstallSnapshotResponse<u64>,
         RPCError<u64, Member, RaftError<u64, InstallSnapshotError>>,
     > {
-        Err(RPCError::Network(NetworkError::new(&io::Error::other(
-            "snapshots are not sent: members catch up from the whole log",
-        ))))
+        let piece = CopyPiece::from(rpc);
+        self.peer
+            .raft(self.target, "snapshot", &piece, &option)
+            .await
     }
 
     async fn vote(

@@ -5,9 +5,13 @@
 //! runtime handle (`block_on`), never from inside the runtime.
 
 use crate::config::SetConfig;
+use crate::initial_sync;
 use crate::log_store::{get, put, LogStore, Record};
-use crate::network::{Network, Peer};
-use crate::state_machine::{config_proposal, stored_config, Applier, StateMachine};
+use crate::network::{CopyPiece, Network, Peer};
+use crate::oplog::{self, OplogSize};
+use crate::state_machine::{
+    config_proposal, stored_config, Applier, StateMachine, INSTALLING_KEY, SNAPSHOT_KEY,
+};
 use crate::types::{decode, encode, Member, Proposal, Raft, WriteCommand};
 use crate::Shared;
 use basalt_error::{Error, ErrorCode, Result};
@@ -18,6 +22,7 @@ use openraft::{RaftMetrics, ServerState, SnapshotPolicy};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
@@ -29,6 +34,25 @@ const STATUS_HEARTBEAT_MS: u64 = 500;
 const MEMBER_COMMAND_TIMEOUT_MS: u64 = 5_000;
 /// How often a waiting write checks that this member is still primary.
 const PRIMARY_CHECK_MS: u64 = 50;
+/// How often a member checks its oplog's size.
+const OPLOG_CHECK_MS: u64 = 1_000;
+/// The longest a reconfig waits for the copy of the data new members start from.
+const NEW_MEMBER_COPY_WAIT_SECS: u64 = 600;
+/// The largest piece of a copy sent in one message.
+const COPY_CHUNK_BYTES: u64 = 8 << 20;
+/// How long a member may take to store a piece of a copy (the last one: to load it).
+const COPY_CHUNK_TIMEOUT_MS: u64 = 120_000;
+
+/// How a member is started: mongod's flags that concern replication.
+#[derive(Clone, Debug)]
+pub struct MemberOptions {
+    /// The port clients and the other members use.
+    pub port: u16,
+    /// The data directory (`--dbpath`): copies of the data are kept in it.
+    pub dbpath: PathBuf,
+    /// `--oplogSizeMB`: the log's size when the member first starts.
+    pub oplog_size_mb: Option<f64>,
+}
 
 /// The position of an entry in the replicated log, as MongoDB's optime.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -117,8 +141,8 @@ struct Elections {
     elected: Option<(bson::DateTime, bson::Timestamp)>,
     last_state: Option<MemberState>,
     last_leader: Option<u64>,
-    /// The config version whose electability is applied to Raft.
-    config_version: Option<i64>,
+    /// The electability last handed to Raft.
+    electable: Option<bool>,
 }
 
 pub struct ReplicaSet {
@@ -128,6 +152,10 @@ pub struct ReplicaSet {
     applier: Arc<dyn Applier>,
     runtime: Handle,
     raft: RwLock<Option<(u64, Raft)>>,
+    log: RwLock<Option<LogStore>>,
+    /// Where copies of the data are kept.
+    snapshots: PathBuf,
+    oplog_size: OplogSize,
     shared: Arc<Shared>,
     started: Instant,
     elections: Mutex<Elections>,
@@ -144,18 +172,25 @@ impl ReplicaSet {
     /// member that runs it).
     pub async fn open(
         set_name: &str,
-        port: u16,
+        options: &MemberOptions,
         engine: Arc<dyn Engine>,
         applier: Arc<dyn Applier>,
     ) -> Result<Arc<ReplicaSet>> {
+        let snapshots = initial_sync::directory(&options.dbpath);
+        initial_sync::remove_unfinished(&snapshots);
+        let shared = Arc::new(Shared::default());
+        recover_interrupted_sync(&engine, &shared, &*applier)?;
         let set = Arc::new(ReplicaSet {
             set_name: set_name.to_string(),
-            port,
+            port: options.port,
+            oplog_size: OplogSize::open(&*engine, options.oplog_size_mb)?,
             engine,
             applier,
             runtime: Handle::current(),
             raft: RwLock::new(None),
-            shared: Arc::new(Shared::default()),
+            log: RwLock::new(None),
+            snapshots,
+            shared,
             started: Instant::now(),
             elections: Mutex::new(Elections::default()),
             peers: Mutex::new(BTreeMap::new()),
@@ -180,6 +215,8 @@ impl ReplicaSet {
         tokio::spawn(async move { watcher.watch().await });
         let heartbeats = set.clone();
         tokio::spawn(async move { heartbeats.heartbeat().await });
+        let trimmer = set.clone();
+        tokio::spawn(async move { trimmer.trim_oplog().await });
         Ok(set)
     }
 
@@ -204,7 +241,11 @@ impl ReplicaSet {
             heartbeat_interval: heartbeat_ms,
             election_timeout_min: (election_ms / 4).max(heartbeat_ms * 2),
             election_timeout_max: (election_ms / 2).max(heartbeat_ms * 3),
+            // Copies are built and the log purged by oplog.rs, by size, not by count.
             snapshot_policy: SnapshotPolicy::Never,
+            max_in_snapshot_log_to_keep: u64::MAX,
+            snapshot_max_chunk_size: COPY_CHUNK_BYTES,
+            install_snapshot_timeout: COPY_CHUNK_TIMEOUT_MS,
             ..Default::default()
         }
         .validate()
@@ -214,16 +255,14 @@ impl ReplicaSet {
             engine: self.engine.clone(),
             applier: self.applier.clone(),
             shared: self.shared.clone(),
+            snapshots: self.snapshots.clone(),
+            receiving: None,
         };
-        let raft = Raft::new(
-            id,
-            Arc::new(raft_config),
-            Network,
-            LogStore::new(self.engine.clone()),
-            state_machine,
-        )
-        .await
-        .map_err(|e| Error::internal(format!("cannot start the replication node: {e}")))?;
+        let log = LogStore::new(self.engine.clone(), self.shared.clone()).map_err(storage)?;
+        *self.log.write() = Some(log.clone());
+        let raft = Raft::new(id, Arc::new(raft_config), Network, log, state_machine)
+            .await
+            .map_err(|e| Error::internal(format!("cannot start the replication node: {e}")))?;
         let electable = config.member(id).is_some_and(|m| m.electable());
         raft.runtime_config().elect(electable);
         *self.raft.write() = Some((id, raft.clone()));
@@ -703,8 +742,13 @@ impl ReplicaSet {
         ))
     }
 
-    /// Runs a member-to-member command (`replSetRaft`): Raft's messages, and `join`.
-    pub fn handle_internal(&self, body: &Document) -> Result<Document> {
+    /// Runs a member-to-member command (`replSetRaft`): Raft's messages (their bytes
+    /// from the command's `payload` document sequence), and `join`.
+    pub fn handle_internal(
+        &self,
+        body: &Document,
+        sequences: &[basalt_wire::DocumentSequence],
+    ) -> Result<Document> {
         let kind = body.get_str(crate::RAFT_COMMAND).unwrap_or_default();
         if kind == "join" {
             return self.join(body);
@@ -712,12 +756,14 @@ impl ReplicaSet {
         let Some((_, raft)) = self.raft() else {
             return Err(not_initialized());
         };
-        let payload = match body.get("payload") {
-            Some(Bson::Binary(binary)) => binary.bytes.as_slice(),
-            _ => return Err(Error::bad_value("replSetRaft needs a binary payload")),
-        };
+        let payload = crate::network::payload_of(sequences)
+            .ok_or_else(|| Error::bad_value("replSetRaft needs a payload sequence"))?;
+        let payload = payload.as_slice();
         let answer = match kind {
             "append" => self.answer(payload, |request| raft.append_entries(request)),
+            "snapshot" => self.answer(payload, |piece: CopyPiece| {
+                raft.install_snapshot(piece.into())
+            }),
             "vote" => self.answer(payload, |request| raft.vote(request)),
             other => Err(Error::bad_value(format!(
                 "unknown replSetRaft message {other}"
@@ -878,7 +924,11 @@ impl ReplicaSet {
         let proposal = config_proposal(&config.document)?;
         let interrupted =
             |e: String| Error::new(ErrorCode::INTERRUPTED_DUE_TO_REPL_STATE_CHANGE, e);
+        let adding = config.members.iter().any(|m| !old.contains(&m.id));
         self.runtime.block_on(async {
+            if adding {
+                self.prepare_initial_sync(&raft).await?;
+            }
             for member in config.members.iter().filter(|m| !old.contains(&m.id)) {
                 raft.add_learner(
                     member.id,
@@ -907,6 +957,47 @@ impl ReplicaSet {
         Ok(Document::new())
     }
 
+    /// Before members are added: a copy of the data as of now for them to start from,
+    /// and the log's first entry purged, so that they sync from the copy (as mongod's
+    /// new members copy the data) instead of running the whole history.
+    async fn prepare_initial_sync(&self, raft: &Raft) -> Result<()> {
+        let (applied, purged) = {
+            let metrics = raft.metrics();
+            let metrics = metrics.borrow();
+            (
+                metrics.last_applied.map_or(0, |id| id.index),
+                metrics.purged,
+            )
+        };
+        let wait = Duration::from_secs(NEW_MEMBER_COPY_WAIT_SECS);
+        oplog::copy_through(raft, applied, wait).await?;
+        if purged.is_none() {
+            oplog::purge_through(raft, 0, wait).await?;
+        }
+        Ok(())
+    }
+
+    /// `replSetResizeOplog`: this member's oplog size, in force at once.
+    pub fn resize_oplog(&self, megabytes: f64) -> Result<Document> {
+        if self.raft().is_none() {
+            return Err(not_initialized());
+        }
+        self.oplog_size.resize(&*self.engine, megabytes)?;
+        tracing::info!("oplog size set to {megabytes} MB");
+        Ok(Document::new())
+    }
+
+    /// Keeps the log within the oplog size (see `oplog.rs`).
+    async fn trim_oplog(self: Arc<Self>) {
+        loop {
+            tokio::time::sleep(Duration::from_millis(OPLOG_CHECK_MS)).await;
+            let (Some((_, raft)), Some(log)) = (self.raft(), self.log.read().clone()) else {
+                continue;
+            };
+            oplog::trim(&raft, &log, &self.oplog_size, self.shared.log_bytes()).await;
+        }
+    }
+
     /// Follows Raft's metrics: notes elections, keeps the member's electability to its
     /// config (after a freeze or step-down ends, after a reconfig), and wakes awaitable
     /// hellos when what they report changes.
@@ -922,14 +1013,17 @@ impl ReplicaSet {
             let frozen = elections
                 .unelectable_until
                 .is_some_and(|until| Instant::now() < until);
-            if !frozen
-                && (elections.unelectable_until.is_some()
-                    || elections.config_version != Some(config.version))
-            {
+            if !frozen {
                 elections.unelectable_until = None;
-                elections.config_version = Some(config.version);
-                raft.runtime_config()
-                    .elect(config.member(id).is_some_and(|m| m.electable()));
+            }
+            // A member loading a copy has no data to stand with, and must not disturb
+            // the primary by calling an election while it loads.
+            let electable = !frozen
+                && !self.shared.installing()
+                && config.member(id).is_some_and(|m| m.electable());
+            if elections.electable != Some(electable) {
+                elections.electable = Some(electable);
+                raft.runtime_config().elect(electable);
             }
             if elections.last_state != Some(state) || elections.last_leader != leader {
                 if state == MemberState::Primary {
@@ -1035,4 +1129,30 @@ fn not_initialized() -> Error {
 
 fn storage(e: openraft::StorageError<u64>) -> Error {
     Error::internal(format!("replication storage: {e}"))
+}
+
+/// A member that crashed while loading a copy holds part of it: it clears its data and
+/// its log (keeping its vote and identity) and syncs from a copy again.
+fn recover_interrupted_sync(
+    engine: &Arc<dyn Engine>,
+    shared: &Arc<Shared>,
+    applier: &dyn Applier,
+) -> Result<()> {
+    let marker = engine
+        .snapshot()
+        .get(basalt_storage::Space::Replication, INSTALLING_KEY)?;
+    if marker.is_none() {
+        return Ok(());
+    }
+    tracing::warn!("a copy of the data was being loaded when this member stopped: syncing again");
+    LogStore::new(engine.clone(), shared.clone())
+        .and_then(|log| log.clear())
+        .map_err(storage)?;
+    let mut done = WriteBatch::default();
+    done.delete(basalt_storage::Space::Replication, INSTALLING_KEY.to_vec());
+    done.delete(basalt_storage::Space::Replication, SNAPSHOT_KEY.to_vec());
+    initial_sync::clear(&**engine, WriteBatch::default()).map_err(storage)?;
+    engine.write(done, Durability::Disk)?;
+    applier.reload();
+    Ok(())
 }

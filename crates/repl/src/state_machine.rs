@@ -8,10 +8,15 @@
 //! `config.transactions`) is replicated state kept here: a statement retried with the
 //! same `lsid` and `txnNumber` gets its first reply instead of running again, on whichever
 //! member is primary when the retry arrives.
+//!
+//! Raft's snapshots are the copies of [`crate::initial_sync`]: built from an engine
+//! snapshot when the oplog is trimmed, sent to members that need entries it no longer
+//! holds, and loaded there in place of their data.
 
-use crate::log_store::{get, put, read_error, record, write_error};
+use crate::initial_sync::{self, SESSION_PREFIX};
+use crate::log_store::{get, put, read_error, record, write_error, Record};
 use crate::stamp;
-use crate::types::{Applied, Proposal, TypeConfig, WriteCommand};
+use crate::types::{decode, Applied, Member, Proposal, TypeConfig, WriteCommand};
 use crate::Shared;
 use basalt_error::{Error, ErrorCode};
 use basalt_storage::{Durability, Engine, Space, WriteBatch};
@@ -19,33 +24,51 @@ use bson::{Document, RawDocument};
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine, Snapshot};
 use openraft::{Entry, EntryPayload, LogId, SnapshotMeta, StorageError, StoredMembership};
 use serde::{Deserialize, Serialize};
-use std::io::Cursor;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const APPLIED_KEY: &[u8] = b"applied";
 const MEMBERSHIP_KEY: &[u8] = b"membership";
 pub(crate) const CONFIG_KEY: &[u8] = b"config";
-const SESSION_PREFIX: &[u8] = b"session/";
+/// The member's newest copy: its meta and file name (the member's own, not replicated).
+pub(crate) const SNAPSHOT_KEY: &[u8] = b"snapshot";
+/// Present while a copy is being loaded: a member that finds it at start clears its
+/// data and log and syncs again.
+pub(crate) const INSTALLING_KEY: &[u8] = b"installing";
 
 /// Runs a committed write command on this member: the server's write path.
 pub trait Applier: Send + Sync + 'static {
     /// Runs the command, the log entry at `index`, and returns its whole reply (`ok`
     /// included), BSON.
     fn apply(&self, index: u64, command: &WriteCommand) -> Vec<u8>;
+
+    /// Reads the member's data afresh (its catalog) after a copy replaced it.
+    fn reload(&self);
 }
 
-/// A retryable write's outcome, kept per logical session.
+/// A copy this member holds: what it contains and where it is.
+#[derive(Serialize, Deserialize)]
+struct StoredSnapshot {
+    meta: SnapshotMeta<u64, Member>,
+    file: String,
+}
+
+/// A retryable write's outcome, kept per logical session: the reply of each of its log
+/// entries (a large command is several), by the index of the entry's first statement.
 #[derive(Serialize, Deserialize)]
 struct SessionRecord {
     txn_number: i64,
-    #[serde(with = "serde_bytes")]
-    reply: Vec<u8>,
+    replies: Vec<(u32, serde_bytes::ByteBuf)>,
 }
 
 pub struct StateMachine {
     pub(crate) engine: Arc<dyn Engine>,
     pub(crate) applier: Arc<dyn Applier>,
     pub(crate) shared: Arc<Shared>,
+    /// Where copies are kept (`initial_sync::directory`).
+    pub(crate) snapshots: PathBuf,
+    /// The file a copy from the primary is being received into.
+    pub(crate) receiving: Option<PathBuf>,
 }
 
 /// The logical session and statement number of a retryable write: its `lsid` (as stored
@@ -80,13 +103,19 @@ impl StateMachine {
         let statement = RawDocument::from_bytes(&command.body)
             .ok()
             .and_then(retryable_statement);
+        let mut earlier = None;
         if let Some((lsid, txn_number)) = &statement {
-            let key = session_key(lsid);
-            if let Some(record) = get::<SessionRecord>(&*self.engine, &key)? {
+            if let Some(record) = get::<SessionRecord>(&*self.engine, &session_key(lsid))? {
                 if record.txn_number == *txn_number {
-                    return Ok((record.reply, false));
-                }
-                if record.txn_number > *txn_number {
+                    let answered = record
+                        .replies
+                        .iter()
+                        .find(|(first, _)| *first == command.first_statement);
+                    if let Some((_, reply)) = answered {
+                        return Ok((reply.to_vec(), false));
+                    }
+                    earlier = Some(record);
+                } else if record.txn_number > *txn_number {
                     let too_old = error_reply(Error::new(
                         ErrorCode::TRANSACTION_TOO_OLD,
                         format!(
@@ -104,16 +133,17 @@ impl StateMachine {
             self.applier.apply(log_id.index, command)
         });
         if let Some((lsid, txn_number)) = statement {
+            let mut record = earlier.unwrap_or(SessionRecord {
+                txn_number,
+                replies: Vec::new(),
+            });
+            record.replies.push((
+                command.first_statement,
+                serde_bytes::ByteBuf::from(reply.clone()),
+            ));
             let mut batch = WriteBatch::default();
             batch.put(Space::Replication, applied.0, applied.1);
-            put(
-                &mut batch,
-                &session_key(&lsid),
-                SessionRecord {
-                    txn_number,
-                    reply: reply.clone(),
-                },
-            )?;
+            put(&mut batch, &session_key(&lsid), record)?;
             self.engine
                 .write(batch, Durability::Process)
                 .map_err(write_error)?;
@@ -150,7 +180,7 @@ impl StateMachine {
 }
 
 impl RaftStateMachine<TypeConfig> for StateMachine {
-    type SnapshotBuilder = NoSnapshots;
+    type SnapshotBuilder = SnapshotBuilder;
 
     async fn applied_state(
         &mut self,
@@ -193,41 +223,185 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
-        NoSnapshots
+        SnapshotBuilder {
+            engine: self.engine.clone(),
+            snapshots: self.snapshots.clone(),
+        }
     }
 
     async fn begin_receiving_snapshot(
         &mut self,
-    ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<u64>> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    ) -> Result<Box<tokio::fs::File>, StorageError<u64>> {
+        let path = initial_sync::new_file(&self.snapshots, "receiving").map_err(write_error)?;
+        let file = tokio::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .await
+            .map_err(write_error)?;
+        if let Some(abandoned) = self.receiving.replace(path) {
+            let _ = std::fs::remove_file(abandoned);
+        }
+        Ok(Box::new(file))
     }
 
     async fn install_snapshot(
         &mut self,
-        _meta: &SnapshotMeta<u64, crate::Member>,
-        _snapshot: Box<Cursor<Vec<u8>>>,
+        meta: &SnapshotMeta<u64, Member>,
+        snapshot: Box<tokio::fs::File>,
     ) -> Result<(), StorageError<u64>> {
-        Err(write_error(
-            "snapshots are not taken: members catch up from the whole log",
-        ))
+        snapshot.sync_all().await.map_err(write_error)?;
+        drop(snapshot);
+        let received = self
+            .receiving
+            .take()
+            .ok_or_else(|| write_error("a copy to install that was not received"))?;
+        let path = self.snapshots.join(snapshot_file_name(meta));
+        std::fs::rename(&received, &path).map_err(write_error)?;
+        tracing::info!("loading the copy {} from the primary", meta.snapshot_id);
+        let started = std::time::Instant::now();
+        self.shared.set_installing(true);
+        let loaded = tokio::task::block_in_place(|| self.load(meta, &path));
+        self.shared.set_installing(false);
+        let count = loaded?;
+        tracing::info!(
+            "loaded the copy {} ({count} records) in {} ms",
+            meta.snapshot_id,
+            started.elapsed().as_millis()
+        );
+        initial_sync::remove_superseded(&self.snapshots, &path);
+        Ok(())
     }
 
     async fn get_current_snapshot(
         &mut self,
     ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<u64>> {
-        Ok(None)
+        let Some(stored) = get::<StoredSnapshot>(&*self.engine, SNAPSHOT_KEY)? else {
+            return Ok(None);
+        };
+        let file = tokio::fs::File::open(self.snapshots.join(&stored.file))
+            .await
+            .map_err(read_error)?;
+        Ok(Some(Snapshot {
+            meta: stored.meta,
+            snapshot: Box::new(file),
+        }))
     }
 }
 
-/// The log is never compacted yet (the snapshot policy is `Never` and nothing purges), so
-/// no snapshot is ever asked for; one asked for anyway fails rather than being faked.
-pub struct NoSnapshots;
+impl StateMachine {
+    /// Loads a received copy in place of this member's data, under the marker that makes
+    /// a crash meanwhile start the sync over.
+    fn load(
+        &self,
+        meta: &SnapshotMeta<u64, Member>,
+        path: &Path,
+    ) -> Result<u64, StorageError<u64>> {
+        let mut marker = WriteBatch::default();
+        marker.put(Space::Replication, INSTALLING_KEY.to_vec(), Vec::new());
+        self.engine
+            .write(marker, Durability::Disk)
+            .map_err(write_error)?;
+        let mut last = WriteBatch::default();
+        last.delete(Space::Replication, INSTALLING_KEY.to_vec());
+        put(
+            &mut last,
+            SNAPSHOT_KEY,
+            StoredSnapshot {
+                meta: meta.clone(),
+                file: snapshot_file_name(meta),
+            },
+        )?;
+        let count = initial_sync::load(&*self.engine, path, last)?;
+        self.applier.reload();
+        if let Some(config) = stored_config(&*self.engine)? {
+            self.shared.set_config(config);
+        }
+        if let Some(log_id) = meta.last_log_id {
+            self.shared.note_applied(log_id, None);
+        }
+        Ok(count)
+    }
+}
 
-impl RaftSnapshotBuilder<TypeConfig> for NoSnapshots {
+fn snapshot_file_name(meta: &SnapshotMeta<u64, Member>) -> String {
+    format!("{}{}", initial_sync::COPY_PREFIX, meta.snapshot_id)
+}
+
+/// Builds a copy of the member's data as of now (its last applied entry).
+pub struct SnapshotBuilder {
+    engine: Arc<dyn Engine>,
+    snapshots: PathBuf,
+}
+
+impl SnapshotBuilder {
+    /// Writes the copy and records it as the member's newest; returns its meta and file.
+    fn build(&self) -> Result<(SnapshotMeta<u64, Member>, PathBuf), StorageError<u64>> {
+        let started = std::time::Instant::now();
+        let snapshot = self.engine.snapshot();
+        let stored = |key: &[u8]| snapshot.get(Space::Replication, key).map_err(read_error);
+        let last_log_id: Option<LogId<u64>> = match stored(APPLIED_KEY)? {
+            Some(bytes) => decode::<Record<_>>(&bytes).map_err(read_error)?.value,
+            None => None,
+        };
+        let last_membership: StoredMembership<u64, Member> = match stored(MEMBERSHIP_KEY)? {
+            Some(bytes) => decode::<Record<_>>(&bytes).map_err(read_error)?.value,
+            None => StoredMembership::default(),
+        };
+        let building = initial_sync::new_file(&self.snapshots, "building").map_err(write_error)?;
+        let count = initial_sync::write(&*snapshot, &building)?;
+        let unique = building
+            .file_name()
+            .and_then(|name| name.to_str())
+            .and_then(|name| name.rsplit('-').next())
+            .unwrap_or_default()
+            .to_string();
+        let meta = SnapshotMeta {
+            snapshot_id: format!("{}-{unique}", last_log_id.map_or(0, |id| id.index)),
+            last_log_id,
+            last_membership,
+        };
+        let path = self.snapshots.join(snapshot_file_name(&meta));
+        std::fs::rename(&building, &path).map_err(write_error)?;
+        let mut batch = WriteBatch::default();
+        put(
+            &mut batch,
+            SNAPSHOT_KEY,
+            StoredSnapshot {
+                meta: meta.clone(),
+                file: snapshot_file_name(&meta),
+            },
+        )?;
+        self.engine
+            .write(batch, Durability::Disk)
+            .map_err(write_error)?;
+        tracing::info!(
+            "built the copy {} ({count} records) in {} ms, for the oplog's trimming and new \
+             members",
+            meta.snapshot_id,
+            started.elapsed().as_millis()
+        );
+        Ok((meta, path))
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<u64>> {
-        Err(read_error(
-            "snapshots are not taken: members catch up from the whole log",
-        ))
+        let builder = SnapshotBuilder {
+            engine: self.engine.clone(),
+            snapshots: self.snapshots.clone(),
+        };
+        let (meta, path) = tokio::task::spawn_blocking(move || builder.build())
+            .await
+            .map_err(write_error)??;
+        let file = tokio::fs::File::open(&path).await.map_err(read_error)?;
+        // Older copies go; one being sent stays readable through its open file.
+        initial_sync::remove_superseded(&self.snapshots, &path);
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(file),
+        })
     }
 }
 

@@ -16,7 +16,7 @@ openraft::declare_raft_types!(
         NodeId = u64,
         Node = Member,
         Entry = openraft::Entry<TypeConfig>,
-        SnapshotData = std::io::Cursor<Vec<u8>>,
+        SnapshotData = tokio::fs::File,
         AsyncRuntime = openraft::TokioRuntime,
 );
 
@@ -52,6 +52,9 @@ pub struct WriteCommand {
     /// The primary's clock when it proposed the command: `$$NOW`, `$currentDate` and
     /// generated ObjectIds use it on every member, so they all store the same values.
     pub wall_ms: i64,
+    /// Where the entry's statements begin in the client's command: a large command is
+    /// proposed as several entries, and a retried one is answered per entry.
+    pub first_statement: u32,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -47,6 +47,44 @@ static NEXT_REQUEST_ID: AtomicI32 = AtomicI32::new(1);
 pub struct ConnectionInfo {
     pub id: i64,
     pub peer: SocketAddr,
+    /// The client's application name, from its handshake (`client.application.name`).
+    app_name: std::sync::OnceLock<String>,
+    /// Set by a command that wants the connection closed instead of answered.
+    close_requested: std::sync::atomic::AtomicBool,
+}
+
+impl ConnectionInfo {
+    pub fn new(id: i64, peer: SocketAddr) -> ConnectionInfo {
+        ConnectionInfo {
+            id,
+            peer,
+            app_name: std::sync::OnceLock::new(),
+            close_requested: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The connection of work the server starts itself (no client).
+    pub fn is_internal(&self) -> bool {
+        self.id == 0
+    }
+
+    pub fn app_name(&self) -> Option<&str> {
+        self.app_name.get().map(String::as_str)
+    }
+
+    /// Records the application name of the handshake (the first one counts).
+    pub fn set_app_name(&self, name: &str) {
+        let _ = self.app_name.set(name.to_string());
+    }
+
+    /// Closes the connection once the current command ends, without its reply.
+    pub fn request_close(&self) {
+        self.close_requested.store(true, Ordering::Relaxed);
+    }
+
+    fn close_requested(&self) -> bool {
+        self.close_requested.load(Ordering::Relaxed)
+    }
 }
 
 /// Starts the thread of a connection that holds one of the server's connection slots
@@ -58,10 +96,10 @@ pub(crate) fn start(
     peer: SocketAddr,
     connection_count: u64,
 ) -> std::io::Result<()> {
-    let info = Arc::new(ConnectionInfo {
-        id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
+    let info = Arc::new(ConnectionInfo::new(
+        NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
         peer,
-    });
+    ));
     let server = server.clone();
     std::thread::Builder::new()
         .name(format!("conn{}", info.id))
@@ -116,7 +154,11 @@ fn read_loop(
             Ok(Decoded::Frame { frame, consumed }) => {
                 let _frame_memory = reserve_frame(consumed);
                 buf.consume(consumed);
-                if let Some(reply) = handle_frame(server, info, frame) {
+                let reply = handle_frame(server, info, frame);
+                if info.close_requested() {
+                    return Ok(());
+                }
+                if let Some(reply) = reply {
                     send(stream, &reply, held_bytes)?;
                 }
             }

@@ -11,6 +11,7 @@ mod commands;
 mod connection;
 mod cursors;
 mod exec;
+mod fail_points;
 mod listener;
 mod log_buffer;
 mod parallel_scan;
@@ -64,6 +65,10 @@ pub struct ServerOptions {
     pub quiet: bool,
     /// mongod's `--replSet`: the name of the replica set this member belongs to.
     pub repl_set: Option<String>,
+    /// mongod's `--oplogSizeMB`: the member's oplog size when it first starts.
+    pub oplog_size_mb: Option<f64>,
+    /// mongod's `enableTestCommands` parameter: `configureFailPoint` is available.
+    pub enable_test_commands: bool,
 }
 
 /// Everything the connections share.
@@ -83,6 +88,8 @@ pub struct Server {
     internal_connection: Arc<connection::ConnectionInfo>,
     /// This member's replica set, with `--replSet` (set once, right after start).
     replication: std::sync::OnceLock<Arc<basalt_repl::ReplicaSet>>,
+    /// Test hooks (`configureFailPoint`, with `enableTestCommands`).
+    fail_points: fail_points::FailPoints,
 }
 
 impl Server {
@@ -98,11 +105,12 @@ impl Server {
             options,
             log,
             process_id: bson::oid::ObjectId::new(),
-            internal_connection: Arc::new(connection::ConnectionInfo {
-                id: 0,
-                peer: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-            }),
+            internal_connection: Arc::new(connection::ConnectionInfo::new(
+                0,
+                std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            )),
             replication: std::sync::OnceLock::new(),
+            fail_points: fail_points::FailPoints::default(),
         })
     }
 
@@ -113,7 +121,12 @@ impl Server {
             return Ok(());
         };
         let applier = Arc::new(replication::ServerApplier::new(Arc::downgrade(self)));
-        let set = basalt_repl::ReplicaSet::open(&name, self.options.port, engine, applier).await?;
+        let member = basalt_repl::MemberOptions {
+            port: self.options.port,
+            dbpath: self.options.dbpath.clone(),
+            oplog_size_mb: self.options.oplog_size_mb,
+        };
+        let set = basalt_repl::ReplicaSet::open(&name, &member, engine, applier).await?;
         let _ = self.replication.set(set);
         Ok(())
     }

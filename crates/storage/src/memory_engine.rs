@@ -15,11 +15,11 @@ type Tree = BTreeMap<Vec<u8>, Vec<u8>>;
 /// Copy-on-write maps: a snapshot is a cheap clone of the `Arc`s as they are now.
 #[derive(Default)]
 pub struct MemoryEngine {
-    spaces: RwLock<[Arc<Tree>; 3]>,
+    spaces: RwLock<[Arc<Tree>; Space::ALL.len()]>,
 }
 
 struct MemorySnapshot {
-    spaces: [Arc<Tree>; 3],
+    spaces: [Arc<Tree>; Space::ALL.len()],
 }
 
 impl Engine for MemoryEngine {

@@ -336,15 +336,19 @@ struct Shared {
 
 impl Shared {
     /// One worker: parse a chunk, write it, repeat. Returns the documents it wrote.
+    /// Writes chunks until the reader is done. After a failure to write, the worker
+    /// stops the import but goes on taking chunks (without writing them), so the reader
+    /// is never left waiting on a full channel; the failure is its outcome.
     fn work(&self, chunks: &Mutex<mpsc::Receiver<Chunk>>) -> Result<u64> {
         let mut written = 0;
+        let mut failure = None;
         loop {
             let chunk = match chunks.lock() {
                 Ok(rx) => rx.recv(),
-                Err(_) => return Ok(written),
+                Err(_) => break,
             };
             let Ok(chunk) = chunk else {
-                return Ok(written);
+                break;
             };
             if self.stop.load(Ordering::Relaxed) {
                 continue;
@@ -361,7 +365,8 @@ impl Shared {
                 Ok(outcome) => outcome,
                 Err(e) => {
                     self.stop.store(true, Ordering::Relaxed);
-                    return Err(e);
+                    failure = Some(e);
+                    continue;
                 }
             };
             for (index, message) in outcome.failed {
@@ -377,6 +382,7 @@ impl Shared {
             self.report(failures);
             self.progress.advance(outcome.written, bytes);
         }
+        failure.map_or(Ok(written), Err)
     }
 
     fn parse(&self, chunk: Chunk) -> Parsed {

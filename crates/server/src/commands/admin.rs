@@ -40,6 +40,7 @@ fn parameters(ctx: &Ctx<'_>) -> Document {
     doc! {
         "ttlMonitorSleepSecs": (options.ttl_monitor_interval_ms / 1000) as i64,
         "scanWorkers": options.scan_workers as i64,
+        "enableTestCommands": options.enable_test_commands,
         "featureCompatibilityVersion": { "version": "7.0" },
         "authenticationMechanisms": ["SCRAM-SHA-1", "SCRAM-SHA-256"],
         "cursorTimeoutMillis": crate::cursors::CURSOR_IDLE_TIMEOUT_MS as i64,
@@ -51,6 +52,18 @@ fn parameters(ctx: &Ctx<'_>) -> Document {
         "javascriptProtection": false,
         "requireApiVersion": false,
     }
+}
+
+/// `configureFailPoint`: only with `--setParameter enableTestCommands=1`, as mongod's
+/// test commands; otherwise it does not exist.
+pub fn configure_fail_point(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    if !ctx.server.options.enable_test_commands {
+        return Err(Error::new(
+            ErrorCode::COMMAND_NOT_FOUND,
+            "no such command: 'configureFailPoint'",
+        ));
+    }
+    ctx.server.fail_points.configure(body)
 }
 
 pub fn get_parameter(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {

@@ -17,6 +17,18 @@ pub const LOGICAL_SESSION_TIMEOUT_MINUTES: i32 = 30;
 /// The longest an awaitable hello waits, whatever `maxAwaitTimeMS` asks.
 const AWAIT_TIME_MS_MAX: u64 = 60_000;
 
+/// Keeps what the handshake says of the client that the server uses later: its
+/// application name (`client.application.name`, which fail points can select).
+pub fn record_client(connection: &crate::connection::ConnectionInfo, body: &Document) {
+    let name = body
+        .get_document("client")
+        .and_then(|client| client.get_document("application"))
+        .and_then(|application| application.get_str("name"));
+    if let Ok(name) = name {
+        connection.set_app_name(name);
+    }
+}
+
 pub fn hello(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     await_topology_change(ctx, body);
     let legacy = body.keys().next().is_some_and(|k| k != "hello");
@@ -30,10 +42,7 @@ pub fn hello(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             reply.insert("isWritablePrimary", true);
         }
     }
-    reply.insert(
-        "topologyVersion",
-        doc! { "processId": ctx.server.process_id, "counter": topology_counter(ctx) },
-    );
+    reply.insert("topologyVersion", topology_version(ctx));
     reply.insert("maxBsonObjectSize", MAX_BSON_OBJECT_SIZE_BYTES as i32);
     reply.insert("maxMessageSizeBytes", MAX_MESSAGE_SIZE_BYTES as i32);
     reply.insert("maxWriteBatchSize", MAX_WRITE_BATCH_SIZE);
@@ -62,6 +71,12 @@ pub fn hello(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         reply.insert("compression", agreed);
     }
     Ok(reply)
+}
+
+/// This process's `topologyVersion`, as hello reports it (and mongod's state change
+/// errors carry, so that a driver can tell a stale error from news).
+pub fn topology_version(ctx: &Ctx<'_>) -> Document {
+    doc! { "processId": ctx.server.process_id, "counter": topology_counter(ctx) }
 }
 
 /// The topology version's counter: a replica set member's changes with its role, its

@@ -61,9 +61,13 @@ impl Ctx<'_> {
 
 /// Whether `command` reads the document sequence `identifier` in its wire bytes rather
 /// than as an array of decoded documents in its body: a bulk insert stores the bytes as
-/// they came, so decoding them would only be undone.
+/// they came, so decoding them would only be undone; a Raft message between replica
+/// set members is bytes, not documents.
 pub fn reads_sequence_raw(command: &str, identifier: &str) -> bool {
-    command == "insert" && identifier == "documents"
+    matches!(
+        (command, identifier),
+        ("insert", "documents") | (basalt_repl::RAFT_COMMAND, basalt_repl::PAYLOAD_SEQUENCE)
+    )
 }
 
 /// How a command builds its reply: most as a document; the cursor commands encoded,
@@ -157,6 +161,11 @@ static COMMANDS: &[Command] = &[
         command("buildInfo", admin::build_info, "version and build details"),
         &["buildinfo"],
     ),
+    admin_only(command(
+        "configureFailPoint",
+        admin::configure_fail_point,
+        "sets a test hook (with enableTestCommands)",
+    )),
     admin_only(command(
         "getParameter",
         admin::get_parameter,
@@ -340,6 +349,11 @@ static COMMANDS: &[Command] = &[
         "keeps this member from seeking election for a while",
     )),
     admin_only(command(
+        "replSetResizeOplog",
+        replication::repl_set_resize_oplog,
+        "changes this member's oplog size",
+    )),
+    admin_only(command(
         "replSetRaft",
         replication::repl_set_raft,
         "internal: replication messages between members",
@@ -410,6 +424,104 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
             ),
         ));
     }
+    if command.name == "hello" {
+        hello::record_client(ctx.connection, body);
+    }
+    let fail_point = fail_point(ctx, name, body)?;
+    let reply = run_command(ctx, command, body)?;
+    match fail_point.and_then(|effect| effect.write_concern_error) {
+        None => Ok(reply),
+        Some(error) => with_write_concern_error(ctx, reply, command.name, body, error),
+    }
+}
+
+/// What the `failCommand` fail point does before the command runs: holds it, closes
+/// the connection, or fails it; the effect left is a write concern error to add.
+fn fail_point(
+    ctx: &Ctx<'_>,
+    name: &str,
+    body: &Document,
+) -> Result<Option<crate::fail_points::Effect>> {
+    if ctx.connection.is_internal() {
+        return Ok(None);
+    }
+    let Some(mut effect) = ctx.server.fail_points.fail_command(name, ctx.connection) else {
+        return Ok(None);
+    };
+    if let Some(block) = effect.block {
+        std::thread::sleep(block);
+    }
+    if effect.close_connection {
+        ctx.connection.request_close();
+        return Err(Error::new(
+            ErrorCode::HOST_UNREACHABLE,
+            "connection closed by the failCommand fail point",
+        ));
+    }
+    if let Some(mut error) = effect.error.take() {
+        // A state change error carries the topology version it was seen at, as mongod's
+        // do: a driver that knows that version takes the error as stale and retries
+        // at once instead of waiting for news of the server.
+        if replication::is_state_change(error.code) {
+            error = error.with_extra(doc! { "topologyVersion": hello::topology_version(ctx) });
+        }
+        // Labels given with the fail point are the error's; without, mongod labels it
+        // as it labels the same error of its own.
+        if error.extra.contains_key("errorLabels") {
+            return Err(error);
+        }
+        return Err(replication::label_retryable(name, body, error));
+    }
+    Ok(Some(effect))
+}
+
+/// Adds a `writeConcernError` (from the fail point) to a command's reply, with the
+/// labels mongod gives it: those it names, else `RetryableWriteError` for a retryable
+/// write with a retryable code.
+fn with_write_concern_error(
+    ctx: &Ctx<'_>,
+    reply: Reply,
+    name: &str,
+    body: &Document,
+    mut error: Document,
+) -> Result<Reply> {
+    let mut reply = match reply {
+        Reply::Document(reply) => reply,
+        Reply::Encoded(reply) | Reply::Complete(reply) => Document::try_from(reply.as_ref())?,
+    };
+    let labels = match error.remove("errorLabels") {
+        Some(bson::Bson::Array(labels)) => labels,
+        _ => {
+            let code = error
+                .get("code")
+                .and_then(basalt_value::as_i64)
+                .unwrap_or(0);
+            replication::write_concern_error_labels(name, body, code as i32)
+                .into_iter()
+                .map(bson::Bson::from)
+                .collect()
+        }
+    };
+    // A state change error carries its topology version (see `fail_point`), in the
+    // write concern error, which is where drivers look for it.
+    let code = error
+        .get("code")
+        .and_then(basalt_value::as_i64)
+        .unwrap_or(0);
+    if replication::is_state_change(ErrorCode(code as i32)) {
+        error.insert("topologyVersion", hello::topology_version(ctx));
+    }
+    reply.insert("writeConcernError", error);
+    if !labels.is_empty() {
+        reply.insert("errorLabels", labels);
+    }
+    Ok(match reply.get("ok") {
+        Some(_) => Reply::Complete(crate::cursors::encode(&reply)?),
+        None => Reply::Document(reply),
+    })
+}
+
+fn run_command(ctx: &Ctx<'_>, command: &Command, body: &Document) -> Result<Reply> {
     let stats = &ctx.server.stats;
     match command.counter {
         Counter::Command => crate::stats::Stats::add(&stats.command, 1),

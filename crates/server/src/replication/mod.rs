@@ -7,6 +7,8 @@
 //! command handlers a standalone uses. Nothing it does depends on the member: the clock
 //! and generated ObjectIds are fixed by the log entry (`basalt_value::clock`).
 
+mod batches;
+
 use crate::commands::{dispatch, Ctx};
 use crate::Server;
 use basalt_error::{Error, ErrorCode, Result};
@@ -88,7 +90,7 @@ pub fn route(
     body: &Document,
 ) -> Result<Option<RawDocumentBuf>> {
     match role_of(name, body) {
-        Role::Write if !APPLYING.with(Cell::get) => propose(ctx, set, body).map(Some),
+        Role::Write if !APPLYING.with(Cell::get) => propose(ctx, set, name, body).map(Some),
         Role::Read => {
             if wants_linearizable(body) {
                 set.check_readable(false)?;
@@ -102,29 +104,33 @@ pub fn route(
     }
 }
 
-fn propose(ctx: &Ctx<'_>, set: &ReplicaSet, body: &Document) -> Result<RawDocumentBuf> {
-    let command = WriteCommand {
-        db: ctx.db.to_string(),
-        body: body
-            .to_vec()
-            .map_err(|e| Error::internal(format!("cannot encode the command: {e}")))?,
-        sequences: ctx
-            .raw_sequences
-            .iter()
-            .map(|s| Sequence {
-                identifier: s.identifier.clone(),
-                documents: s
-                    .documents
-                    .iter()
-                    .map(|d| serde_bytes::ByteBuf::from(d.as_bytes().to_vec()))
-                    .collect(),
-            })
-            .collect(),
-        wall_ms: bson::DateTime::now().timestamp_millis(),
+/// Proposes a write command (in pieces when it is large, see `batches.rs`) and returns
+/// the reply its application produced here, with a write concern error added when the
+/// set cannot satisfy the concern asked for.
+fn propose(ctx: &Ctx<'_>, set: &ReplicaSet, name: &str, body: &Document) -> Result<RawDocumentBuf> {
+    let reply = match batches::split(name, body, ctx.raw_sequences) {
+        None => {
+            let sequences = ctx.raw_sequences.iter().map(batches::to_sequence).collect();
+            propose_entry(ctx, set, body, sequences, 0)?
+        }
+        Some(pieces) => {
+            let ordered = body.get_bool("ordered").unwrap_or(true);
+            let mut merged = batches::Merged::default();
+            for piece in pieces {
+                let reply = propose_entry(
+                    ctx,
+                    set,
+                    &piece.body,
+                    piece.sequences,
+                    piece.first_statement,
+                )?;
+                if !merged.add(piece.first_statement, reply, ordered) {
+                    break;
+                }
+            }
+            merged.into_reply()?
+        }
     };
-    let reply = set.propose(command)?;
-    let reply = RawDocumentBuf::from_bytes(reply)
-        .map_err(|e| Error::internal(format!("an applied command's reply: {e}")))?;
     match write_concern_error(set, body) {
         None => Ok(reply),
         Some(error) => {
@@ -133,6 +139,28 @@ fn propose(ctx: &Ctx<'_>, set: &ReplicaSet, body: &Document) -> Result<RawDocume
             crate::cursors::encode(&reply)
         }
     }
+}
+
+/// Proposes one log entry and waits for its reply.
+fn propose_entry(
+    ctx: &Ctx<'_>,
+    set: &ReplicaSet,
+    body: &Document,
+    sequences: Vec<Sequence>,
+    first_statement: u32,
+) -> Result<RawDocumentBuf> {
+    let command = WriteCommand {
+        db: ctx.db.to_string(),
+        body: body
+            .to_vec()
+            .map_err(|e| Error::internal(format!("cannot encode the command: {e}")))?,
+        sequences,
+        wall_ms: bson::DateTime::now().timestamp_millis(),
+        first_statement,
+    };
+    let reply = set.propose(command)?;
+    RawDocumentBuf::from_bytes(reply)
+        .map_err(|e| Error::internal(format!("an applied command's reply: {e}")))
 }
 
 /// What a write concern this set cannot satisfy adds to the reply of the write, which
@@ -167,25 +195,61 @@ fn write_concern_error(set: &ReplicaSet, body: &Document) -> Option<Document> {
     })
 }
 
-/// Codes after which a driver may retry a retryable write, with the label MongoDB adds.
+/// Codes after which a driver may retry a retryable write (the retryable writes
+/// specification's list), with the label MongoDB adds.
 const RETRYABLE_WRITE_CODES: &[ErrorCode] = &[
+    ErrorCode::INTERRUPTED_AT_SHUTDOWN,
+    ErrorCode::INTERRUPTED_DUE_TO_REPL_STATE_CHANGE,
     ErrorCode::NOT_WRITABLE_PRIMARY,
     ErrorCode::NOT_PRIMARY_NO_SECONDARY_OK,
     ErrorCode::NOT_PRIMARY_OR_SECONDARY,
-    ErrorCode::INTERRUPTED_DUE_TO_REPL_STATE_CHANGE,
     ErrorCode::PRIMARY_STEPPED_DOWN,
+    ErrorCode::SHUTDOWN_IN_PROGRESS,
+    ErrorCode::HOST_NOT_FOUND,
     ErrorCode::HOST_UNREACHABLE,
+    ErrorCode::NETWORK_TIMEOUT,
+    ErrorCode::SOCKET_EXCEPTION,
     ErrorCode::EXCEEDED_TIME_LIMIT,
 ];
 
-/// Adds `RetryableWriteError` to an error of a retryable write (one with a
-/// `txnNumber`), as mongod does for the codes drivers may retry.
+/// Errors that say the server's role changed or it is shutting down (drivers' "not
+/// primary" and "node is recovering" errors).
+pub fn is_state_change(code: ErrorCode) -> bool {
+    [
+        ErrorCode::NOT_WRITABLE_PRIMARY,
+        ErrorCode::NOT_PRIMARY_NO_SECONDARY_OK,
+        ErrorCode::NOT_PRIMARY_OR_SECONDARY,
+        ErrorCode::PRIMARY_STEPPED_DOWN,
+        ErrorCode::INTERRUPTED_DUE_TO_REPL_STATE_CHANGE,
+        ErrorCode::INTERRUPTED_AT_SHUTDOWN,
+        ErrorCode::SHUTDOWN_IN_PROGRESS,
+    ]
+    .contains(&code)
+}
+
+/// A retryable write: a write command with a `txnNumber`.
+fn retryable_write(name: &str, body: &Document) -> bool {
+    role_of(name, body) == Role::Write && body.contains_key("txnNumber")
+}
+
+/// Adds `RetryableWriteError` to an error of a retryable write, as mongod does for the
+/// codes drivers may retry.
 pub fn label_retryable(name: &str, body: &Document, error: Error) -> Error {
-    let retryable_write = role_of(name, body) == Role::Write && body.contains_key("txnNumber");
-    if retryable_write && RETRYABLE_WRITE_CODES.contains(&error.code) {
+    if retryable_write(name, body) && RETRYABLE_WRITE_CODES.contains(&error.code) {
         return error.with_extra(doc! { "errorLabels": ["RetryableWriteError"] });
     }
     error
+}
+
+/// The labels mongod puts on the reply of a retryable write whose write concern failed
+/// with `code`.
+pub fn write_concern_error_labels(name: &str, body: &Document, code: i32) -> Vec<&'static str> {
+    let retryable = retryable_write(name, body) && RETRYABLE_WRITE_CODES.contains(&ErrorCode(code));
+    if retryable {
+        vec!["RetryableWriteError"]
+    } else {
+        Vec::new()
+    }
 }
 
 /// Runs committed commands on this member.
@@ -211,6 +275,14 @@ impl Applier for ServerApplier {
             ))),
         };
         reply.into_bytes()
+    }
+
+    fn reload(&self) {
+        if let Some(server) = self.server.upgrade() {
+            if let Err(e) = server.catalog.reload() {
+                tracing::error!("cannot read the catalog of the copy just loaded: {e}");
+            }
+        }
     }
 }
 
@@ -373,7 +445,31 @@ pub fn repl_set_freeze(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     replica_set(ctx)?.freeze(secs)
 }
 
+/// `replSetResizeOplog`: `size` in MB (at least 990, as mongod's). mongod's
+/// `minRetentionHours` is refused rather than ignored: entries go by size only.
+pub fn repl_set_resize_oplog(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    if let Some(hours) = body.get("minRetentionHours") {
+        if basalt_value::as_f64(hours) != Some(0.0) {
+            return Err(Error::new(
+                ErrorCode::INVALID_OPTIONS,
+                "minRetentionHours is not supported: the oplog is bounded by size only",
+            ));
+        }
+    }
+    let size = match body.get("size") {
+        Some(size) if basalt_value::is_number(size) => basalt_value::as_f64(size).unwrap_or(0.0),
+        Some(_) => return Err(Error::type_mismatch("size must be a number")),
+        None => {
+            return Err(Error::new(
+                ErrorCode::INVALID_OPTIONS,
+                "replSetResizeOplog needs a size or a minRetentionHours",
+            ))
+        }
+    };
+    replica_set(ctx)?.resize_oplog(size)
+}
+
 /// `replSetRaft`: another member's Raft message, or its request to join.
 pub fn repl_set_raft(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
-    replica_set(ctx)?.handle_internal(body)
+    replica_set(ctx)?.handle_internal(body, ctx.raw_sequences)
 }
