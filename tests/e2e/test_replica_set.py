@@ -16,8 +16,9 @@ import pymongo
 import pytest
 from bson import Binary, ObjectId
 from bson.int64 import Int64
-from pymongo.errors import OperationFailure, PyMongoError
+from pymongo.errors import NotPrimaryError, OperationFailure, PyMongoError, WriteConcernError
 from pymongo.read_preferences import ReadPreference
+from pymongo.write_concern import WriteConcern
 
 from basalt_server import ReplicaSet
 from helpers import count_on, reader_of, wait_until
@@ -397,3 +398,112 @@ def test_a_large_write_goes_through_the_log_in_pieces(start_replica_set):
     assert reply["ok"] == 1.0 and reply["n"] == 600
     for member in cluster.members:
         wait_until(lambda m=member: count_on(m, "big2") == 399, what="the deletes everywhere")
+
+
+def test_w_n_waits_for_n_members_and_times_out(start_replica_set):
+    cluster = start_replica_set(3)
+    client = cluster.client(retryWrites=False)
+    every = client.test.get_collection("wn", write_concern=WriteConcern(w=3, wtimeout=5000))
+    every.insert_one({"_id": 1})
+    for member in cluster.members:
+        assert count_on(member, "wn") == 1, "w: 3 was acknowledged before a member had it"
+    cluster.secondaries()[0].kill()
+    # A majority still acknowledges w: 2 at once; w: 3 times out with mongod's error and
+    # the write stays.
+    client.test.get_collection("wn", write_concern=WriteConcern(w=2)).insert_one({"_id": 2})
+    started = time.monotonic()
+    short = client.test.get_collection("wn", write_concern=WriteConcern(w=3, wtimeout=300))
+    with pytest.raises(WriteConcernError) as timed_out:
+        short.insert_one({"_id": 3})
+    assert 0.3 <= time.monotonic() - started < 5
+    assert timed_out.value.code == 64
+    assert timed_out.value.details["errInfo"]["wtimeout"] is True
+    assert client.test.wn.count_documents({}) == 3
+
+
+def test_default_read_and_write_concerns(start_replica_set, start_server):
+    with start_server().client() as standalone:
+        for command in ("getDefaultRWConcern", "setDefaultRWConcern"):
+            with pytest.raises(OperationFailure) as refused:
+                standalone.admin.command(command, 1)
+            assert refused.value.code == 20, command  # IllegalOperation
+    cluster = start_replica_set(3)
+    client = cluster.client(retryWrites=False)
+    implicit = client.admin.command("getDefaultRWConcern")
+    assert implicit["defaultWriteConcern"] == {"w": "majority", "wtimeout": 0}
+    assert implicit["defaultReadConcern"] == {"level": "local"}
+    assert implicit["defaultWriteConcernSource"] == "implicit"
+    for arguments, code in [
+        ({}, 2),
+        ({"defaultReadConcern": {"level": "snapshot"}}, 2),
+        ({"defaultReadConcern": {"level": "local", "afterClusterTime": 1}}, 2),
+        ({"defaultWriteConcern": {"w": 0}}, 2),
+        ({"defaultReadConcern": 1}, 14),
+    ]:
+        with pytest.raises(OperationFailure) as refused:
+            client.admin.command("setDefaultRWConcern", 1, **arguments)
+        assert refused.value.code == code, arguments
+    reply = client.admin.command(
+        "setDefaultRWConcern",
+        1,
+        defaultWriteConcern={"w": 3, "wtimeout": 300},
+        defaultReadConcern={"level": "majority"},
+    )
+    assert reply["defaultWriteConcern"] == {"w": 3, "wtimeout": 300}
+    assert reply["defaultWriteConcernSource"] == "global"
+    assert "updateOpTime" in reply
+    # The defaults are replicated: a secondary reports them too.
+    secondary = cluster.secondaries()[0]
+    with reader_of(secondary) as reader:
+        wait_until(
+            lambda: (
+                reader.admin.command("getDefaultRWConcern")["defaultReadConcern"]
+                == {"level": "majority"}
+            ),
+            what="the defaults on a secondary",
+        )
+    # A write without a concern of its own waits for the default w: 3.
+    secondary.kill()
+    with pytest.raises(WriteConcernError) as timed_out:
+        client.test.rw.insert_one({"_id": 1})
+    assert timed_out.value.code == 64
+    client.admin.command("setDefaultRWConcern", 1, defaultWriteConcern={})
+    client.test.rw.insert_one({"_id": 2})
+    assert client.admin.command("getDefaultRWConcern")["defaultWriteConcernSource"] == "implicit"
+
+
+def test_maintenance_mode_makes_a_secondary_recovering(start_replica_set):
+    cluster = start_replica_set(3)
+    primary = cluster.wait_for_primary()
+    cluster.client().test.m.insert_one({"_id": 1})
+    with pytest.raises(OperationFailure) as on_primary:
+        cluster.direct(primary).admin.command("replSetMaintenance", True)
+    assert on_primary.value.code == 95  # NotSecondary
+    member = cluster.secondaries()[0]
+    with reader_of(member) as reader:
+        admin = reader.admin
+        with pytest.raises(OperationFailure) as not_bool:
+            admin.command("replSetMaintenance", "yes")
+        assert not_bool.value.code == 14
+        admin.command("replSetMaintenance", True)
+        admin.command("replSetMaintenance", True)  # the calls nest
+        hello = admin.command("hello")
+        assert not hello["secondary"] and not hello["isWritablePrimary"]
+        with pytest.raises(NotPrimaryError) as no_reads:
+            reader.test.m.find_one()
+        assert no_reads.value.details["code"] == 13436  # NotPrimaryOrSecondary
+        status = cluster.direct(primary).admin
+        wait_until(
+            lambda: any(
+                m["stateStr"] == "RECOVERING" for m in status.command("replSetGetStatus")["members"]
+            ),
+            what="the primary seeing the member RECOVERING",
+        )
+        admin.command("replSetMaintenance", False)
+        assert not admin.command("hello")["secondary"], "still in maintenance once"
+        admin.command("replSetMaintenance", False)
+        assert admin.command("hello")["secondary"]
+        assert reader.test.m.find_one() == {"_id": 1}
+        with pytest.raises(OperationFailure) as out:
+            admin.command("replSetMaintenance", False)
+        assert out.value.code == 96  # OperationFailed

@@ -34,6 +34,8 @@ const STATUS_HEARTBEAT_MS: u64 = 500;
 const MEMBER_COMMAND_TIMEOUT_MS: u64 = 5_000;
 /// How often a waiting write checks that this member is still primary.
 const PRIMARY_CHECK_MS: u64 = 50;
+/// How often a write waiting for `w: N` members checks their progress.
+const REPLICATION_CHECK_MS: u64 = 10;
 /// How often a member checks its oplog's size.
 const OPLOG_CHECK_MS: u64 = 1_000;
 /// The longest a reconfig waits for the copy of the data new members start from.
@@ -89,6 +91,8 @@ pub enum MemberState {
     Startup,
     Primary,
     Secondary,
+    /// In maintenance (`replSetMaintenance`): serves no reads, stands for no election.
+    Recovering,
     /// The config does not name this member.
     Removed,
     /// Another member that did not answer its last heartbeat.
@@ -101,6 +105,7 @@ impl MemberState {
             MemberState::Startup => 0,
             MemberState::Primary => 1,
             MemberState::Secondary => 2,
+            MemberState::Recovering => 3,
             MemberState::Removed => 10,
             MemberState::Down => 8,
         }
@@ -111,6 +116,7 @@ impl MemberState {
             MemberState::Startup => "STARTUP",
             MemberState::Primary => "PRIMARY",
             MemberState::Secondary => "SECONDARY",
+            MemberState::Recovering => "RECOVERING",
             MemberState::Removed => "REMOVED",
             MemberState::Down => "(not reachable/healthy)",
         }
@@ -143,6 +149,8 @@ struct Elections {
     last_leader: Option<u64>,
     /// The electability last handed to Raft.
     electable: Option<bool>,
+    /// `replSetMaintenance: true` calls not yet undone (in maintenance while above 0).
+    maintenance: u32,
 }
 
 pub struct ReplicaSet {
@@ -291,6 +299,8 @@ impl ReplicaSet {
         }
         if self.is_writable_leader(&raft.metrics().borrow(), &config) {
             MemberState::Primary
+        } else if self.elections.lock().maintenance > 0 {
+            MemberState::Recovering
         } else {
             MemberState::Secondary
         }
@@ -354,8 +364,8 @@ impl ReplicaSet {
     }
 
     /// Proposes a write command and waits until it is committed and applied here;
-    /// returns the reply this member's state machine produced.
-    pub fn propose(&self, command: WriteCommand) -> Result<Vec<u8>> {
+    /// returns the reply this member's state machine produced and the entry's index.
+    pub fn propose(&self, command: WriteCommand) -> Result<(Vec<u8>, u64)> {
         let Some((_, raft)) = self.raft() else {
             return Err(not_primary("not primary"));
         };
@@ -380,7 +390,7 @@ impl ReplicaSet {
             }
         });
         match outcome {
-            Some(Ok(response)) => Ok(response.data.reply),
+            Some(Ok(response)) => Ok((response.data.reply, response.log_id.index)),
             Some(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => {
                 Err(not_primary("not primary"))
             }
@@ -393,6 +403,41 @@ impl ReplicaSet {
                 "operation was interrupted because the primary stepped down; it may still \
                  be applied",
             )),
+        }
+    }
+
+    /// Waits until `members` members (this one included) hold the log through entry
+    /// `index`, as `w: N` asks, for `timeout` at most (`None`: as long as it takes, as
+    /// mongod without `wtimeout`); says whether they did.
+    pub fn await_replication(&self, index: u64, members: usize, timeout: Option<Duration>) -> bool {
+        let Some((id, raft)) = self.raft() else {
+            return false;
+        };
+        let deadline = timeout.map(|timeout| Instant::now() + timeout);
+        loop {
+            let holding = {
+                let metrics = raft.metrics();
+                let metrics = metrics.borrow();
+                let Some(replication) = &metrics.replication else {
+                    return false;
+                };
+                let others = replication
+                    .iter()
+                    .filter(|(member, matched)| {
+                        **member != id && matched.is_some_and(|m| m.index >= index)
+                    })
+                    .count();
+                others + 1
+            };
+            if holding >= members {
+                return true;
+            }
+            if deadline.is_some_and(|deadline| Instant::now() >= deadline)
+                || self.state() != MemberState::Primary
+            {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(REPLICATION_CHECK_MS));
         }
     }
 
@@ -868,6 +913,34 @@ impl ReplicaSet {
         Ok(Document::new())
     }
 
+    /// `replSetMaintenance`: `true` puts a secondary in RECOVERING (no reads, no
+    /// election), `false` undoes one `true`; the calls nest, as mongod's.
+    pub fn maintenance(&self, enable: bool) -> Result<Document> {
+        if self.raft().is_none() {
+            return Err(not_initialized());
+        }
+        if self.state() == MemberState::Primary {
+            return Err(Error::new(
+                ErrorCode::NOT_SECONDARY,
+                "primaries can't modify maintenance mode",
+            ));
+        }
+        let mut elections = self.elections.lock();
+        if enable {
+            elections.maintenance += 1;
+        } else if elections.maintenance == 0 {
+            return Err(Error::new(
+                ErrorCode::OPERATION_FAILED,
+                "already out of maintenance mode",
+            ));
+        } else {
+            elections.maintenance -= 1;
+        }
+        drop(elections);
+        self.shared.bump_topology();
+        Ok(Document::new())
+    }
+
     /// `replSetFreeze`: no election for `secs` (0 ends a freeze).
     pub fn freeze(&self, secs: u64) -> Result<Document> {
         let Some((id, raft)) = self.raft() else {
@@ -1019,6 +1092,7 @@ impl ReplicaSet {
             // A member loading a copy has no data to stand with, and must not disturb
             // the primary by calling an election while it loads.
             let electable = !frozen
+                && elections.maintenance == 0
                 && !self.shared.installing()
                 && config.member(id).is_some_and(|m| m.electable());
             if elections.electable != Some(electable) {
@@ -1092,6 +1166,9 @@ fn peer_status(reply: &Document, sent: Instant) -> PeerStatus {
         MemberState::Primary
     } else if reply.get_bool("secondary").unwrap_or(false) {
         MemberState::Secondary
+    } else if reply.contains_key("setName") {
+        // In the set, neither primary nor secondary: in maintenance.
+        MemberState::Recovering
     } else {
         MemberState::Startup
     };

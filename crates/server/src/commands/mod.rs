@@ -24,6 +24,7 @@ mod list_collections;
 mod list_databases;
 mod list_indexes;
 mod map_reduce;
+pub(crate) mod rw_concern_defaults;
 mod server_status;
 mod stats;
 mod update;
@@ -347,6 +348,21 @@ static COMMANDS: &[Command] = &[
         "replSetFreeze",
         replication::repl_set_freeze,
         "keeps this member from seeking election for a while",
+    )),
+    admin_only(command(
+        "setDefaultRWConcern",
+        rw_concern_defaults::set_default_rw_concern,
+        "sets the replica set's default read and write concerns",
+    )),
+    admin_only(command(
+        "getDefaultRWConcern",
+        rw_concern_defaults::get_default_rw_concern,
+        "the replica set's default read and write concerns",
+    )),
+    admin_only(command(
+        "replSetMaintenance",
+        replication::repl_set_maintenance,
+        "puts a secondary in or out of maintenance (RECOVERING)",
     )),
     admin_only(command(
         "replSetResizeOplog",

@@ -108,7 +108,7 @@ pub fn route(
 /// the reply its application produced here, with a write concern error added when the
 /// set cannot satisfy the concern asked for.
 fn propose(ctx: &Ctx<'_>, set: &ReplicaSet, name: &str, body: &Document) -> Result<RawDocumentBuf> {
-    let reply = match batches::split(name, body, ctx.raw_sequences) {
+    let (reply, last_index) = match batches::split(name, body, ctx.raw_sequences) {
         None => {
             let sequences = ctx.raw_sequences.iter().map(batches::to_sequence).collect();
             propose_entry(ctx, set, body, sequences, 0)?
@@ -116,22 +116,24 @@ fn propose(ctx: &Ctx<'_>, set: &ReplicaSet, name: &str, body: &Document) -> Resu
         Some(pieces) => {
             let ordered = body.get_bool("ordered").unwrap_or(true);
             let mut merged = batches::Merged::default();
+            let mut last_index = 0;
             for piece in pieces {
-                let reply = propose_entry(
+                let (reply, index) = propose_entry(
                     ctx,
                     set,
                     &piece.body,
                     piece.sequences,
                     piece.first_statement,
                 )?;
+                last_index = index;
                 if !merged.add(piece.first_statement, reply, ordered) {
                     break;
                 }
             }
-            merged.into_reply()?
+            (merged.into_reply()?, last_index)
         }
     };
-    match write_concern_error(set, body) {
+    match write_concern_error(ctx, set, body, last_index) {
         None => Ok(reply),
         Some(error) => {
             let mut reply = Document::try_from(reply.as_ref())?;
@@ -141,14 +143,14 @@ fn propose(ctx: &Ctx<'_>, set: &ReplicaSet, name: &str, body: &Document) -> Resu
     }
 }
 
-/// Proposes one log entry and waits for its reply.
+/// Proposes one log entry and waits for its reply; returns it with the entry's index.
 fn propose_entry(
     ctx: &Ctx<'_>,
     set: &ReplicaSet,
     body: &Document,
     sequences: Vec<Sequence>,
     first_statement: u32,
-) -> Result<RawDocumentBuf> {
+) -> Result<(RawDocumentBuf, u64)> {
     let command = WriteCommand {
         db: ctx.db.to_string(),
         body: body
@@ -158,28 +160,56 @@ fn propose_entry(
         wall_ms: bson::DateTime::now().timestamp_millis(),
         first_statement,
     };
-    let reply = set.propose(command)?;
-    RawDocumentBuf::from_bytes(reply)
-        .map_err(|e| Error::internal(format!("an applied command's reply: {e}")))
+    let (reply, index) = set.propose(command)?;
+    let reply = RawDocumentBuf::from_bytes(reply)
+        .map_err(|e| Error::internal(format!("an applied command's reply: {e}")))?;
+    Ok((reply, index))
 }
 
-/// What a write concern this set cannot satisfy adds to the reply of the write, which
-/// is done all the same, as mongod does: `w` above the number of members
-/// (UnsatisfiableWriteConcern) or a tag mode the config does not define
-/// (UnknownReplWriteConcern). Any other `w` is satisfied: a write is acknowledged once a
-/// majority has it, `w: 1` included.
-fn write_concern_error(set: &ReplicaSet, body: &Document) -> Option<Document> {
-    let concern = body.get_document("writeConcern").ok()?;
+/// The `writeConcernError` of a write that is done (as mongod, the write stays):
+/// UnsatisfiableWriteConcern (100) for `w` above the number of members,
+/// UnknownReplWriteConcern (79) for a tag mode the config does not define, and
+/// WriteConcernFailed (64, `errInfo.wtimeout`) when fewer than `w: N` members hold the
+/// write's last entry within `wtimeout` (or the command's `maxTimeMS`). `w: "majority"`
+/// and any `w` up to a majority are satisfied by the commit the write waited for. A write
+/// that gives no concern has the set's default one.
+fn write_concern_error(
+    ctx: &Ctx<'_>,
+    set: &ReplicaSet,
+    body: &Document,
+    last_index: u64,
+) -> Option<Document> {
+    // A write without a concern gets the set's default (setDefaultRWConcern), if any.
+    let concern = match body.get_document("writeConcern") {
+        Ok(concern) => concern.clone(),
+        Err(_) => crate::commands::rw_concern_defaults::default_write_concern(ctx)?,
+    };
+    let concern = &concern;
     let (code, message) = match concern.get("w")? {
         w if basalt_value::is_number(w) => {
             let wanted = basalt_value::as_i64(w).unwrap_or(0);
-            if wanted <= set.members() as i64 {
+            if wanted > set.members() as i64 {
+                (
+                    ErrorCode::UNSATISFIABLE_WRITE_CONCERN,
+                    "Not enough data-bearing nodes".to_string(),
+                )
+            } else if wanted > (set.voting_members() / 2 + 1) as i64
+                && !set.await_replication(last_index, wanted as usize, wtimeout(body, concern))
+            {
+                let message = if set.state() == MemberState::Primary {
+                    "waiting for replication timed out"
+                } else {
+                    "primary stepped down while waiting for replication"
+                };
+                return Some(doc! {
+                    "code": ErrorCode::WRITE_CONCERN_FAILED.0,
+                    "codeName": ErrorCode::WRITE_CONCERN_FAILED.name(),
+                    "errmsg": message,
+                    "errInfo": { "wtimeout": true, "writeConcern": concern.clone() },
+                });
+            } else {
                 return None;
             }
-            (
-                ErrorCode::UNSATISFIABLE_WRITE_CONCERN,
-                "Not enough data-bearing nodes".to_string(),
-            )
         }
         Bson::String(mode) if mode != "majority" => (
             ErrorCode::UNKNOWN_REPL_WRITE_CONCERN,
@@ -193,6 +223,19 @@ fn write_concern_error(set: &ReplicaSet, body: &Document) -> Option<Document> {
         "errmsg": message,
         "errInfo": { "writeConcern": concern.clone() },
     })
+}
+
+/// How long a write may wait for `w: N` members: `wtimeout` (0 or absent: no limit, as
+/// mongod), at most the command's `maxTimeMS`.
+fn wtimeout(body: &Document, concern: &Document) -> Option<std::time::Duration> {
+    let positive = |value: Option<&Bson>| value.and_then(basalt_value::as_i64).filter(|ms| *ms > 0);
+    let wtimeout = positive(concern.get("wtimeout"));
+    let max_time = positive(body.get("maxTimeMS"));
+    [wtimeout, max_time]
+        .into_iter()
+        .flatten()
+        .min()
+        .map(|ms| std::time::Duration::from_millis(ms as u64))
 }
 
 /// Codes after which a driver may retry a retryable write (the retryable writes
@@ -467,6 +510,16 @@ pub fn repl_set_resize_oplog(ctx: &Ctx<'_>, body: &Document) -> Result<Document>
         }
     };
     replica_set(ctx)?.resize_oplog(size)
+}
+
+/// `replSetMaintenance: <bool>`.
+pub fn repl_set_maintenance(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let enable = match body.get("replSetMaintenance") {
+        Some(Bson::Boolean(enable)) => *enable,
+        Some(value) if basalt_value::is_number(value) => basalt_value::as_f64(value) != Some(0.0),
+        _ => return Err(Error::type_mismatch("replSetMaintenance must be a boolean")),
+    };
+    replica_set(ctx)?.maintenance(enable)
 }
 
 /// `replSetRaft`: another member's Raft message, or its request to join.

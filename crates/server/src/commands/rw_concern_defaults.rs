@@ -1,0 +1,237 @@
+//! The cluster-wide default read and write concerns of a replica set:
+//! `setDefaultRWConcern` and `getDefaultRWConcern`.
+//!
+//! As in MongoDB the defaults are a document in `config.settings`
+//! (`_id: "ReadWriteConcernDefaults"`), written through the replicated log like any
+//! write, so every member (and the next primary) has them. The default write concern
+//! applies to writes that give none (a `w: N` above a majority then waits for N members,
+//! see `replication::write_concern_error`); the default read concern is stored and
+//! reported, and every level it may name (`local`, `available`, `majority`) reads the
+//! same committed data here. Without a stored default the implicit ones are MongoDB 5+'s:
+//! `{w: "majority"}` and `{level: "local"}`. A standalone has neither command, as mongod.
+
+use super::{dispatch, Ctx};
+use basalt_error::{Error, ErrorCode, Result};
+use basalt_repl::MemberState;
+use bson::{doc, Bson, Document};
+
+const SETTINGS_DB: &str = "config";
+const SETTINGS: &str = "settings";
+const DEFAULTS_ID: &str = "ReadWriteConcernDefaults";
+
+/// Read concern levels a default may name.
+const DEFAULT_READ_LEVELS: [&str; 3] = ["local", "available", "majority"];
+
+fn not_on_standalone(ctx: &Ctx<'_>, command: &str) -> Result<()> {
+    match ctx.server.replication() {
+        Some(_) => Ok(()),
+        None => Err(Error::new(
+            ErrorCode::ILLEGAL_OPERATION,
+            format!("'{command}' is not supported on standalone nodes."),
+        )),
+    }
+}
+
+/// The stored defaults document, if any has been set.
+fn stored(ctx: &Ctx<'_>) -> Result<Option<Document>> {
+    if ctx.server.catalog.get(SETTINGS_DB, SETTINGS).is_none() {
+        return Ok(None);
+    }
+    let internal = Ctx {
+        server: ctx.server,
+        connection: &ctx.server.internal_connection,
+        db: SETTINGS_DB,
+        raw_sequences: &[],
+        max_time_ms: None,
+    };
+    let reply = dispatch(
+        &internal,
+        &doc! {
+            "find": SETTINGS,
+            "filter": { "_id": DEFAULTS_ID },
+            "limit": 1,
+            "singleBatch": true,
+            "$readPreference": { "mode": "primaryPreferred" },
+            "$db": SETTINGS_DB,
+        },
+    );
+    let reply = Document::try_from(reply.as_ref())?;
+    if reply.get("ok").and_then(basalt_value::as_f64) != Some(1.0) {
+        let message = reply.get_str("errmsg").unwrap_or("no reply");
+        return Err(Error::internal(format!(
+            "reading the default concerns: {message}"
+        )));
+    }
+    Ok(reply
+        .get_document("cursor")
+        .and_then(|cursor| cursor.get_array("firstBatch"))
+        .ok()
+        .and_then(|batch| batch.first())
+        .and_then(Bson::as_document)
+        .cloned())
+}
+
+/// The stored default write concern, for a write that gives none.
+pub fn default_write_concern(ctx: &Ctx<'_>) -> Option<Document> {
+    stored(ctx)
+        .ok()
+        .flatten()
+        .and_then(|defaults| defaults.get_document("defaultWriteConcern").ok().cloned())
+        .filter(|concern| !concern.is_empty())
+}
+
+fn check_read_concern(concern: &Document) -> Result<()> {
+    for (key, value) in concern {
+        match (key.as_str(), value) {
+            ("level", Bson::String(level)) if DEFAULT_READ_LEVELS.contains(&level.as_str()) => {}
+            ("level", Bson::String(level)) => {
+                return Err(Error::bad_value(format!(
+                    "level: '{level}' is not supported as a global default read concern"
+                )))
+            }
+            _ => {
+                return Err(Error::bad_value(format!(
+                    "'{key}' is not supported in a default read concern: only 'level' is"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_write_concern(concern: &Document) -> Result<()> {
+    for (key, value) in concern {
+        match key.as_str() {
+            "w" if basalt_value::as_i64(value) == Some(0) => {
+                return Err(Error::bad_value(
+                    "The global default write concern cannot be w: 0",
+                ))
+            }
+            "w" if basalt_value::is_number(value) || matches!(value, Bson::String(_)) => {}
+            "wtimeout" if basalt_value::as_i64(value).is_some_and(|ms| ms >= 0) => {}
+            "j" if matches!(value, Bson::Boolean(_)) => {}
+            _ => {
+                return Err(Error::bad_value(format!(
+                    "'{key}: {value}' is not a valid default write concern setting"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A default given to `setDefaultRWConcern`: `None` when absent, checked otherwise.
+fn given(
+    body: &Document,
+    field: &str,
+    check: fn(&Document) -> Result<()>,
+) -> Result<Option<Document>> {
+    match body.get(field) {
+        None => Ok(None),
+        Some(Bson::Document(concern)) => check(concern).map(|()| Some(concern.clone())),
+        Some(_) => Err(Error::type_mismatch(format!("{field} must be an object"))),
+    }
+}
+
+pub fn set_default_rw_concern(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    not_on_standalone(ctx, "setDefaultRWConcern")?;
+    let read = given(body, "defaultReadConcern", check_read_concern)?;
+    let mut write = given(body, "defaultWriteConcern", check_write_concern)?;
+    if read.is_none() && write.is_none() {
+        return Err(Error::bad_value(
+            "At least one of the \"defaultReadConcern\" or \"defaultWriteConcern\" fields must \
+             be present",
+        ));
+    }
+    if let Some(concern) = write.as_mut().filter(|c| !c.is_empty()) {
+        if !concern.contains_key("wtimeout") {
+            concern.insert("wtimeout", 0);
+        }
+    }
+    let set = ctx
+        .server
+        .replication()
+        .ok_or_else(|| Error::internal("no replica set"))?;
+    if set.state() != MemberState::Primary {
+        return Err(Error::new(ErrorCode::NOT_WRITABLE_PRIMARY, "not primary"));
+    }
+    let mut defaults = stored(ctx)?.unwrap_or_else(|| doc! { "_id": DEFAULTS_ID });
+    for (field, concern) in [("defaultReadConcern", read), ("defaultWriteConcern", write)] {
+        match concern {
+            Some(concern) if concern.is_empty() => {
+                defaults.remove(field);
+            }
+            Some(concern) => {
+                defaults.insert(field, concern);
+            }
+            None => {}
+        }
+    }
+    defaults.insert("updateOpTime", set.applied().timestamp());
+    defaults.insert("updateWallClockTime", bson::DateTime::now());
+    let write_ctx = Ctx {
+        db: SETTINGS_DB,
+        raw_sequences: &[],
+        ..*ctx
+    };
+    let reply = dispatch(
+        &write_ctx,
+        &doc! {
+            "update": SETTINGS,
+            "updates": [{ "q": { "_id": DEFAULTS_ID }, "u": defaults, "upsert": true }],
+            "$db": SETTINGS_DB,
+        },
+    );
+    let reply = Document::try_from(reply.as_ref())?;
+    let failure = reply
+        .get_array("writeErrors")
+        .ok()
+        .and_then(|errors| errors.first())
+        .and_then(Bson::as_document)
+        .cloned()
+        .or_else(|| (reply.get("ok").and_then(basalt_value::as_f64) != Some(1.0)).then_some(reply));
+    if let Some(failure) = failure {
+        let code = failure
+            .get_i32("code")
+            .unwrap_or(ErrorCode::INTERNAL_ERROR.0);
+        let message = failure
+            .get_str("errmsg")
+            .unwrap_or("the defaults were not stored");
+        return Err(Error::new(ErrorCode(code), message));
+    }
+    get_default_rw_concern(ctx, &Document::new())
+}
+
+pub fn get_default_rw_concern(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+    not_on_standalone(ctx, "getDefaultRWConcern")?;
+    let defaults = stored(ctx)?.unwrap_or_default();
+    let mut reply = Document::new();
+    let mut source =
+        |field: &str, source_field: &str, implicit: Document| match defaults.get_document(field) {
+            Ok(concern) => {
+                reply.insert(field, concern.clone());
+                reply.insert(source_field, "global");
+            }
+            Err(_) => {
+                reply.insert(field, implicit);
+                reply.insert(source_field, "implicit");
+            }
+        };
+    source(
+        "defaultReadConcern",
+        "defaultReadConcernSource",
+        doc! { "level": "local" },
+    );
+    source(
+        "defaultWriteConcern",
+        "defaultWriteConcernSource",
+        doc! { "w": "majority", "wtimeout": 0 },
+    );
+    for field in ["updateOpTime", "updateWallClockTime"] {
+        if let Some(value) = defaults.get(field) {
+            reply.insert(field, value.clone());
+        }
+    }
+    reply.insert("localUpdateWallClockTime", bson::DateTime::now());
+    Ok(reply)
+}
