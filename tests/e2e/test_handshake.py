@@ -9,6 +9,7 @@ what a MongoDB 7.0 standalone answers.
 from __future__ import annotations
 
 import datetime
+import struct
 import time
 
 import pytest
@@ -84,6 +85,32 @@ def test_awaitable_hello_waits_while_the_topology_is_unchanged(server):
         started = time.monotonic()
         conn.command({"hello": 1, "topologyVersion": other, "maxAwaitTimeMS": 5000, "$db": "admin"})
         assert time.monotonic() - started < 2, "another process's version is answered at once"
+
+
+def test_awaitable_hello_with_exhaust_allowed_streams_replies(server):
+    """Streaming monitors (the Node, Java, Go drivers) send an awaitable hello with the
+    exhaustAllowed flag: mongod answers with moreToCome and then sends the next hello
+    reply on its own, answering its last one, for as long as the client listens."""
+    exhaust_allowed, more_to_come = 1 << 16, 1 << 1
+    with wire.RawConnection(server.port) as conn:
+        version = conn.command({"hello": 1, "$db": "admin"}).doc["topologyVersion"]
+        request = {"hello": 1, "topologyVersion": version, "maxAwaitTimeMS": 200, "$db": "admin"}
+        message = wire.op_msg(request, flags=exhaust_allowed)
+        answering = wire.HEADER.unpack_from(message)[1]
+        conn.send(message)
+        started = time.monotonic()
+        for _ in range(3):
+            header = conn._read_exact(wire.HEADER.size)
+            length, request_id, response_to, _opcode = wire.HEADER.unpack(header)
+            payload = conn._read_exact(length - wire.HEADER.size)
+            assert struct.unpack_from("<I", payload)[0] & more_to_come, "more are to come"
+            assert response_to == answering, "each reply answers the one before"
+            answering = request_id
+        # Each waits for news or maxAwaitTimeMS, as a plain awaitable hello does.
+        assert time.monotonic() - started >= 0.6
+    # Without the flag the same hello gets one plain reply.
+    with wire.RawConnection(server.port) as conn:
+        assert conn.command(request).doc["ok"] == 1.0
 
 
 def test_legacy_op_query_is_master_gets_op_reply(server):

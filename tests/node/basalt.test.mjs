@@ -5,17 +5,13 @@
 // ...) before the first query, so they catch incompatibilities pymongo does not.
 
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { MongoBulkWriteError, MongoClient, MongoServerError } from 'mongodb';
-import { startServer } from './server.mjs';
+import { runMongosh, startServer } from './server.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const MONGOSH = path.join(here, 'node_modules', '.bin', 'mongosh');
 
 let server;
 let client;
@@ -120,22 +116,7 @@ describe('mongosh', () => {
   });
   after(() => rmSync(home, { recursive: true, force: true }));
 
-  function mongosh(script) {
-    const result = spawnSync(MONGOSH, [`${server.uri}test`, '--quiet', '--norc', '--eval', script], {
-      encoding: 'utf8',
-      timeout: 60_000,
-      // A private HOME for mongosh's logs and history; no telemetry from tests.
-      env: {
-        ...process.env,
-        HOME: home,
-        MONGOSH_FORCE_DISABLE_TELEMETRY_FOR_TESTING: '1',
-        MONGOSH_TELEMETRY_ENDPOINT: '',
-      },
-    });
-    assert.equal(result.error, undefined, `mongosh did not run: ${result.error}`);
-    assert.equal(result.status, 0, `mongosh failed:\n${result.stdout}\n${result.stderr}`);
-    return result.stdout;
-  }
+  const mongosh = (script) => runMongosh(`${server.uri}test`, script, home);
 
   test('insertOne then printjson(find().toArray())', () => {
     const out = mongosh('db.t.insertOne({a:1}); printjson(db.t.find().toArray())');

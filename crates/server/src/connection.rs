@@ -23,7 +23,7 @@ use crate::Server;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_wire::{
     decode, encode_op_msg, encode_op_reply, Compressor, DecodeError, Decoded, DocumentSequence,
-    Frame, Message, OpCode,
+    Frame, Message, OpCode, OpMsg,
 };
 use bson::{Bson, Document, RawDocument, RawDocumentBuf};
 use read_buffer::{reserve_frame, ReadBuffer, READ_BUFFER_IDLE_BYTES};
@@ -154,12 +154,18 @@ fn read_loop(
             Ok(Decoded::Frame { frame, consumed }) => {
                 let _frame_memory = reserve_frame(consumed);
                 buf.consume(consumed);
-                let reply = handle_frame(server, info, frame);
+                let outgoing = handle_frame(server, info, frame);
                 if info.close_requested() {
                     return Ok(());
                 }
-                if let Some(reply) = reply {
-                    send(stream, &reply, held_bytes)?;
+                if let Some(outgoing) = outgoing {
+                    send(stream, &outgoing.bytes, held_bytes)?;
+                    let (mut streamed, mut last_id) = (outgoing.exhaust, outgoing.request_id);
+                    while let Some(hello) = streamed {
+                        let next = hello.next(server, info, last_id);
+                        send(stream, &next.bytes, held_bytes)?;
+                        (streamed, last_id) = (next.exhaust, next.request_id);
+                    }
                 }
             }
             Ok(Decoded::Incomplete) => {
@@ -207,25 +213,129 @@ fn encode_reply(
     reply: &RawDocument,
     compressor: Option<Compressor>,
 ) -> Vec<u8> {
+    encode_reply_with(op_code, response_to, 0, reply, compressor).0
+}
+
+/// Encodes a reply with OP_MSG `flags`; returns it with the request id it was given.
+fn encode_reply_with(
+    op_code: OpCode,
+    response_to: i32,
+    flags: u32,
+    reply: &RawDocument,
+    compressor: Option<Compressor>,
+) -> (Vec<u8>, i32) {
     let request_id = NEXT_REQUEST_ID.fetch_add(1, Ordering::Relaxed);
-    match op_code {
+    let bytes = match op_code {
         OpCode::Query => encode_op_reply(request_id, response_to, 0, 0, 0, &[reply], compressor),
-        _ => encode_op_msg(request_id, response_to, 0, reply, compressor),
+        _ => encode_op_msg(request_id, response_to, flags, reply, compressor),
+    };
+    (bytes, request_id)
+}
+
+/// A reply to send, and the awaitable hello to stream after it, if any.
+struct Outgoing {
+    bytes: Vec<u8>,
+    request_id: i32,
+    exhaust: Option<StreamedHello>,
+}
+
+/// An awaitable hello whose client allows exhaust replies (`exhaustAllowed`, as drivers'
+/// streaming monitors send it): mongod answers with `moreToCome` and sends the next
+/// hello reply on its own once the topology changes or `maxAwaitTimeMS` passes, each
+/// one answering the last, until the client closes the connection.
+struct StreamedHello {
+    db: String,
+    body: Document,
+    compressor: Option<Compressor>,
+}
+
+impl StreamedHello {
+    /// Streams hello when `request` (with `flags`) is an awaitable hello that allows it
+    /// and `reply` is a success.
+    fn after(
+        flags: u32,
+        db: &str,
+        request: &Document,
+        reply: &RawDocument,
+        compressor: Option<Compressor>,
+    ) -> Option<StreamedHello> {
+        let hello = matches!(
+            request.keys().next().map(String::as_str),
+            Some("hello" | "isMaster" | "ismaster")
+        );
+        let awaitable =
+            request.contains_key("topologyVersion") && request.contains_key("maxAwaitTimeMS");
+        if flags & OpMsg::EXHAUST_ALLOWED == 0 || !hello || !awaitable {
+            return None;
+        }
+        let reply = Document::try_from(reply).ok()?;
+        if reply.get("ok").and_then(basalt_value::as_f64) != Some(1.0) {
+            return None;
+        }
+        let mut body = request.clone();
+        body.insert(
+            "topologyVersion",
+            reply.get_document("topologyVersion").ok()?.clone(),
+        );
+        Some(StreamedHello {
+            db: db.to_string(),
+            body,
+            compressor,
+        })
+    }
+
+    /// Runs the hello again (it waits for news) and encodes its reply to the last one.
+    fn next(self, server: &Arc<Server>, info: &Arc<ConnectionInfo>, response_to: i32) -> Outgoing {
+        let reply = run_guarded(|| {
+            let ctx = Ctx {
+                server,
+                connection: info,
+                db: &self.db,
+                raw_sequences: &[],
+                max_time_ms: None,
+            };
+            dispatch(&ctx, &self.body)
+        });
+        let exhaust = StreamedHello::after(
+            OpMsg::EXHAUST_ALLOWED,
+            &self.db,
+            &self.body,
+            &reply,
+            self.compressor,
+        );
+        let flags = if exhaust.is_some() {
+            OpMsg::MORE_TO_COME
+        } else {
+            0
+        };
+        let (bytes, request_id) =
+            encode_reply_with(OpCode::Msg, response_to, flags, &reply, self.compressor);
+        Outgoing {
+            bytes,
+            request_id,
+            exhaust,
+        }
     }
 }
 
 /// Runs the command of one frame; `None` when the client wants no reply (moreToCome).
-fn handle_frame(server: &Arc<Server>, info: &Arc<ConnectionInfo>, frame: Frame) -> Option<Vec<u8>> {
+fn handle_frame(
+    server: &Arc<Server>,
+    info: &Arc<ConnectionInfo>,
+    frame: Frame,
+) -> Option<Outgoing> {
     let request_id = frame.header.request_id;
-    let (op_code, body, more_to_come) = match frame.message {
+    let (op_code, body, more_to_come, flags) = match frame.message {
         Message::Msg(msg) => {
             let more_to_come = msg.more_to_come();
-            (OpCode::Msg, command_from_op_msg(msg), more_to_come)
+            let flags = msg.flags;
+            (OpCode::Msg, command_from_op_msg(msg), more_to_come, flags)
         }
         Message::Query(query) => (
             OpCode::Query,
             command_from_op_query(query).map(|(db, body)| (db, body, Vec::new())),
             false,
+            0,
         ),
         Message::Reply(_) => (
             OpCode::Msg,
@@ -234,8 +344,10 @@ fn handle_frame(server: &Arc<Server>, info: &Arc<ConnectionInfo>, frame: Frame) 
                 "OP_REPLY is a server's message, not a request",
             )),
             false,
+            0,
         ),
     };
+    let mut exhaust = None;
     let reply = match body {
         Ok((db, body, raw_sequences)) => run_guarded(|| {
             let _active = Counted::new(&server.stats.connections.active, 1);
@@ -246,7 +358,9 @@ fn handle_frame(server: &Arc<Server>, info: &Arc<ConnectionInfo>, frame: Frame) 
                 raw_sequences: &raw_sequences,
                 max_time_ms: None,
             };
-            dispatch(&ctx, &body)
+            let reply = dispatch(&ctx, &body);
+            exhaust = StreamedHello::after(flags, &db, &body, &reply, frame.compressor);
+            reply
         }),
         Err(e) => error_reply(&e),
     };
@@ -255,7 +369,18 @@ fn handle_frame(server: &Arc<Server>, info: &Arc<ConnectionInfo>, frame: Frame) 
     }
     // Answer in the compression the request came in; the handshake itself always
     // arrives uncompressed, so it is answered so too.
-    Some(encode_reply(op_code, request_id, &reply, frame.compressor))
+    let flags = if exhaust.is_some() {
+        OpMsg::MORE_TO_COME
+    } else {
+        0
+    };
+    let (bytes, request_id) =
+        encode_reply_with(op_code, request_id, flags, &reply, frame.compressor);
+    Some(Outgoing {
+        bytes,
+        request_id,
+        exhaust,
+    })
 }
 
 /// Runs a command; a panic in it becomes an InternalError reply and leaves the
