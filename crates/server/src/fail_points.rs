@@ -165,16 +165,21 @@ fn parse_mode(mode: Option<&Bson>) -> Result<Mode> {
     }
 }
 
+/// The strings of an array field, else BadValue naming `what` it must hold.
+fn strings(items: &[Bson], what: &str) -> Result<Vec<String>> {
+    items
+        .iter()
+        .map(|item| {
+            item.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| Error::bad_value(format!("{what} must be strings")))
+        })
+        .collect()
+}
+
 fn parse_data(mode: Mode, data: &Document) -> Result<FailCommand> {
     let commands = match data.get("failCommands") {
-        Some(Bson::Array(names)) => names
-            .iter()
-            .map(|name| {
-                name.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| Error::bad_value("failCommands must hold command names"))
-            })
-            .collect::<Result<Vec<_>>>()?,
+        Some(Bson::Array(names)) => strings(names, "failCommands")?,
         _ => return Err(Error::bad_value("failCommand needs data.failCommands")),
     };
     let error_code = match data.get("errorCode") {
@@ -187,16 +192,7 @@ fn parse_data(mode: Mode, data: &Document) -> Result<FailCommand> {
     };
     let error_labels = match data.get("errorLabels") {
         None => None,
-        Some(Bson::Array(labels)) => Some(
-            labels
-                .iter()
-                .map(|l| {
-                    l.as_str()
-                        .map(str::to_string)
-                        .ok_or_else(|| Error::bad_value("errorLabels must be strings"))
-                })
-                .collect::<Result<Vec<_>>>()?,
-        ),
+        Some(Bson::Array(labels)) => Some(strings(labels, "errorLabels")?),
         Some(_) => return Err(Error::bad_value("errorLabels must be an array")),
     };
     let block_ms = if data.get_bool("blockConnection").unwrap_or(false) {
