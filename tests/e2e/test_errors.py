@@ -155,3 +155,22 @@ def test_max_time_ms_must_be_a_whole_int32(db, value):
 def test_max_time_ms_zero_and_int32_max_mean_what_they_say(db):
     assert db.command("find", "c", maxTimeMS=0)["ok"] == 1.0
     assert db.command("find", "c", maxTimeMS=2**31 - 1)["ok"] == 1.0
+
+
+def test_atlas_search_index_commands_are_refused_as_mongod_does(db):
+    """mongod without a search engine answers the Atlas Search index helpers with
+    SearchNotEnabled (31082), whose message names Atlas: drivers' tests look for it."""
+    collection = db.search_refused
+    collection.insert_one({"_id": 1})
+    attempts = [
+        lambda: collection.create_search_index({"definition": {"mappings": {"dynamic": True}}}),
+        lambda: collection.update_search_index("default", {"mappings": {"dynamic": True}}),
+        lambda: collection.drop_search_index("default"),
+        lambda: list(collection.list_search_indexes()),
+    ]
+    for attempt in attempts:
+        with pytest.raises(OperationFailure) as refused:
+            attempt()
+        assert refused.value.code == 31082
+        assert refused.value.details["codeName"] == "SearchNotEnabled"
+        assert "Atlas" in str(refused.value)

@@ -110,6 +110,7 @@ error_codes! {
     SHUTDOWN_IN_PROGRESS = 91, "ShutdownInProgress";
     SOCKET_EXCEPTION = 9001, "SocketException";
     INTERRUPTED_AT_SHUTDOWN = 11600, "InterruptedAtShutdown";
+    SEARCH_NOT_ENABLED = 31082, "SearchNotEnabled";
 }
 
 impl ErrorCode {
@@ -138,6 +139,18 @@ impl Error {
             message: message.into(),
             extra: Document::new(),
         }
+    }
+
+    /// What a MongoDB server without a search engine (mongod without mongot) answers to
+    /// the Atlas Search index commands and `$listSearchIndexes`.
+    pub fn search_not_enabled() -> Error {
+        Error::new(
+            ErrorCode::SEARCH_NOT_ENABLED,
+            "Using Atlas Search Database Commands and the $listSearchIndexes aggregation \
+             stage requires additional configuration. Please connect to Atlas or an \
+             AtlasCLI local deployment to enable. For more information on how to connect, \
+             see https://dochub.mongodb.org/core/atlas-cli-deploy-local-reqs",
+        )
     }
 
     /// Adds fields to the error reply (over any of the same names).

@@ -134,6 +134,7 @@ impl Stage {
             "$facet" => Stage::Facet(facet::Facet::parse(args, ctx)?),
             "$out" => Stage::Out(out::parse(args)?),
             "$merge" => Stage::Merge(Box::new(merge::Merge::parse(args, ctx)?)),
+            "$listSearchIndexes" => return Err(Error::search_not_enabled()),
             other => {
                 return Err(Error::location(
                     40324,

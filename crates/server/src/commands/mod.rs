@@ -162,6 +162,21 @@ static COMMANDS: &[Command] = &[
         command("buildInfo", admin::build_info, "version and build details"),
         &["buildinfo"],
     ),
+    command(
+        "createSearchIndexes",
+        search_not_enabled,
+        "Atlas Search indexes: refused, as by mongod without a search engine",
+    ),
+    command(
+        "updateSearchIndex",
+        search_not_enabled,
+        "Atlas Search indexes: refused, as by mongod without a search engine",
+    ),
+    command(
+        "dropSearchIndex",
+        search_not_enabled,
+        "Atlas Search indexes: refused, as by mongod without a search engine",
+    ),
     admin_only(command(
         "configureFailPoint",
         admin::configure_fail_point,
@@ -380,6 +395,11 @@ fn lookup(name: &str) -> Option<&'static Command> {
     COMMANDS
         .iter()
         .find(|c| c.name == name || c.aliases.contains(&name))
+}
+
+/// The Atlas Search index commands, on a server that has no search engine.
+fn search_not_enabled(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+    Err(Error::search_not_enabled())
 }
 
 /// Runs one command and returns the full reply, `ok` included, encoded.
