@@ -174,3 +174,18 @@ def test_atlas_search_index_commands_are_refused_as_mongod_does(db):
         assert refused.value.code == 31082
         assert refused.value.details["codeName"] == "SearchNotEnabled"
         assert "Atlas" in str(refused.value)
+
+
+def test_a_writing_pipeline_cannot_read_linearizable(db):
+    db.lin_source.insert_many([{"_id": 1}, {"_id": 2}])
+    for stage in ({"$out": "lin_target"}, {"$merge": {"into": "lin_target"}}):
+        with pytest.raises(OperationFailure) as refused:
+            db.command(
+                "aggregate",
+                "lin_source",
+                pipeline=[{"$match": {}}, stage],
+                cursor={},
+                readConcern={"level": "linearizable"},
+            )
+        assert refused.value.code == 72, stage  # InvalidOptions
+    assert "lin_target" not in db.list_collection_names()
