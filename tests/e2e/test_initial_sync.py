@@ -116,3 +116,7 @@ def test_resize_oplog_checks_its_input(start_replica_set, start_server):
     with start_server().client() as standalone, pytest.raises(OperationFailure) as refused:
         standalone.admin.command("replSetResizeOplog", 1, size=990.0)
     assert refused.value.code == 76
+    uninitiated = start_server("--replSet", "later").client(directConnection=True)
+    with uninitiated, pytest.raises(OperationFailure) as not_yet:
+        uninitiated.admin.command("replSetResizeOplog", 1, size=990.0)
+    assert not_yet.value.code == 94  # NotYetInitialized

@@ -452,9 +452,12 @@ def test_default_read_and_write_concerns(start_replica_set, start_server):
     assert reply["defaultWriteConcern"] == {"w": 3, "wtimeout": 300}
     assert reply["defaultWriteConcernSource"] == "global"
     assert "updateOpTime" in reply
-    # The defaults are replicated: a secondary reports them too.
+    # The defaults are replicated: a secondary reports them too, and refuses to set them.
     secondary = cluster.secondaries()[0]
     with reader_of(secondary) as reader:
+        with pytest.raises(NotPrimaryError) as on_secondary:
+            reader.admin.command("setDefaultRWConcern", 1, defaultReadConcern={})
+        assert on_secondary.value.details["code"] == 10107
         wait_until(
             lambda: (
                 reader.admin.command("getDefaultRWConcern")["defaultReadConcern"]

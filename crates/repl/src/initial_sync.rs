@@ -174,10 +174,9 @@ fn holds_no_data(engine: &dyn Engine) -> Result<bool, StorageError<u64>> {
     Ok(true)
 }
 
-/// Deletes the member's data and replicated state (what a copy replaces); `extra` rides
-/// with the first batch.
-pub(crate) fn clear(engine: &dyn Engine, extra: WriteBatch) -> Result<(), StorageError<u64>> {
-    let mut batch = extra;
+/// Deletes the member's data and replicated state (what a copy replaces).
+pub(crate) fn clear(engine: &dyn Engine) -> Result<(), StorageError<u64>> {
+    let mut batch = WriteBatch::default();
     let flush = |batch: &mut WriteBatch| {
         engine
             .write(std::mem::take(batch), Durability::Process)
@@ -204,7 +203,7 @@ pub(crate) fn load(
 ) -> Result<u64, StorageError<u64>> {
     let fresh = holds_no_data(engine)?;
     if !fresh {
-        clear(engine, WriteBatch::default())?;
+        clear(engine)?;
     }
     let mut input = BufReader::with_capacity(1 << 20, File::open(path).map_err(read_error)?);
     let mut magic = [0u8; 8];

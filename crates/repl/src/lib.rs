@@ -91,18 +91,23 @@ impl Shared {
         self.log_bytes.load(Ordering::Relaxed)
     }
 
-    /// Counts entries appended (positive) or removed (negative) from the log.
-    pub(crate) fn add_log_bytes(&self, delta: i64) {
-        if delta >= 0 {
-            self.log_bytes.fetch_add(delta as u64, Ordering::Relaxed);
-        } else {
-            let removed = delta.unsigned_abs();
-            let _ = self
-                .log_bytes
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bytes| {
-                    Some(bytes.saturating_sub(removed))
-                });
-        }
+    /// The log's size as counted when the member starts.
+    pub(crate) fn set_log_bytes(&self, bytes: u64) {
+        self.log_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Counts entries appended to the log.
+    pub(crate) fn add_log_bytes(&self, bytes: u64) {
+        self.log_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Counts entries removed from the log.
+    pub(crate) fn remove_log_bytes(&self, bytes: u64) {
+        let _ = self
+            .log_bytes
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |total| {
+                Some(total.saturating_sub(bytes))
+            });
     }
 
     pub(crate) fn set_installing(&self, installing: bool) {

@@ -97,9 +97,7 @@ impl LogStore {
             bytes += value.len() as u64;
             Ok(())
         })?;
-        store
-            .shared
-            .add_log_bytes(bytes as i64 - store.shared.log_bytes() as i64);
+        store.shared.set_log_bytes(bytes);
         Ok(store)
     }
 
@@ -199,7 +197,7 @@ impl LogStore {
             return Ok(());
         }
         write(&*self.engine, batch)?;
-        self.shared.add_log_bytes(-(bytes as i64));
+        self.shared.remove_log_bytes(bytes);
         Ok(())
     }
 }
@@ -291,7 +289,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         }
         let outcome = write(&*self.engine, batch);
         if outcome.is_ok() {
-            self.shared.add_log_bytes(appended as i64);
+            self.shared.add_log_bytes(appended);
         }
         callback.log_io_completed(
             outcome

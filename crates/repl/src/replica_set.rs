@@ -1228,8 +1228,82 @@ fn recover_interrupted_sync(
     let mut done = WriteBatch::default();
     done.delete(basalt_storage::Space::Replication, INSTALLING_KEY.to_vec());
     done.delete(basalt_storage::Space::Replication, SNAPSHOT_KEY.to_vec());
-    initial_sync::clear(&**engine, WriteBatch::default()).map_err(storage)?;
+    initial_sync::clear(&**engine).map_err(storage)?;
     engine.write(done, Durability::Disk)?;
     applier.reload();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use basalt_storage::{MemoryEngine, ScanStart, Space};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[derive(Default)]
+    struct CountingApplier {
+        reloads: AtomicUsize,
+    }
+
+    impl Applier for CountingApplier {
+        fn apply(&self, _index: u64, _command: &WriteCommand) -> Vec<u8> {
+            Vec::new()
+        }
+
+        fn reload(&self) {
+            self.reloads.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn keys(engine: &dyn Engine, space: Space) -> Vec<Vec<u8>> {
+        let mut keys = Vec::new();
+        engine
+            .snapshot()
+            .scan_prefix(space, b"", ScanStart::Beginning, &mut |key, _| {
+                keys.push(key.to_vec());
+                Ok(std::ops::ControlFlow::Continue(()))
+            })
+            .unwrap();
+        keys
+    }
+
+    #[test]
+    fn a_load_cut_by_a_crash_is_cleared_but_the_vote_and_identity_stay() {
+        let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::default());
+        let mut batch = WriteBatch::default();
+        batch.put(Space::Records, b"half-loaded".to_vec(), b"doc".to_vec());
+        batch.put(Space::Catalog, b"meta".to_vec(), b"c".to_vec());
+        for key in [
+            &b"log/\0\0\0\0\0\0\0\x07"[..],
+            b"purged",
+            b"applied",
+            b"session/x",
+            b"snapshot",
+            b"installing",
+            b"vote",
+            b"identity",
+        ] {
+            batch.put(Space::Replication, key.to_vec(), b"v".to_vec());
+        }
+        engine.write(batch, Durability::Process).unwrap();
+        let shared = Arc::new(Shared::default());
+        let applier = CountingApplier::default();
+        recover_interrupted_sync(&engine, &shared, &applier).unwrap();
+        assert!(keys(&*engine, Space::Records).is_empty());
+        assert!(keys(&*engine, Space::Catalog).is_empty());
+        assert_eq!(
+            keys(&*engine, Space::Replication),
+            vec![b"identity".to_vec(), b"vote".to_vec()]
+        );
+        assert_eq!(shared.log_bytes(), 0);
+        assert_eq!(applier.reloads.load(Ordering::Relaxed), 1);
+
+        // Without the marker, nothing is touched.
+        let mut batch = WriteBatch::default();
+        batch.put(Space::Records, b"kept".to_vec(), b"doc".to_vec());
+        engine.write(batch, Durability::Process).unwrap();
+        recover_interrupted_sync(&engine, &shared, &applier).unwrap();
+        assert_eq!(keys(&*engine, Space::Records), vec![b"kept".to_vec()]);
+        assert_eq!(applier.reloads.load(Ordering::Relaxed), 1);
+    }
 }

@@ -12,6 +12,7 @@ use crate::connection::ConnectionInfo;
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Bson, Document};
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 /// The message of an error the fail point makes, as mongod's.
@@ -57,8 +58,10 @@ pub struct Effect {
 #[derive(Default)]
 pub struct FailPoints {
     fail_command: Mutex<Option<FailCommand>>,
+    /// Whether `failCommand` is set: every command asks, and almost always it is not.
+    armed: AtomicBool,
     /// Times `failCommand` acted since the server started (`count` in the reply).
-    entered: Mutex<i64>,
+    entered: AtomicI64,
 }
 
 impl FailPoints {
@@ -86,13 +89,18 @@ impl FailPoints {
             };
             Some(parse_data(mode, data)?)
         };
-        *self.fail_command.lock() = configured;
-        Ok(doc! { "count": *self.entered.lock() })
+        let mut point = self.fail_command.lock();
+        self.armed.store(configured.is_some(), Ordering::Relaxed);
+        *point = configured;
+        Ok(doc! { "count": self.entered.load(Ordering::Relaxed) })
     }
 
     /// What `failCommand` does to the command `name` arriving on `connection`, counting
     /// it as a time the fail point acted.
     pub fn fail_command(&self, name: &str, connection: &ConnectionInfo) -> Option<Effect> {
+        if !self.armed.load(Ordering::Relaxed) {
+            return None;
+        }
         let mut guard = self.fail_command.lock();
         let point = guard.as_mut()?;
         if !point.commands.iter().any(|c| c == name) {
@@ -121,9 +129,10 @@ impl FailPoints {
         let point = point.clone();
         if point.mode == Mode::Off {
             *guard = None;
+            self.armed.store(false, Ordering::Relaxed);
         }
         drop(guard);
-        *self.entered.lock() += 1;
+        self.entered.fetch_add(1, Ordering::Relaxed);
         let error = point.error_code.map(|code| {
             let error = Error::new(ErrorCode(code), FAILED_MESSAGE);
             match &point.error_labels {

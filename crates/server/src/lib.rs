@@ -90,6 +90,8 @@ pub struct Server {
     replication: std::sync::OnceLock<Arc<basalt_repl::ReplicaSet>>,
     /// Test hooks (`configureFailPoint`, with `enableTestCommands`).
     fail_points: fail_points::FailPoints,
+    /// A replica set's default read and write concerns, as last read.
+    rw_concern_defaults: commands::rw_concern_defaults::Cache,
 }
 
 impl Server {
@@ -111,6 +113,7 @@ impl Server {
             )),
             replication: std::sync::OnceLock::new(),
             fail_points: fail_points::FailPoints::default(),
+            rw_concern_defaults: Default::default(),
         })
     }
 

@@ -31,18 +31,9 @@ use collections::ServerCollections;
 
 /// A pipeline that writes (`$out`, `$merge`) cannot read at `linearizable`, as mongod
 /// refuses it (a linearizable read is a read of the primary alone).
-fn refuse_linearizable_writes(body: &Document, stages: &[&Document]) -> Result<()> {
-    let linearizable = body
-        .get_document("readConcern")
-        .ok()
-        .and_then(|concern| concern.get_str("level").ok())
-        == Some("linearizable");
-    let writing = stages
-        .last()
-        .and_then(|stage| stage.keys().next())
-        .filter(|name| *name == "$out" || *name == "$merge");
-    match (linearizable, writing) {
-        (true, Some(stage)) => Err(Error::new(
+fn refuse_linearizable_writes(body: &Document) -> Result<()> {
+    match crate::replication::writing_stage(body) {
+        Some(stage) if crate::replication::wants_linearizable(body) => Err(Error::new(
             basalt_error::ErrorCode::INVALID_OPTIONS,
             format!("{stage} cannot be used with a 'linearizable' read concern level"),
         )),
@@ -63,7 +54,7 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf>
         }
     };
     let stages = fields.documents("pipeline")?;
-    refuse_linearizable_writes(body, &stages)?;
+    refuse_linearizable_writes(body)?;
     if fields.document_opt("cursor")?.is_none() && !fields.bool_or("explain", false)? {
         return Err(Error::failed_to_parse(
             "The 'cursor' option is required, except for aggregate with the explain argument",

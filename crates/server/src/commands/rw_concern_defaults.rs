@@ -14,6 +14,8 @@ use super::{dispatch, Ctx};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_repl::MemberState;
 use bson::{doc, Bson, Document};
+use parking_lot::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const SETTINGS_DB: &str = "config";
 const SETTINGS: &str = "settings";
@@ -71,12 +73,45 @@ fn stored(ctx: &Ctx<'_>) -> Result<Option<Document>> {
         .cloned())
 }
 
+/// The defaults as last read, kept until a write to the `config` database (which
+/// reaches every member through the log) makes them stale: a write that gives no
+/// concern asks for them, and must not run a query each time.
+#[derive(Default)]
+pub struct Cache {
+    /// Bumped by every invalidation; a read that saw another generation is not kept.
+    generation: AtomicU64,
+    /// `Some(defaults)` once read (`Some(None)`: none are stored).
+    defaults: RwLock<Option<Option<Document>>>,
+}
+
+impl Cache {
+    pub fn invalidate(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        *self.defaults.write() = None;
+    }
+}
+
 /// The stored default write concern, for a write that gives none.
 pub fn default_write_concern(ctx: &Ctx<'_>) -> Option<Document> {
-    stored(ctx)
+    let cache = &ctx.server.rw_concern_defaults;
+    // Bound first: a guard in the `match` head would live through the arms.
+    let cached = cache.defaults.read().clone();
+    let defaults = match cached {
+        Some(defaults) => defaults,
+        None => {
+            let generation = cache.generation.load(Ordering::SeqCst);
+            let defaults = stored(ctx).ok()?;
+            let mut cached = cache.defaults.write();
+            if cache.generation.load(Ordering::SeqCst) == generation {
+                *cached = Some(defaults.clone());
+            }
+            defaults
+        }
+    };
+    defaults?
+        .get_document("defaultWriteConcern")
         .ok()
-        .flatten()
-        .and_then(|defaults| defaults.get_document("defaultWriteConcern").ok().cloned())
+        .cloned()
         .filter(|concern| !concern.is_empty())
 }
 

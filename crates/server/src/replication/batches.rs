@@ -13,7 +13,7 @@
 
 use basalt_repl::Sequence;
 use basalt_wire::DocumentSequence;
-use bson::{Bson, Document, RawDocumentBuf};
+use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 
 /// The most statement bytes one log entry holds (a single larger statement is an
 /// entry of its own).
@@ -21,9 +21,9 @@ pub(super) const ENTRY_BYTES: usize = 4 << 20;
 
 /// One entry's share of a command: the command with its share of the statements (in
 /// the body, or as a document sequence for the commands that read theirs in wire bytes),
-/// and the index of the first one in the command.
+/// encoded, and the index of the first one in the command.
 pub(super) struct Piece {
-    pub body: Document,
+    pub body: Vec<u8>,
     pub sequences: Vec<Sequence>,
     pub first_statement: u32,
 }
@@ -38,37 +38,41 @@ fn statements_field(name: &str) -> Option<&'static str> {
     }
 }
 
-/// The pieces of a command too large for one entry; `None` when it fits in one (or is
-/// not a list of statements, or its statements are malformed: the command's handler
-/// then reports that, as it would on a standalone).
+/// The statements' bytes, borrowed from the sequence or the encoded body.
+fn statements<'a>(
+    field: &str,
+    body: &'a RawDocument,
+    sequences: &'a [DocumentSequence],
+) -> Option<Vec<&'a [u8]>> {
+    match sequences.iter().find(|s| s.identifier == field) {
+        Some(sequence) => Some(sequence.documents.iter().map(|d| d.as_bytes()).collect()),
+        None => body
+            .get_array(field)
+            .ok()?
+            .into_iter()
+            .map(|item| match item.ok()? {
+                RawBsonRef::Document(d) => Some(d.as_bytes()),
+                _ => None,
+            })
+            .collect(),
+    }
+}
+
+/// The pieces of a command (`body` as encoded) too large for one entry; `None` when it
+/// fits in one (or is not a list of statements, or its statements are malformed: the
+/// command's handler then reports that, as it would on a standalone). Nothing is copied
+/// unless the command is split.
 pub(super) fn split(
     name: &str,
-    body: &Document,
+    body: &RawDocument,
     sequences: &[DocumentSequence],
 ) -> Option<Vec<Piece>> {
     let field = statements_field(name)?;
-    let statements: Vec<Vec<u8>> = match sequences.iter().find(|s| s.identifier == field) {
-        Some(sequence) => sequence
-            .documents
-            .iter()
-            .map(|d| d.as_bytes().to_vec())
-            .collect(),
-        None => match body.get(field) {
-            Some(Bson::Array(items)) => items
-                .iter()
-                .map(|item| match item {
-                    Bson::Document(d) => d.to_vec().ok(),
-                    _ => None,
-                })
-                .collect::<Option<Vec<_>>>()?,
-            _ => return None,
-        },
-    };
-    let total: usize = statements.iter().map(Vec::len).sum();
-    if total <= ENTRY_BYTES {
+    let statements = statements(field, body, sequences)?;
+    if statements.iter().map(|s| s.len()).sum::<usize>() <= ENTRY_BYTES {
         return None;
     }
-    let mut rest = body.clone();
+    let mut rest = Document::try_from(body).ok()?;
     rest.remove(field);
     let others: Vec<Sequence> = sequences
         .iter()
@@ -85,26 +89,27 @@ pub(super) fn split(
             bytes += statements[end].len();
             end += 1;
         }
+        let share = &statements[first..end];
         let mut sequences = others.clone();
         let mut body = rest.clone();
         if as_sequence {
             sequences.push(Sequence {
                 identifier: field.to_string(),
-                documents: statements[first..end]
+                documents: share
                     .iter()
-                    .map(|s| serde_bytes::ByteBuf::from(s.clone()))
+                    .map(|s| serde_bytes::ByteBuf::from(s.to_vec()))
                     .collect(),
             });
         } else {
-            let share = statements[first..end]
+            let decoded = share
                 .iter()
-                .map(|s| Document::from_reader(s.as_slice()).map(Bson::Document))
+                .map(|s| Document::from_reader(*s).map(Bson::Document))
                 .collect::<Result<Vec<_>, _>>()
                 .ok()?;
-            body.insert(field, share);
+            body.insert(field, decoded);
         }
         pieces.push(Piece {
-            body,
+            body: body.to_vec().ok()?,
             sequences,
             first_statement: u32::try_from(first).unwrap_or(u32::MAX),
         });
@@ -240,7 +245,7 @@ mod tests {
             identifier: "documents".into(),
             documents: statements(10, 100),
         };
-        let body = doc! { "insert": "c", "ordered": true };
+        let body = RawDocumentBuf::try_from(&doc! { "insert": "c", "ordered": true }).unwrap();
         assert!(split("insert", &body, std::slice::from_ref(&small)).is_none());
         assert!(split("find", &body, std::slice::from_ref(&small)).is_none());
 
@@ -264,15 +269,19 @@ mod tests {
         assert_eq!(firsts(&pieces), firsts(&again));
 
         // Statements of commands that read them decoded stay in the body.
-        let in_body = doc! {
+        let in_body = RawDocumentBuf::try_from(&doc! {
             "delete": "c",
             "deletes": (0..20).map(|i| doc! { "q": { "pad": "y".repeat(300 << 10), "i": i }, "limit": 0 }).collect::<Vec<_>>(),
-        };
+        })
+        .unwrap();
         let pieces = split("delete", &in_body, &[]).unwrap();
         assert!(pieces.len() >= 2);
         let shares: usize = pieces
             .iter()
-            .map(|p| p.body.get_array("deletes").unwrap().len())
+            .map(|p| {
+                let body = Document::from_reader(p.body.as_slice()).unwrap();
+                body.get_array("deletes").unwrap().len()
+            })
             .sum();
         assert_eq!(shares, 20);
         assert!(pieces.iter().all(|p| p.sequences.is_empty()));

@@ -34,7 +34,7 @@ pub fn role_of(name: &str, body: &Document) -> Role {
     match name {
         "insert" | "update" | "delete" | "findAndModify" | "create" | "drop" | "dropDatabase"
         | "createIndexes" | "dropIndexes" | "collMod" | "renameCollection" => Role::Write,
-        "aggregate" if aggregate_writes(body) => Role::Write,
+        "aggregate" if writing_stage(body).is_some() => Role::Write,
         "mapReduce" if !map_reduce_inline(body) => Role::Write,
         "find" | "aggregate" | "count" | "distinct" | "mapReduce" | "listCollections"
         | "listIndexes" | "listDatabases" | "collStats" | "dbStats" | "explain" => Role::Read,
@@ -42,15 +42,14 @@ pub fn role_of(name: &str, body: &Document) -> Role {
     }
 }
 
-/// An aggregation ending in `$out` or `$merge` writes.
-fn aggregate_writes(body: &Document) -> bool {
-    let Ok(pipeline) = body.get_array("pipeline") else {
-        return false;
-    };
-    pipeline
-        .last()
-        .and_then(Bson::as_document)
-        .is_some_and(|stage| stage.contains_key("$out") || stage.contains_key("$merge"))
+/// The stage an aggregation ends in when it writes: `$out` or `$merge`.
+pub fn writing_stage(body: &Document) -> Option<&str> {
+    let stage = body.get_array("pipeline").ok()?.last()?.as_document()?;
+    stage
+        .keys()
+        .next()
+        .map(String::as_str)
+        .filter(|name| *name == "$out" || *name == "$merge")
 }
 
 fn map_reduce_inline(body: &Document) -> bool {
@@ -68,7 +67,8 @@ fn secondary_ok(body: &Document) -> bool {
         .is_some_and(|mode| mode != "primary")
 }
 
-fn wants_linearizable(body: &Document) -> bool {
+/// Whether the command reads at `readConcern: linearizable`.
+pub fn wants_linearizable(body: &Document) -> bool {
     body.get_document("readConcern")
         .ok()
         .and_then(|concern| concern.get_str("level").ok())
@@ -108,23 +108,23 @@ pub fn route(
 /// the reply its application produced here, with a write concern error added when the
 /// set cannot satisfy the concern asked for.
 fn propose(ctx: &Ctx<'_>, set: &ReplicaSet, name: &str, body: &Document) -> Result<RawDocumentBuf> {
-    let (reply, last_index) = match batches::split(name, body, ctx.raw_sequences) {
+    let encoded = body
+        .to_vec()
+        .map_err(|e| Error::internal(format!("cannot encode the command: {e}")))?;
+    let raw = bson::RawDocument::from_bytes(&encoded)
+        .map_err(|e| Error::internal(format!("cannot encode the command: {e}")))?;
+    let (reply, last_index) = match batches::split(name, raw, ctx.raw_sequences) {
         None => {
             let sequences = ctx.raw_sequences.iter().map(batches::to_sequence).collect();
-            propose_entry(ctx, set, body, sequences, 0)?
+            propose_entry(ctx, set, encoded, sequences, 0)?
         }
         Some(pieces) => {
             let ordered = body.get_bool("ordered").unwrap_or(true);
             let mut merged = batches::Merged::default();
             let mut last_index = 0;
             for piece in pieces {
-                let (reply, index) = propose_entry(
-                    ctx,
-                    set,
-                    &piece.body,
-                    piece.sequences,
-                    piece.first_statement,
-                )?;
+                let (reply, index) =
+                    propose_entry(ctx, set, piece.body, piece.sequences, piece.first_statement)?;
                 last_index = index;
                 if !merged.add(piece.first_statement, reply, ordered) {
                     break;
@@ -143,19 +143,18 @@ fn propose(ctx: &Ctx<'_>, set: &ReplicaSet, name: &str, body: &Document) -> Resu
     }
 }
 
-/// Proposes one log entry and waits for its reply; returns it with the entry's index.
+/// Proposes one log entry (`body` encoded) and waits for its reply; returns it with the
+/// entry's index.
 fn propose_entry(
     ctx: &Ctx<'_>,
     set: &ReplicaSet,
-    body: &Document,
+    body: Vec<u8>,
     sequences: Vec<Sequence>,
     first_statement: u32,
 ) -> Result<(RawDocumentBuf, u64)> {
     let command = WriteCommand {
         db: ctx.db.to_string(),
-        body: body
-            .to_vec()
-            .map_err(|e| Error::internal(format!("cannot encode the command: {e}")))?,
+        body,
         sequences,
         wall_ms: bson::DateTime::now().timestamp_millis(),
         first_statement,
@@ -317,11 +316,17 @@ impl Applier for ServerApplier {
                 "a replicated command that cannot be decoded: {e}"
             ))),
         };
+        // The default concerns live in `config.settings`: once a write there is done,
+        // the cached ones are stale.
+        if command.db == "config" {
+            server.rw_concern_defaults.invalidate();
+        }
         reply.into_bytes()
     }
 
     fn reload(&self) {
         if let Some(server) = self.server.upgrade() {
+            server.rw_concern_defaults.invalidate();
             if let Err(e) = server.catalog.reload() {
                 tracing::error!("cannot read the catalog of the copy just loaded: {e}");
             }
