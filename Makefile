@@ -9,7 +9,7 @@
 #   make node-test             Node.js driver and mongosh tests (tests/node)
 #   make conformance           MongoDB driver-spec conformance run, checked against the baseline
 #   make conformance-baseline  the same, then write the new passed count to the baseline file
-#   make fuzz                  fuzz the wire decoder for FUZZ_SECONDS (nightly + cargo-fuzz)
+#   make fuzz                  fuzz the wire decoder and the SCRAM parsers, FUZZ_SECONDS each (nightly + cargo-fuzz)
 #   make soak                  normal and hostile traffic for SOAK_SECONDS against a release build
 #   make cluster               a local three-member replica set (CLUSTER_MEMBERS, CLUSTER_DIR)
 #   make failover              kill -9 / SIGSTOP trials against a three-member set (FAILOVER_TRIALS)

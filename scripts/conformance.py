@@ -8,7 +8,11 @@ repository) twice, each time against basalt started on free ports with temporary
 - standalone: the CRUD, index-management, collection-management, run-command and
   retryable-reads folders against one server;
 - replicaset: the retryable-writes folder and the standalone's folders against a
-  one-member replica set (`--topology replicaset`), every write through the log.
+  one-member replica set (`--topology replicaset`), every write through the log;
+- auth: the standalone's folders and the auth folder against a server with `--auth`,
+  every client authenticated (SCRAM-SHA-256) as a root user made through the localhost
+  exception (`--auth` to the runner), so access control is checked on every command the
+  specs send.
 
 Each run's passed count is compared with its line in tests/conformance-baseline.txt. A
 drop fails (something that worked broke); a rise passes and says to raise the baseline,
@@ -43,20 +47,22 @@ class Suite:
     name: str
     topology: str
     folders: list[str]
+    auth: bool = False
+
+
+STANDALONE_FOLDERS = [
+    "specs/crud/tests/unified",
+    "specs/index-management/tests",
+    "specs/collection-management/tests",
+    "specs/run-command/tests/unified",
+    "specs/retryable-reads/tests/unified",
+]
+# The user the auth suite's clients authenticate as.
+CONFORMANCE_USER = ("conformance", "conformance-pw")
 
 
 SUITES = [
-    Suite(
-        "standalone",
-        "single",
-        [
-            "specs/crud/tests/unified",
-            "specs/index-management/tests",
-            "specs/collection-management/tests",
-            "specs/run-command/tests/unified",
-            "specs/retryable-reads/tests/unified",
-        ],
-    ),
+    Suite("standalone", "single", STANDALONE_FOLDERS),
     Suite(
         "replicaset",
         "replicaset",
@@ -69,6 +75,7 @@ SUITES = [
             "specs/retryable-reads/tests/unified",
         ],
     ),
+    Suite("auth", "single", [*STANDALONE_FOLDERS, "specs/auth/tests/unified"], auth=True),
 ]
 BASELINE = REPO / "tests" / "conformance-baseline.txt"
 SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed, (\d+) skipped$")
@@ -111,17 +118,24 @@ def read_baselines() -> dict[str, int]:
 def run_suite(suite: Suite, conformance: Path, results: Path, filter_: str | None, tmp: Path):
     """Runs one suite against a fresh server (or set); returns (summary, problems)."""
     if suite.topology == "single":
+        extra_args = [*TEST_COMMANDS, *(["--auth"] if suite.auth else [])]
         target = BasaltServer(
-            default_binary(), tmp / "data", tmp / "basalt.log", extra_args=TEST_COMMANDS
+            default_binary(), tmp / "data", tmp / "basalt.log", extra_args=extra_args
         ).start()
         uri = target.uri
         members = [target]
+        if suite.auth:
+            user, password = CONFORMANCE_USER
+            target.client().admin.command("createUser", user, pwd=password, roles=["root"])
+            uri = f"mongodb://{user}:{password}@127.0.0.1:{target.port}/?authSource=admin"
     else:
         target = ReplicaSet(default_binary(), tmp / "set", 1, extra_args=TEST_COMMANDS).start()
         uri = target.uri
         members = target.members
     command = [sys.executable, str(conformance / "unified_runner.py"), "--uri", uri]
     command += ["--topology", suite.topology]
+    if suite.auth:
+        command += ["--auth"]
     command += [str(conformance / folder) for folder in suite.folders]
     command += ["--results", str(results)]
     if filter_:

@@ -1,18 +1,14 @@
 #!/usr/bin/env bash
-# Fuzzes the wire-protocol decoder (the `decode` target of crates/wire/fuzz) for the
-# given number of seconds (default 60). Needs a nightly toolchain and cargo-fuzz;
-# without them it says how to get them and exits non-zero, so a skipped fuzz run is
-# never mistaken for a clean one.
+# Fuzzes the wire-protocol decoder (the `decode` target of crates/wire/fuzz) and the SCRAM
+# message parsers (the `scram` target of crates/auth/fuzz), each for the given number of
+# seconds (default 60). Needs a nightly toolchain and cargo-fuzz; without them it says
+# how to get them and exits non-zero, so a skipped fuzz run is never mistaken for a
+# clean one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=${1:-60}
-fuzz_dir=crates/wire/fuzz
 
-if [[ ! -f $fuzz_dir/Cargo.toml ]]; then
-  echo "fuzz: no cargo-fuzz project at $fuzz_dir yet (expected a 'decode' target there)"
-  exit 1
-fi
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
   cat <<EOF
 fuzz: cargo-fuzz (with a nightly toolchain) is not installed. Install it with
@@ -24,11 +20,13 @@ EOF
 fi
 
 # libFuzzer adds the inputs it finds to the first corpus directory: a temporary one, so
-# the committed seeds in corpus/decode are read but the work tree stays clean. Sanitizer
-# builds stay in the fuzz project's own target/ (git-ignored), away from the shared
+# the committed seeds in corpus/<target> are read but the work tree stays clean. Sanitizer
+# builds stay in each fuzz project's own target/ (git-ignored), away from the shared
 # CARGO_TARGET_DIR that the stable builds use.
-cd "$fuzz_dir"
-found=$(mktemp -d)
-trap 'rm -rf "$found"' EXIT
-env -u CARGO_TARGET_DIR cargo +nightly fuzz run decode "$found" corpus/decode -- \
-  -max_total_time="$seconds"
+for project in "crates/wire/fuzz decode" "crates/auth/fuzz scram"; do
+  read -r fuzz_dir target <<<"$project"
+  found=$(mktemp -d)
+  (cd "$fuzz_dir" && env -u CARGO_TARGET_DIR cargo +nightly fuzz run "$target" "$found" "corpus/$target" -- \
+    -max_total_time="$seconds")
+  rm -rf "$found"
+done

@@ -55,6 +55,7 @@ class BasaltServer:
         extra_args: list[str] | None = None,
         launcher: list[str] | None = None,
         quiet: bool = True,
+        client_options: dict | None = None,
     ):
         self.binary = Path(binary)
         self.extra_args = list(extra_args or [])
@@ -62,6 +63,8 @@ class BasaltServer:
         self.launcher = list(launcher or [])
         # --quiet keeps the log to warnings; without it, connections are logged too.
         self.quiet = quiet
+        # What every client of this server needs (TLS options under requireTLS, say).
+        self.client_options = dict(client_options or {})
         self.dbpath = Path(dbpath)
         self.log_path = Path(log_path)
         self.port = port or free_port()
@@ -121,6 +124,7 @@ class BasaltServer:
                     serverMonitoringMode="poll",
                     # A replica set member answers whatever its state.
                     directConnection=True,
+                    **self.client_options,
                 ) as probe:
                     probe.admin.command("ping")
                 return
@@ -135,7 +139,7 @@ class BasaltServer:
     def client(self, **kwargs) -> pymongo.MongoClient:
         """A MongoClient for this server, closed when the server stops."""
         kwargs.setdefault("serverSelectionTimeoutMS", 10_000)
-        client = pymongo.MongoClient(self.uri, **kwargs)
+        client = pymongo.MongoClient(self.uri, **{**self.client_options, **kwargs})
         self._clients.append(client)
         return client
 

@@ -17,6 +17,13 @@ from pymongo.errors import OperationFailure, WriteError
 
 CODES = {
     "BadValue": 2,
+    "UserNotFound": 11,
+    "Unauthorized": 13,
+    "ProtocolError": 17,
+    "AuthenticationFailed": 18,
+    "RoleNotFound": 31,
+    "InvalidRoleModification": 71,
+    "MechanismUnavailable": 334,
     "Overflow": 15,
     "ExceededMemoryLimit": 146,
     "MaxTimeMSExpired": 50,

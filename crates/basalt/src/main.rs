@@ -2,6 +2,8 @@
 //! of the tools that talk to a server: `basalt import` (mongoimport's job) and
 //! `basalt bench` (the W1–W5 benchmarks beside their peers).
 
+mod config_file;
+
 use basalt_bench::{BenchArgs, ImportArgs};
 use basalt_server::{bind, LogBuffer, Server, ServerOptions};
 use basalt_storage::FjallEngine;
@@ -24,7 +26,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
     name = "basalt",
     version,
     about,
-    args_conflicts_with_subcommands = true
+    args_conflicts_with_subcommands = true,
+    // A flag given twice takes its last value: the command line's over the
+    // configuration file's (see config_file.rs).
+    args_override_self = true
 )]
 struct Cli {
     #[command(subcommand)]
@@ -45,6 +50,10 @@ enum Command {
 /// The server's flags, mongod's names.
 #[derive(clap::Args, Debug)]
 struct Args {
+    /// mongod's YAML configuration file (net, storage, security, replication,
+    /// setParameter, systemLog.quiet); flags on the command line override it.
+    #[arg(long = "config", short = 'f', value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Port to listen on.
     #[arg(long, default_value_t = 27017)]
     port: u16,
@@ -76,6 +85,36 @@ struct Args {
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     max_conns: u64,
+    /// Require clients to authenticate (SCRAM-SHA-256/SCRAM-SHA-1) and authorize every
+    /// command by the user's roles. Until the first user exists, a client on localhost
+    /// may create it.
+    #[arg(long)]
+    auth: bool,
+    /// Run without access control (the default; mongod's flag).
+    #[arg(long, conflicts_with = "auth")]
+    noauth: bool,
+    /// The shared secret replica set members authenticate to each other with (6 to
+    /// 1024 base64 characters; the file must not be readable by group or others).
+    /// Implies --auth.
+    #[arg(long = "keyFile", value_name = "PATH")]
+    key_file: Option<PathBuf>,
+    /// TLS for client connections: disabled, allowTLS, preferTLS (both accepted) or
+    /// requireTLS (plain connections are closed). TLS 1.2 and 1.3 only.
+    #[arg(long = "tlsMode", value_name = "MODE", default_value = "disabled", value_parser = tls_mode)]
+    tls_mode: basalt_server::tls::TlsMode,
+    /// PEM file with the server's certificate (chain) and its unencrypted private key.
+    #[arg(long = "tlsCertificateKeyFile", value_name = "PATH")]
+    tls_certificate_key_file: Option<PathBuf>,
+    /// PEM file of the CA that signs client certificates: clients must then present one
+    /// (for MONGODB-X509 authentication).
+    #[arg(long = "tlsCAFile", value_name = "PATH")]
+    tls_ca_file: Option<PathBuf>,
+    /// With --tlsCAFile: clients without a certificate are accepted too.
+    #[arg(long = "tlsAllowConnectionsWithoutCertificates")]
+    tls_allow_connections_without_certificates: bool,
+    /// Client certificates are not verified (for tests only).
+    #[arg(long = "tlsAllowInvalidCertificates")]
+    tls_allow_invalid_certificates: bool,
     /// Run as a member of the replica set NAME (initiate it with replSetInitiate).
     #[arg(long = "replSet", value_name = "NAME")]
     repl_set: Option<String>,
@@ -163,7 +202,14 @@ fn parameters(given: &[String]) -> Result<Parameters, String> {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let argv = match config_file::expand(std::env::args_os().collect()) {
+        Ok(argv) => argv,
+        Err(message) => {
+            eprintln!("basalt: {message}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let cli = Cli::parse_from(argv);
     let outcome = match cli.command {
         None => return serve(cli.serve),
         // Lines that were not imported were listed as they happened; the exit status
@@ -219,6 +265,31 @@ fn serve(args: Args) -> std::process::ExitCode {
     }
 }
 
+fn tls_mode(name: &str) -> Result<basalt_server::tls::TlsMode, String> {
+    basalt_server::tls::TlsMode::from_name(name)
+        .ok_or_else(|| format!("{name} is not one of disabled, allowTLS, preferTLS, requireTLS"))
+}
+
+/// The key of `--keyFile`, refused (as by mongod) when others may read the file.
+fn read_key_file(path: &std::path::Path) -> Result<String, String> {
+    let metadata = std::fs::metadata(path)
+        .map_err(|e| format!("cannot read --keyFile {}: {e}", path.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if metadata.permissions().mode() & 0o077 != 0 {
+            return Err(format!(
+                "permissions on {} are too open (chmod 600 or 400 it)",
+                path.display()
+            ));
+        }
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read --keyFile {}: {e}", path.display()))?;
+    basalt_auth::key_from_file_text(&text)
+        .map_err(|e| format!("bad --keyFile {}: {}", path.display(), e.message))
+}
+
 async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
     std::fs::create_dir_all(&args.dbpath)
         .map_err(|e| format!("cannot create --dbpath {}: {e}", args.dbpath.display()))?;
@@ -231,6 +302,9 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
             .filter(|s| !s.is_empty())
             .collect()
     };
+    if let Some(path) = &args.config {
+        tracing::info!("options from the configuration file {}", path.display());
+    }
     let parameters = parameters(&args.set_parameter)?;
     let options = ServerOptions {
         bind_ip,
@@ -245,6 +319,15 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
         repl_set: args.repl_set.clone().filter(|name| !name.is_empty()),
         oplog_size_mb: args.oplog_size_mb,
         enable_test_commands: parameters.enable_test_commands,
+        auth: args.auth && !args.noauth,
+        key: args.key_file.as_deref().map(read_key_file).transpose()?,
+        tls: basalt_server::tls::TlsOptions {
+            mode: args.tls_mode,
+            certificate_key_file: args.tls_certificate_key_file.clone(),
+            ca_file: args.tls_ca_file.clone(),
+            allow_connections_without_certificates: args.tls_allow_connections_without_certificates,
+            allow_invalid_certificates: args.tls_allow_invalid_certificates,
+        },
     };
     let cache_bytes = cache_bytes(args.cache_size_gb)?;
     let budget_bytes =

@@ -30,6 +30,11 @@ struct Server {
 impl Server {
     /// Starts `basalt` with its data under `dir/data` and waits until it answers ping.
     async fn start(dir: &Path) -> Server {
+        Server::start_with(dir, &[]).await
+    }
+
+    /// As [`Server::start`], with more flags.
+    async fn start_with(dir: &Path, flags: &[&str]) -> Server {
         let port = free_port();
         let dbpath = dir.join("data");
         std::fs::create_dir_all(&dbpath).expect("create dbpath");
@@ -49,6 +54,7 @@ impl Server {
             ])
             .arg("--dbpath")
             .arg(&dbpath)
+            .args(flags)
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().expect("clone log handle"))
             .stderr(log_file)
@@ -279,4 +285,81 @@ async fn data_survives_restart() {
     assert_eq!(write_error_code(&err), 11000);
     coll.insert_one(doc! {"_id": 100}).await.unwrap();
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 100);
+}
+
+#[tokio::test]
+async fn scram_authentication_and_authorization() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_with(dir.path(), &["--auth"]).await;
+    // The localhost exception: the first user, then no more without credentials.
+    let anonymous = server.client().await;
+    anonymous
+        .database("admin")
+        .run_command(doc! { "createUser": "ops", "pwd": "ops-pw", "roles": ["root"] })
+        .await
+        .expect("first user through the localhost exception");
+    let refused = anonymous
+        .database("app")
+        .collection::<Document>("c")
+        .insert_one(doc! { "x": 1 })
+        .await
+        .expect_err("unauthenticated insert");
+    assert!(
+        matches!(*refused.kind, ErrorKind::Command(ref e) if e.code == 13),
+        "{refused:?}"
+    );
+    for mechanism in ["SCRAM-SHA-1", "SCRAM-SHA-256"] {
+        let uri = format!(
+            "mongodb://ops:ops-pw@127.0.0.1:{}/?authSource=admin&authMechanism={mechanism}&serverSelectionTimeoutMS=10000",
+            server.port
+        );
+        let ops = Client::with_uri_str(uri).await.expect("client");
+        ops.database("app")
+            .collection::<Document>("c")
+            .insert_one(doc! { "by": mechanism })
+            .await
+            .expect("authenticated insert");
+    }
+    let ops = Client::with_uri_str(format!(
+        "mongodb://ops:ops-pw@127.0.0.1:{}/?serverSelectionTimeoutMS=10000",
+        server.port
+    ))
+    .await
+    .expect("client");
+    ops.database("app")
+        .run_command(doc! { "createUser": "viewer", "pwd": "viewer-pw", "roles": ["read"] })
+        .await
+        .expect("createUser");
+    let viewer = Client::with_uri_str(format!(
+        "mongodb://viewer:viewer-pw@127.0.0.1:{}/app?serverSelectionTimeoutMS=10000",
+        server.port
+    ))
+    .await
+    .expect("client");
+    let app = viewer.database("app").collection::<Document>("c");
+    assert_eq!(app.count_documents(doc! {}).await.expect("count"), 2);
+    let write = app
+        .insert_one(doc! {})
+        .await
+        .expect_err("a reader's insert");
+    assert!(
+        matches!(*write.kind, ErrorKind::Command(ref e) if e.code == 13),
+        "{write:?}"
+    );
+    let wrong = Client::with_uri_str(format!(
+        "mongodb://viewer:wrong@127.0.0.1:{}/app?serverSelectionTimeoutMS=3000",
+        server.port
+    ))
+    .await
+    .expect("client");
+    let failed = wrong
+        .database("app")
+        .collection::<Document>("c")
+        .find_one(doc! {})
+        .await
+        .expect_err("wrong password");
+    assert!(
+        matches!(*failed.kind, ErrorKind::Authentication { .. }),
+        "{failed:?}"
+    );
 }

@@ -111,6 +111,11 @@ error_codes! {
     SOCKET_EXCEPTION = 9001, "SocketException";
     INTERRUPTED_AT_SHUTDOWN = 11600, "InterruptedAtShutdown";
     SEARCH_NOT_ENABLED = 31082, "SearchNotEnabled";
+    USER_NOT_FOUND = 11, "UserNotFound";
+    AUTHENTICATION_FAILED = 18, "AuthenticationFailed";
+    ROLE_NOT_FOUND = 31, "RoleNotFound";
+    INVALID_ROLE_MODIFICATION = 71, "InvalidRoleModification";
+    MECHANISM_UNAVAILABLE = 334, "MechanismUnavailable";
 }
 
 impl ErrorCode {

@@ -5,6 +5,8 @@
 
 use crate::log_store::Record;
 use crate::types::{decode, encode, Member, Proposal, TypeConfig};
+use basalt_auth::scram::ClientConversation;
+use basalt_auth::Mechanism;
 use basalt_wire::{Decoded, DocumentSequence, Message, OpMsg};
 use bson::{doc, Document, RawDocumentBuf};
 use openraft::error::{
@@ -19,9 +21,26 @@ use openraft::{Entry, EntryPayload, LogId, SnapshotMeta, Vote};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+/// The SASL payload of a reply, or the member's refusal.
+fn sasl_payload(reply: &Document) -> io::Result<Vec<u8>> {
+    match reply.get("payload") {
+        Some(bson::Bson::Binary(payload)) if reply.get_f64("ok").ok() == Some(1.0) => {
+            Ok(payload.bytes.clone())
+        }
+        _ => Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "authentication with the key file refused: {}",
+                reply.get_str("errmsg").unwrap_or("no payload")
+            ),
+        )),
+    }
+}
 
 /// The name of the internal command that carries Raft's messages.
 pub const RAFT_COMMAND: &str = "replSetRaft";
@@ -31,17 +50,57 @@ const CONNECT_TIMEOUT_MS: u64 = 500;
 /// A connection to another member.
 pub struct Peer {
     host: String,
-    stream: Option<TcpStream>,
+    stream: Option<Box<dyn Stream>>,
     request_id: i32,
+    security: PeerSecurity,
 }
 
+/// How a member's connections to the others are secured.
+#[derive(Clone, Debug, Default)]
+pub struct PeerSecurity {
+    /// With `--keyFile`: each new connection first authenticates as the internal user.
+    pub key: Option<Arc<str>>,
+    /// With `--tlsMode preferTLS` or `requireTLS`: connections use TLS, presenting this
+    /// member's certificate.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+/// A connection's byte stream, plain or TLS.
+trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + Sync {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + Sync> Stream for T {}
+
 impl Peer {
-    pub fn new(host: &str) -> Peer {
+    pub fn new(host: &str, security: PeerSecurity) -> Peer {
         Peer {
             host: host.to_string(),
             stream: None,
             request_id: 0,
+            security,
         }
+    }
+
+    /// Connects to the member, over TLS when this member uses it.
+    async fn connect(&self) -> io::Result<Box<dyn Stream>> {
+        let connect = TcpStream::connect(&self.host);
+        let stream = tokio::time::timeout(Duration::from_millis(CONNECT_TIMEOUT_MS), connect)
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
+        stream.set_nodelay(true)?;
+        let Some(config) = &self.security.tls else {
+            return Ok(Box::new(stream));
+        };
+        let host = self
+            .host
+            .rsplit_once(':')
+            .map_or(self.host.as_str(), |(h, _)| h);
+        let name =
+            rustls::pki_types::ServerName::try_from(host.trim_matches(['[', ']']).to_string())
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let handshake = tokio_rustls::TlsConnector::from(config.clone()).connect(name, stream);
+        let tls = tokio::time::timeout(Duration::from_millis(CONNECT_TIMEOUT_MS), handshake)
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))??;
+        Ok(Box::new(tls))
     }
 
     /// Sends a command to the member and returns its reply, whatever its `ok`.
@@ -85,13 +144,61 @@ impl Peer {
         sequences: &[DocumentSequence],
     ) -> io::Result<Document> {
         if self.stream.is_none() {
-            let connect = TcpStream::connect(&self.host);
-            let stream = tokio::time::timeout(Duration::from_millis(CONNECT_TIMEOUT_MS), connect)
-                .await
-                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
-            stream.set_nodelay(true)?;
-            self.stream = Some(stream);
+            self.stream = Some(self.connect().await?);
+            if let Some(key) = self.security.key.clone() {
+                self.authenticate(&key).await?;
+            }
         }
+        self.round_trip(body, sequences).await
+    }
+
+    /// Proves this member holds the key file: SCRAM-SHA-256 as the internal user, as
+    /// mongod's members authenticate to each other.
+    async fn authenticate(&mut self, key: &str) -> io::Result<()> {
+        let refused =
+            |e: basalt_error::Error| io::Error::new(io::ErrorKind::PermissionDenied, e.message);
+        let (mut scram, first) =
+            ClientConversation::start(Mechanism::Sha256, basalt_auth::INTERNAL_USER, key)
+                .map_err(refused)?;
+        let binary = |bytes: Vec<u8>| bson::Binary {
+            subtype: bson::spec::BinarySubtype::Generic,
+            bytes,
+        };
+        let db = basalt_auth::INTERNAL_USER_DB;
+        let reply = self
+            .round_trip(
+                &doc! {
+                    "saslStart": 1,
+                    "mechanism": Mechanism::Sha256.name(),
+                    "payload": binary(first),
+                    "options": { "skipEmptyExchange": true },
+                    "$db": db,
+                },
+                &[],
+            )
+            .await?;
+        let server_first = sasl_payload(&reply)?;
+        let client_final = scram.respond(&server_first).map_err(refused)?;
+        let reply = self
+            .round_trip(
+                &doc! {
+                    "saslContinue": 1,
+                    "conversationId": reply.get("conversationId").cloned().unwrap_or(bson::Bson::Int32(1)),
+                    "payload": binary(client_final),
+                    "$db": db,
+                },
+                &[],
+            )
+            .await?;
+        scram.verify(&sasl_payload(&reply)?).map_err(refused)
+    }
+
+    /// Sends one command on the open connection and reads its reply.
+    async fn round_trip(
+        &mut self,
+        body: &Document,
+        sequences: &[DocumentSequence],
+    ) -> io::Result<Document> {
         let Some(stream) = self.stream.as_mut() else {
             return Err(io::Error::other("no connection"));
         };
@@ -277,7 +384,9 @@ pub fn payload_of(sequences: &[DocumentSequence]) -> Option<Vec<u8>> {
 }
 
 /// Makes a [`Peer`] per member Raft talks to.
-pub struct Network;
+pub struct Network {
+    pub security: PeerSecurity,
+}
 
 /// The Raft connection to one member.
 pub struct RaftPeer {
@@ -291,7 +400,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     async fn new_client(&mut self, target: u64, node: &Member) -> RaftPeer {
         RaftPeer {
             target,
-            peer: Peer::new(&node.host),
+            peer: Peer::new(&node.host, self.security.clone()),
         }
     }
 }

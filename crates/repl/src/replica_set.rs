@@ -7,7 +7,7 @@
 use crate::config::SetConfig;
 use crate::initial_sync;
 use crate::log_store::{get, put, LogStore, Record};
-use crate::network::{CopyPiece, Network, Peer};
+use crate::network::{CopyPiece, Network, Peer, PeerSecurity};
 use crate::oplog::{self, OplogSize};
 use crate::state_machine::{
     config_proposal, stored_config, Applier, StateMachine, INSTALLING_KEY, SNAPSHOT_KEY,
@@ -54,6 +54,8 @@ pub struct MemberOptions {
     pub dbpath: PathBuf,
     /// `--oplogSizeMB`: the log's size when the member first starts.
     pub oplog_size_mb: Option<f64>,
+    /// The key file and TLS of this member's connections to the others.
+    pub security: PeerSecurity,
 }
 
 /// The position of an entry in the replicated log, as MongoDB's optime.
@@ -168,6 +170,8 @@ pub struct ReplicaSet {
     started: Instant,
     elections: Mutex<Elections>,
     peers: Mutex<BTreeMap<u64, PeerStatus>>,
+    /// The key file and TLS of connections to other members.
+    security: PeerSecurity,
 }
 
 fn not_primary(message: &str) -> Error {
@@ -191,6 +195,7 @@ impl ReplicaSet {
         let set = Arc::new(ReplicaSet {
             set_name: set_name.to_string(),
             port: options.port,
+            security: options.security.clone(),
             oplog_size: OplogSize::open(&*engine, options.oplog_size_mb)?,
             engine,
             applier,
@@ -268,9 +273,17 @@ impl ReplicaSet {
         };
         let log = LogStore::new(self.engine.clone(), self.shared.clone()).map_err(storage)?;
         *self.log.write() = Some(log.clone());
-        let raft = Raft::new(id, Arc::new(raft_config), Network, log, state_machine)
-            .await
-            .map_err(|e| Error::internal(format!("cannot start the replication node: {e}")))?;
+        let raft = Raft::new(
+            id,
+            Arc::new(raft_config),
+            Network {
+                security: self.security.clone(),
+            },
+            log,
+            state_machine,
+        )
+        .await
+        .map_err(|e| Error::internal(format!("cannot start the replication node: {e}")))?;
         let electable = config.member(id).is_some_and(|m| m.electable());
         raft.runtime_config().elect(electable);
         *self.raft.write() = Some((id, raft.clone()));
@@ -769,7 +782,7 @@ impl ReplicaSet {
             "config": config.document.clone(),
             "$db": "admin",
         };
-        let mut peer = Peer::new(host);
+        let mut peer = Peer::new(host, self.security.clone());
         let reply = self
             .runtime
             .block_on(peer.run(&body, Duration::from_millis(MEMBER_COMMAND_TIMEOUT_MS)));
@@ -1124,7 +1137,7 @@ impl ReplicaSet {
             for member in config.members.iter().filter(|m| m.id != my_id) {
                 let peer = connections
                     .entry(member.id)
-                    .or_insert_with(|| Peer::new(&member.host));
+                    .or_insert_with(|| Peer::new(&member.host, self.security.clone()));
                 let sent = Instant::now();
                 let reply = peer
                     .run(

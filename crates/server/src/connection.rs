@@ -19,6 +19,7 @@ mod read_buffer;
 
 use crate::commands::{dispatch, error_reply, reads_sequence_raw, Ctx};
 use crate::stats::Counted;
+use crate::tls::Transport;
 use crate::Server;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_wire::{
@@ -40,6 +41,9 @@ use std::sync::Arc;
 /// not memory.
 pub(crate) const CONNECTION_STACK_BYTES: usize = 8 * 1024 * 1024;
 
+/// The longest a client may take to complete its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
+
 static NEXT_CONNECTION_ID: AtomicI64 = AtomicI64::new(1);
 static NEXT_REQUEST_ID: AtomicI32 = AtomicI32::new(1);
 
@@ -51,6 +55,12 @@ pub struct ConnectionInfo {
     app_name: std::sync::OnceLock<String>,
     /// Set by a command that wants the connection closed instead of answered.
     close_requested: std::sync::atomic::AtomicBool,
+    /// The server's address the client connected to.
+    pub local: std::sync::OnceLock<SocketAddr>,
+    /// The client's TLS certificate (DER), when it presented one.
+    pub peer_certificate: std::sync::OnceLock<Vec<u8>>,
+    /// Who the client authenticated as, and an authentication under way.
+    pub session: parking_lot::Mutex<crate::security::Session>,
 }
 
 impl ConnectionInfo {
@@ -60,6 +70,9 @@ impl ConnectionInfo {
             peer,
             app_name: std::sync::OnceLock::new(),
             close_requested: std::sync::atomic::AtomicBool::new(false),
+            session: Default::default(),
+            peer_certificate: std::sync::OnceLock::new(),
+            local: std::sync::OnceLock::new(),
         }
     }
 
@@ -109,7 +122,7 @@ pub(crate) fn start(
         .map(drop)
 }
 
-fn serve(server: &Arc<Server>, mut stream: TcpStream, info: &Arc<ConnectionInfo>, count: u64) {
+fn serve(server: &Arc<Server>, stream: TcpStream, info: &Arc<ConnectionInfo>, count: u64) {
     // mongod's messages with its attribute names, which log tools look for; --quiet
     // leaves them out, as mongod's does.
     let verbose = !server.options.quiet;
@@ -122,7 +135,12 @@ fn serve(server: &Arc<Server>, mut stream: TcpStream, info: &Arc<ConnectionInfo>
         );
     }
     let _ = stream.set_nodelay(true);
-    match read_loop(server, info, &mut stream) {
+    if let Ok(local) = stream.local_addr() {
+        let _ = info.local.set(local);
+    }
+    let outcome = transport(server, stream, info)
+        .and_then(|mut transport| read_loop(server, info, &mut transport));
+    match outcome {
         // A message that found no memory in time: the server's doing, so said loudly.
         Err(e) if e.kind() == std::io::ErrorKind::OutOfMemory => {
             tracing::warn!(connection_id = info.id, "closing connection: {e}");
@@ -130,7 +148,6 @@ fn serve(server: &Arc<Server>, mut stream: TcpStream, info: &Arc<ConnectionInfo>
         Err(e) => tracing::debug!(connection_id = info.id, "connection ended: {e}"),
         Ok(()) => {}
     }
-    drop(stream);
     let count = server.stats.connections.close();
     if verbose {
         tracing::info!(
@@ -142,10 +159,44 @@ fn serve(server: &Arc<Server>, mut stream: TcpStream, info: &Arc<ConnectionInfo>
     }
 }
 
+/// The connection's byte stream: TLS when the server has it and the client starts it
+/// (within [`TLS_HANDSHAKE_TIMEOUT_MS`]), plain otherwise; an error ends the connection
+/// (a failed handshake, or a plain connection under `requireTLS`).
+fn transport(
+    server: &Arc<Server>,
+    stream: TcpStream,
+    info: &Arc<ConnectionInfo>,
+) -> std::io::Result<Transport> {
+    let Some(tls) = &server.tls else {
+        return Ok(Transport::Plain(stream));
+    };
+    let timeout = Some(std::time::Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS));
+    stream.set_read_timeout(timeout)?;
+    let transport = match tls.accept(stream) {
+        Ok(Some(transport)) => transport,
+        Ok(None) => {
+            tracing::warn!(
+                remote = %info.peer,
+                "refused a connection without TLS: the server requires it (requireTLS)"
+            );
+            return Err(std::io::Error::other("TLS required"));
+        }
+        Err(e) => {
+            tracing::warn!(remote = %info.peer, "TLS handshake failed: {e}");
+            return Err(e);
+        }
+    };
+    transport.tcp().set_read_timeout(None)?;
+    if let Some(certificate) = transport.peer_certificate() {
+        let _ = info.peer_certificate.set(certificate.to_vec());
+    }
+    Ok(transport)
+}
+
 fn read_loop(
     server: &Arc<Server>,
     info: &Arc<ConnectionInfo>,
-    stream: &mut TcpStream,
+    stream: &mut Transport,
 ) -> std::io::Result<()> {
     let held_bytes = &server.stats.connections.buffer_bytes;
     let mut buf = ReadBuffer::new(held_bytes);
@@ -201,7 +252,7 @@ fn read_loop(
 
 /// Writes a reply, counting a large one's bytes as the connection's while they are sent
 /// (a slow client can hold them; small ones are not worth the shared counter).
-fn send(stream: &mut TcpStream, reply: &[u8], held_bytes: &AtomicU64) -> std::io::Result<()> {
+fn send(stream: &mut Transport, reply: &[u8], held_bytes: &AtomicU64) -> std::io::Result<()> {
     let _held = (reply.len() > READ_BUFFER_IDLE_BYTES)
         .then(|| Counted::new(held_bytes, reply.len() as u64));
     stream.write_all(reply)

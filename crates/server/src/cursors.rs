@@ -12,6 +12,7 @@
 //! as they are, and a reply is assembled from them without decoding them.
 
 use crate::exec::{CollectionScan, Deadline};
+use crate::security::UserName;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_memory::Reservation;
 use bson::{Document, RawDocumentBuf};
@@ -115,6 +116,8 @@ pub struct Cursor {
     /// The command's `maxTimeMS`, which the cursor's idle time does not count toward.
     deadline: Deadline,
     last_used: Instant,
+    /// The user who opened it, under access control: only that user may use it.
+    owner: Option<UserName>,
 }
 
 impl Cursor {
@@ -144,6 +147,7 @@ impl CursorManager {
         source: CursorSource,
         batch_size: Option<usize>,
         deadline: Deadline,
+        owner: Option<UserName>,
     ) -> i64 {
         let mut cursors = self.cursors.lock();
         let id = loop {
@@ -160,6 +164,7 @@ impl CursorManager {
                 batch_size,
                 deadline,
                 last_used: Instant::now(),
+                owner,
             },
         );
         id
@@ -167,9 +172,10 @@ impl CursorManager {
 
     /// Takes a cursor out for a getMore; it is put back with [`CursorManager::restore`]
     /// unless exhausted. A concurrent getMore on the same cursor finds it missing.
-    pub fn take(&self, id: i64, namespace: &str) -> Result<Cursor> {
+    pub fn take(&self, id: i64, namespace: &str, user: Option<&UserName>) -> Result<Cursor> {
         let mut cursors = self.cursors.lock();
         match cursors.get(&id) {
+            Some(cursor) if cursor.owner.as_ref() != user => Err(not_owner(id)),
             None => Err(Error::new(
                 ErrorCode::CURSOR_NOT_FOUND,
                 format!("cursor id {id} not found"),
@@ -196,6 +202,7 @@ impl CursorManager {
         batch_size: Option<usize>,
         single_batch: bool,
         deadline: Deadline,
+        owner: Option<UserName>,
     ) -> Result<RawDocumentBuf> {
         let (batch, exhausted) =
             source.next_batch(Some(batch_size.unwrap_or(FIRST_BATCH_DOCS_DEFAULT)))?;
@@ -207,6 +214,7 @@ impl CursorManager {
                 source,
                 batch_size.filter(|n| *n > 0),
                 deadline,
+                owner,
             )
         };
         cursor_reply(id, &namespace, batch, true)
@@ -217,9 +225,14 @@ impl CursorManager {
         self.cursors.lock().insert(id, cursor);
     }
 
-    /// Kills the cursor; false when there was none with this id.
-    pub fn kill(&self, id: i64) -> bool {
-        self.cursors.lock().remove(&id).is_some()
+    /// Kills the cursor; false when there was none with this id. Only its owner may.
+    pub fn kill(&self, id: i64, user: Option<&UserName>) -> Result<bool> {
+        let mut cursors = self.cursors.lock();
+        match cursors.get(&id) {
+            None => Ok(false),
+            Some(cursor) if cursor.owner.as_ref() != user => Err(not_owner(id)),
+            Some(_) => Ok(cursors.remove(&id).is_some()),
+        }
     }
 
     pub fn open_count(&self) -> usize {
@@ -232,6 +245,14 @@ impl CursorManager {
             .lock()
             .retain(|_, cursor| cursor.last_used.elapsed() < timeout);
     }
+}
+
+/// MongoDB's refusal of a cursor opened by another user.
+fn not_owner(id: i64) -> Error {
+    Error::new(
+        ErrorCode::UNAUTHORIZED,
+        format!("cursor id {id} was not created by the authenticated user"),
+    )
 }
 
 /// A document in its wire bytes; a document BSON cannot hold (a key with a NUL byte,
@@ -336,19 +357,30 @@ mod tests {
             CursorSource::buffered(docs),
             None,
             Deadline::default(),
+            Some(UserName::new("ann", "admin")),
         );
         assert_ne!(id, 0);
-        let mut cursor = manager.take(id, "db.c").unwrap();
+        let ann = UserName::new("ann", "admin");
+        assert_eq!(
+            manager.take(id, "db.c", None).err().map(|e| e.code),
+            Some(ErrorCode::UNAUTHORIZED)
+        );
+        let mut cursor = manager.take(id, "db.c", Some(&ann)).unwrap();
         let (batch, done) = cursor.source.next_batch(Some(3)).unwrap();
         assert_eq!((batch.len(), done), (3, false));
         manager.restore(id, cursor);
         assert_eq!(
-            manager.take(id, "other.c").err().map(|e| e.code),
+            manager
+                .take(id, "other.c", Some(&ann))
+                .err()
+                .map(|e| e.code),
             Some(ErrorCode::UNAUTHORIZED)
         );
-        assert!(manager.kill(id));
+        let bob = UserName::new("bob", "admin");
+        assert!(manager.kill(id, Some(&bob)).is_err());
+        assert!(manager.kill(id, Some(&ann)).unwrap());
         assert_eq!(
-            manager.take(id, "db.c").err().map(|e| e.code),
+            manager.take(id, "db.c", Some(&ann)).err().map(|e| e.code),
             Some(ErrorCode::CURSOR_NOT_FOUND)
         );
     }

@@ -17,8 +17,10 @@ mod log_buffer;
 mod parallel_scan;
 mod replication;
 mod request;
+mod security;
 mod stats;
 mod system_js;
+pub mod tls;
 mod ttl_monitor;
 
 pub use listener::{bind, MAX_CONNS_DEFAULT};
@@ -69,6 +71,13 @@ pub struct ServerOptions {
     pub oplog_size_mb: Option<f64>,
     /// mongod's `enableTestCommands` parameter: `configureFailPoint` is available.
     pub enable_test_commands: bool,
+    /// mongod's `--auth`: clients must authenticate, and commands are authorized.
+    pub auth: bool,
+    /// The key of mongod's `--keyFile` (its text without whitespace): members prove
+    /// they hold it to each other; implies `auth`.
+    pub key: Option<String>,
+    /// `--tlsMode` and the files TLS needs.
+    pub tls: tls::TlsOptions,
 }
 
 /// Everything the connections share.
@@ -92,13 +101,21 @@ pub struct Server {
     fail_points: fail_points::FailPoints,
     /// A replica set's default read and write concerns, as last read.
     rw_concern_defaults: commands::rw_concern_defaults::Cache,
+    /// Access control.
+    security: security::Security,
+    /// TLS for client connections, unless `--tlsMode disabled`.
+    tls: Option<tls::Tls>,
 }
 
 impl Server {
     pub fn new(engine: Arc<dyn Engine>, options: ServerOptions, log: LogBuffer) -> Result<Server> {
         // Process-wide, as mongod's setting is: the parsers that need it have no server.
         basalt_js::set_scripting_enabled(options.scripting_enabled);
+        let security = security::Security::new(options.auth, options.key.clone())?;
+        let tls = tls::Tls::new(&options.tls)?;
         Ok(Server {
+            security,
+            tls,
             catalog: Catalog::open(engine)?,
             cursors: CursorManager::default(),
             stats: Stats::default(),
@@ -128,6 +145,10 @@ impl Server {
             port: self.options.port,
             dbpath: self.options.dbpath.clone(),
             oplog_size_mb: self.options.oplog_size_mb,
+            security: basalt_repl::PeerSecurity {
+                key: self.security.key().map(Arc::from),
+                tls: tls::member_client_config(&self.options.tls)?,
+            },
         };
         let set = basalt_repl::ReplicaSet::open(&name, &member, engine, applier).await?;
         let _ = self.replication.set(set);

@@ -175,13 +175,9 @@ pub fn get_log(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     }
 }
 
-pub fn connection_status(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
-    Ok(doc! {
-        "authInfo": {
-            "authenticatedUsers": [],
-            "authenticatedUserRoles": [],
-        }
-    })
+pub fn connection_status(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let show_privileges = body.get_bool("showPrivileges").unwrap_or(false);
+    Ok(doc! { "authInfo": crate::security::auth_info(ctx, show_privileges)? })
 }
 
 pub fn start_session(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
@@ -198,4 +194,18 @@ pub fn end_sessions(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
 
 pub fn free_monitoring_status(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
     Ok(doc! { "state": "disabled" })
+}
+
+/// `rotateCertificates`: reads the TLS certificate, key and CA files again; connections
+/// opened from now on use them.
+pub fn rotate_certificates(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+    let Some(tls) = &ctx.server.tls else {
+        return Err(Error::new(
+            ErrorCode::ILLEGAL_OPERATION,
+            "Server is not configured to use TLS (--tlsMode disabled)",
+        ));
+    };
+    tls.reload()?;
+    tracing::info!("Successfully rotated X509 certificates.");
+    Ok(Document::new())
 }

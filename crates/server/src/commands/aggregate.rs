@@ -171,9 +171,14 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf>
             CursorSource::buffered(results)
         }
     };
-    ctx.server
-        .cursors
-        .first_batch_reply(namespace, source, batch_size, false, deadline)
+    ctx.server.cursors.first_batch_reply(
+        namespace,
+        source,
+        batch_size,
+        false,
+        deadline,
+        crate::security::cursor_owner(ctx),
+    )
 }
 
 /// How much of a too-large result's first element its error shows.

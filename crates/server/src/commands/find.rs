@@ -241,9 +241,14 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
             CursorSource::buffered(shaped)
         }
     };
-    ctx.server
-        .cursors
-        .first_batch_reply(namespace, source, batch_size, single_batch, deadline)
+    ctx.server.cursors.first_batch_reply(
+        namespace,
+        source,
+        batch_size,
+        single_batch,
+        deadline,
+        crate::security::cursor_owner(ctx),
+    )
 }
 
 #[cfg(test)]

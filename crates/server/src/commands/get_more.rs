@@ -33,7 +33,8 @@ pub fn get_more(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
             "cannot set maxTimeMS on getMore command for a non-awaitData cursor",
         ));
     }
-    let mut cursor = ctx.server.cursors.take(id, &namespace)?;
+    let owner = crate::security::cursor_owner(ctx);
+    let mut cursor = ctx.server.cursors.take(id, &namespace, owner.as_ref())?;
     // Out of time: the cursor is not put back, as MongoDB kills it.
     cursor.resume()?;
     let limit = batch_size.or(cursor.batch_size).filter(|n| *n > 0);

@@ -59,6 +59,16 @@ pub fn hello(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     if body.get_bool("helloOk").unwrap_or(false) {
         reply.insert("helloOk", true);
     }
+    if let Ok(start) = body.get_document("speculativeAuthenticate") {
+        if let Some(reply_to_start) = super::sasl::speculative(ctx, start) {
+            reply.insert("speculativeAuthenticate", reply_to_start);
+        }
+    }
+    if let Ok(user) = body.get_str("saslSupportedMechs") {
+        if let Some(mechanisms) = super::sasl::supported_mechanisms(ctx, user) {
+            reply.insert("saslSupportedMechs", mechanisms);
+        }
+    }
     if let Some(Bson::Array(requested)) = body.get("compression") {
         // Every compressor Basalt knows is accepted, in the client's order; replies then
         // use whichever compressor each request came in.

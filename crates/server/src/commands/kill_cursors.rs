@@ -14,6 +14,7 @@ pub fn kill_cursors(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             "BSON field 'killCursors.cursors' is missing but a required field",
         )
     })?;
+    let owner = crate::security::cursor_owner(ctx);
     let (mut killed, mut not_found) = (Vec::new(), Vec::new());
     for id in ids {
         let id = match id {
@@ -25,7 +26,7 @@ pub fn kill_cursors(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 ))
             }
         };
-        if ctx.server.cursors.kill(id) {
+        if ctx.server.cursors.kill(id, owner.as_ref())? {
             killed.push(id);
         } else {
             not_found.push(id);

@@ -4,6 +4,7 @@
 use super::Ctx;
 use crate::cursors::CursorSource;
 use crate::request::Fields;
+use basalt_auth::{Action, Resource};
 use basalt_error::Result;
 use basalt_query::Matcher;
 use bson::{doc, Document};
@@ -13,9 +14,22 @@ pub fn list_collections(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocum
     let name_only = fields.bool_or("nameOnly", false)?;
     let matcher = Matcher::new(fields.document_opt("filter")?.unwrap_or(&Document::new()))?;
     let batch_size = fields.cursor_batch_size()?;
+    // Under access control a user without listCollections may list the names of the
+    // collections it has privileges on, when it asks for just that (as mongosh does).
+    let visible =
+        crate::security::visible(ctx, &Resource::database(ctx.db), Action::ListCollections)?;
+    if visible.is_some() && !(name_only && fields.bool_or("authorizedCollections", false)?) {
+        return Err(crate::security::not_authorized(ctx.db, body));
+    }
     let mut entries = Vec::new();
     for collection in ctx.server.catalog.collections_of(ctx.db) {
         let meta = collection.meta();
+        if visible
+            .as_ref()
+            .is_some_and(|v| !v.shows(ctx.db, Some(&meta.name)))
+        {
+            continue;
+        }
         let full = doc! {
             "name": meta.name.clone(),
             "type": "collection",
@@ -38,5 +52,6 @@ pub fn list_collections(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocum
         batch_size,
         false,
         crate::exec::Deadline::default(),
+        crate::security::cursor_owner(ctx),
     )
 }

@@ -1,7 +1,9 @@
-//! `listDatabases`: every database with its size, optionally filtered or names only.
+//! `listDatabases`: every database with its size, optionally filtered or names only;
+//! under access control, only those the user may see.
 
 use super::Ctx;
 use crate::request::Fields;
+use basalt_auth::{Action, Resource};
 use basalt_error::Result;
 use basalt_query::Matcher;
 use bson::{doc, Bson, Document};
@@ -10,9 +12,18 @@ pub fn list_databases(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let fields = Fields::new(body);
     let name_only = fields.bool_or("nameOnly", false)?;
     let matcher = Matcher::new(fields.document_opt("filter")?.unwrap_or(&Document::new()))?;
+    // Under access control a user without listDatabases sees the databases it has
+    // privileges in, unless it asks for all of them (authorizedDatabases: false).
+    let visible = crate::security::visible(ctx, &Resource::Cluster, Action::ListDatabases)?;
+    if visible.is_some() && !fields.bool_or("authorizedDatabases", true)? {
+        return Err(crate::security::not_authorized(ctx.db, body));
+    }
     let mut databases = Vec::new();
     let mut total_size = 0i64;
     for db in ctx.server.catalog.database_names() {
+        if visible.as_ref().is_some_and(|v| !v.shows(&db, None)) {
+            continue;
+        }
         let size = super::stats::database_size_bytes(ctx, &db)?;
         let entry = doc! { "name": db.clone(), "sizeOnDisk": size, "empty": size == 0 };
         if !matcher.matches(&entry) {

@@ -37,5 +37,6 @@ pub fn list_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentB
         batch_size,
         false,
         crate::exec::Deadline::default(),
+        crate::security::cursor_owner(ctx),
     )
 }

@@ -25,9 +25,11 @@ mod list_databases;
 mod list_indexes;
 mod map_reduce;
 pub(crate) mod rw_concern_defaults;
+mod sasl;
 mod server_status;
 mod stats;
 mod update;
+mod user_management;
 mod validate;
 mod write_batch;
 
@@ -217,6 +219,87 @@ static COMMANDS: &[Command] = &[
         "connectionStatus",
         admin::connection_status,
         "the authenticated users of this connection",
+    ),
+    command(
+        "saslStart",
+        sasl::sasl_start,
+        "starts a SASL (SCRAM) authentication",
+    ),
+    command(
+        "saslContinue",
+        sasl::sasl_continue,
+        "continues a SASL (SCRAM) authentication",
+    ),
+    command(
+        "authenticate",
+        sasl::authenticate,
+        "authenticates with MONGODB-X509",
+    ),
+    command(
+        "logout",
+        sasl::logout,
+        "ends the connection's authentication",
+    ),
+    admin_only(command(
+        "rotateCertificates",
+        admin::rotate_certificates,
+        "reads the TLS certificate files again",
+    )),
+    command("createUser", user_management::create_user, "creates a user"),
+    command(
+        "updateUser",
+        user_management::update_user,
+        "changes a user's password, roles or data",
+    ),
+    command("dropUser", user_management::drop_user, "removes a user"),
+    command(
+        "dropAllUsersFromDatabase",
+        user_management::drop_all_users_from_database,
+        "removes every user of a database",
+    ),
+    command("usersInfo", user_management::users_info, "describes users"),
+    command(
+        "grantRolesToUser",
+        user_management::grant_roles_to_user,
+        "gives a user roles",
+    ),
+    command(
+        "revokeRolesFromUser",
+        user_management::revoke_roles_from_user,
+        "takes roles from a user",
+    ),
+    command("createRole", user_management::create_role, "creates a role"),
+    command(
+        "updateRole",
+        user_management::update_role,
+        "replaces a role's privileges or roles",
+    ),
+    command("dropRole", user_management::drop_role, "removes a role"),
+    command(
+        "dropAllRolesFromDatabase",
+        user_management::drop_all_roles_from_database,
+        "removes every role of a database",
+    ),
+    command("rolesInfo", user_management::roles_info, "describes roles"),
+    command(
+        "grantPrivilegesToRole",
+        user_management::grant_privileges_to_role,
+        "adds privileges to a role",
+    ),
+    command(
+        "revokePrivilegesFromRole",
+        user_management::revoke_privileges_from_role,
+        "takes privileges from a role",
+    ),
+    command(
+        "grantRolesToRole",
+        user_management::grant_roles_to_role,
+        "makes a role inherit roles",
+    ),
+    command(
+        "revokeRolesFromRole",
+        user_management::revoke_roles_from_role,
+        "stops a role inheriting roles",
     ),
     command(
         "startSession",
@@ -418,6 +501,75 @@ pub fn dispatch(ctx: &Ctx<'_>, body: &Document) -> RawDocumentBuf {
     reply.unwrap_or_else(|e| error_reply(&e))
 }
 
+/// Runs a command as the server itself (no client, no authorization check, routed
+/// through the replicated log like a client's), as mongod's internal client does: how
+/// the server reads and writes its own collections (`admin.system.users`, say). A
+/// failed command, or its first write error, is the error returned.
+pub(crate) fn run_internal(server: &Arc<Server>, db: &str, mut body: Document) -> Result<Document> {
+    body.insert("$db", db);
+    let ctx = Ctx {
+        server,
+        connection: &server.internal_connection,
+        db,
+        raw_sequences: &[],
+        max_time_ms: None,
+    };
+    let reply = Document::try_from(dispatch(&ctx, &body).as_ref())?;
+    let failure = reply
+        .get_array("writeErrors")
+        .ok()
+        .and_then(|errors| errors.first())
+        .and_then(bson::Bson::as_document)
+        .or_else(|| {
+            (reply.get("ok").and_then(basalt_value::as_f64) != Some(1.0)).then_some(&reply)
+        });
+    match failure {
+        None => Ok(reply),
+        Some(failure) => {
+            let code = failure
+                .get_i32("code")
+                .unwrap_or(ErrorCode::INTERNAL_ERROR.0);
+            let message = failure.get_str("errmsg").unwrap_or("no reply");
+            Err(Error::new(ErrorCode(code), message))
+        }
+    }
+}
+
+/// The documents of `db.collection` that match `filter`, read as the server itself (on
+/// a secondary too).
+pub(crate) fn find_internal(
+    server: &Arc<Server>,
+    db: &str,
+    collection: &str,
+    filter: Document,
+) -> Result<Vec<Document>> {
+    if server.catalog.get(db, collection).is_none() {
+        return Ok(Vec::new());
+    }
+    let reply = run_internal(
+        server,
+        db,
+        doc! {
+            "find": collection,
+            "filter": filter,
+            "batchSize": i32::MAX,
+            "singleBatch": true,
+            "$readPreference": { "mode": "primaryPreferred" },
+        },
+    )?;
+    Ok(reply
+        .get_document("cursor")
+        .and_then(|cursor| cursor.get_array("firstBatch"))
+        .map(|batch| {
+            batch
+                .iter()
+                .filter_map(bson::Bson::as_document)
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
 /// The reply to a failed command, encoded.
 pub fn error_reply(error: &Error) -> RawDocumentBuf {
     crate::cursors::encode(&error.to_command_reply()).unwrap_or_else(|e| {
@@ -463,8 +615,15 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
     if command.name == "hello" {
         hello::record_client(ctx.connection, body);
     }
+    crate::security::check(ctx, command.name, body)?;
     let fail_point = fail_point(ctx, name, body)?;
-    let reply = run_command(ctx, command, body)?;
+    let reply = run_command(ctx, command, body);
+    // Users and roles live in `admin`: a write there (here, or applied from the log)
+    // may change what connections may do.
+    if ctx.db == "admin" && replication::role_of(command.name, body) == replication::Role::Write {
+        ctx.server.security.invalidate();
+    }
+    let reply = reply?;
     match fail_point.and_then(|effect| effect.write_concern_error) {
         None => Ok(reply),
         Some(error) => with_write_concern_error(ctx, reply, command.name, body, error),
@@ -630,6 +789,12 @@ fn latency_target<'b>(command: &str, body: &'b Document) -> Option<(&'b str, Ope
     Some((collection, class))
 }
 
+/// Whether `command` needs an authenticated user when access control is on.
+fn requires_auth(command: &str) -> bool {
+    crate::security::required(command, "admin", &Document::new())
+        != Some(crate::security::Need::Nothing)
+}
+
 fn list_commands(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
     let mut commands = Document::new();
     // Aliases are listed under their own names too, as mongod does.
@@ -637,9 +802,32 @@ fn list_commands(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
         for name in std::iter::once(&c.name).chain(c.aliases) {
             commands.insert(
                 *name,
-                doc! { "help": c.help, "adminOnly": c.admin_only, "requiresAuth": false },
+                doc! {
+                    "help": c.help,
+                    "adminOnly": c.admin_only,
+                    "requiresAuth": requires_auth(name),
+                },
             );
         }
     }
     Ok(doc! { "commands": commands })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Access control must know every command: one it does not list is refused to
+    /// everyone but the members' internal user.
+    #[test]
+    fn every_command_has_its_authorization_listed() {
+        for c in COMMANDS {
+            let body = doc! { c.name: "c" };
+            assert!(
+                crate::security::required(c.name, "db", &body).is_some(),
+                "{} is missing from security/required.rs",
+                c.name
+            );
+        }
+    }
 }

@@ -10,7 +10,7 @@
 //! same committed data here. Without a stored default the implicit ones are MongoDB 5+'s:
 //! `{w: "majority"}` and `{level: "local"}`. A standalone has neither command, as mongod.
 
-use super::{dispatch, Ctx};
+use super::Ctx;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_repl::MemberState;
 use bson::{doc, Bson, Document};
@@ -36,41 +36,14 @@ fn not_on_standalone(ctx: &Ctx<'_>, command: &str) -> Result<()> {
 
 /// The stored defaults document, if any has been set.
 fn stored(ctx: &Ctx<'_>) -> Result<Option<Document>> {
-    if ctx.server.catalog.get(SETTINGS_DB, SETTINGS).is_none() {
-        return Ok(None);
-    }
-    let internal = Ctx {
-        server: ctx.server,
-        connection: &ctx.server.internal_connection,
-        db: SETTINGS_DB,
-        raw_sequences: &[],
-        max_time_ms: None,
-    };
-    let reply = dispatch(
-        &internal,
-        &doc! {
-            "find": SETTINGS,
-            "filter": { "_id": DEFAULTS_ID },
-            "limit": 1,
-            "singleBatch": true,
-            "$readPreference": { "mode": "primaryPreferred" },
-            "$db": SETTINGS_DB,
-        },
-    );
-    let reply = Document::try_from(reply.as_ref())?;
-    if reply.get("ok").and_then(basalt_value::as_f64) != Some(1.0) {
-        let message = reply.get_str("errmsg").unwrap_or("no reply");
-        return Err(Error::internal(format!(
-            "reading the default concerns: {message}"
-        )));
-    }
-    Ok(reply
-        .get_document("cursor")
-        .and_then(|cursor| cursor.get_array("firstBatch"))
-        .ok()
-        .and_then(|batch| batch.first())
-        .and_then(Bson::as_document)
-        .cloned())
+    let found = super::find_internal(
+        ctx.server,
+        SETTINGS_DB,
+        SETTINGS,
+        doc! { "_id": DEFAULTS_ID },
+    )
+    .map_err(|e| Error::internal(format!("reading the default concerns: {}", e.message)))?;
+    Ok(found.into_iter().next())
 }
 
 /// The defaults as last read, kept until a write to the `config` database (which
@@ -204,36 +177,14 @@ pub fn set_default_rw_concern(ctx: &Ctx<'_>, body: &Document) -> Result<Document
     }
     defaults.insert("updateOpTime", set.applied().timestamp());
     defaults.insert("updateWallClockTime", bson::DateTime::now());
-    let write_ctx = Ctx {
-        db: SETTINGS_DB,
-        raw_sequences: &[],
-        ..*ctx
-    };
-    let reply = dispatch(
-        &write_ctx,
-        &doc! {
+    super::run_internal(
+        ctx.server,
+        SETTINGS_DB,
+        doc! {
             "update": SETTINGS,
             "updates": [{ "q": { "_id": DEFAULTS_ID }, "u": defaults, "upsert": true }],
-            "$db": SETTINGS_DB,
         },
-    );
-    let reply = Document::try_from(reply.as_ref())?;
-    let failure = reply
-        .get_array("writeErrors")
-        .ok()
-        .and_then(|errors| errors.first())
-        .and_then(Bson::as_document)
-        .cloned()
-        .or_else(|| (reply.get("ok").and_then(basalt_value::as_f64) != Some(1.0)).then_some(reply));
-    if let Some(failure) = failure {
-        let code = failure
-            .get_i32("code")
-            .unwrap_or(ErrorCode::INTERNAL_ERROR.0);
-        let message = failure
-            .get_str("errmsg")
-            .unwrap_or("the defaults were not stored");
-        return Err(Error::new(ErrorCode(code), message));
-    }
+    )?;
     get_default_rw_concern(ctx, &Document::new())
 }
 
