@@ -214,10 +214,13 @@ class ReplicaSet:
         members: int = 3,
         name: str = "rs0",
         extra_args: list[str] | None = None,
+        client_options: dict | None = None,
     ):
         self.name = name
         self.directory = Path(directory)
         self.extra_args = list(extra_args or [])
+        # What every client of the members needs (TLS options, say).
+        self.client_options = dict(client_options or {})
         self.members = [self._member(binary, i) for i in range(members)]
         self._clients: list[pymongo.MongoClient] = []
 
@@ -227,6 +230,7 @@ class ReplicaSet:
             self.directory / f"member{i}" / "data",
             self.directory / f"member{i}" / "basalt.log",
             extra_args=["--replSet", self.name, *self.extra_args],
+            client_options=self.client_options,
         )
 
     def add_member(self, binary: Path) -> BasaltServer:
@@ -259,7 +263,7 @@ class ReplicaSet:
 
     def client(self, **kwargs) -> pymongo.MongoClient:
         kwargs.setdefault("serverSelectionTimeoutMS", 20_000)
-        client = pymongo.MongoClient(self.uri, **kwargs)
+        client = pymongo.MongoClient(self.uri, **{**self.client_options, **kwargs})
         self._clients.append(client)
         return client
 
@@ -278,6 +282,7 @@ class ReplicaSet:
                     directConnection=True,
                     serverSelectionTimeoutMS=1_000,
                     serverMonitoringMode="poll",
+                    **self.client_options,
                 ) as probe:
                     if probe.admin.command("hello").get("isWritablePrimary"):
                         return member

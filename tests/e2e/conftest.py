@@ -110,9 +110,11 @@ def start_replica_set(basalt_binary, tmp_path):
     primary; each is checked for panics and killed at the end of the test."""
     started = []
 
-    def start(members: int = 3, name: str = "rs0", extra_args=None) -> ReplicaSet:
+    def start(
+        members: int = 3, name: str = "rs0", extra_args=None, client_options=None
+    ) -> ReplicaSet:
         directory = tmp_path / f"set{len(started)}"
-        cluster = ReplicaSet(basalt_binary, directory, members, name, extra_args)
+        cluster = ReplicaSet(basalt_binary, directory, members, name, extra_args, client_options)
         started.append(cluster)
         return cluster.start()
 

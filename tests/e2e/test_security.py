@@ -666,6 +666,62 @@ def test_a_replica_set_with_a_key_file_refuses_a_member_without_it(
     )
 
 
+def test_members_talk_over_tls_with_their_certificates(start_replica_set, certificates, tmp_path):
+    key = tmp_path / "key"
+    key.write_text(base64.b64encode(os.urandom(48)).decode())
+    key.chmod(0o600)
+    cluster = start_replica_set(
+        members=3,
+        extra_args=[*tls_args(certificates), "--keyFile", str(key)],
+        client_options=tls_options(certificates),
+    )
+    primary = cluster.wait_for_primary()
+    cluster.direct(primary).admin.command("createUser", ROOT[0], pwd=ROOT[1], roles=["root"])
+    client = cluster.client(username=ROOT[0], password=ROOT[1])
+    client.test.c.with_options(write_concern=pymongo.WriteConcern(w=3)).insert_one({"_id": 1})
+    status = client.admin.command("replSetGetStatus")
+    assert sorted(m["stateStr"] for m in status["members"]) == ["PRIMARY", "SECONDARY", "SECONDARY"]
+    # Plain TCP reaches no member: the members' own traffic went over TLS.
+    for member in cluster.members:
+        with pytest.raises(ServerSelectionTimeoutError):
+            plain(member).admin.command("ping")
+
+
+def test_x509_membership_admits_only_certificates_of_the_same_organization(
+    start_replica_set, basalt_binary, certificates
+):
+    member_args = [*tls_args(certificates), "--clusterAuthMode", "x509"]
+    cluster = start_replica_set(
+        members=2, extra_args=member_args, client_options=tls_options(certificates)
+    )
+    primary = cluster.wait_for_primary()
+    cluster.direct(primary).admin.command("createUser", ROOT[0], pwd=ROOT[1], roles=["root"])
+    client = cluster.client(username=ROOT[0], password=ROOT[1])
+    client.test.c.with_options(write_concern=pymongo.WriteConcern(w=2)).insert_one({"_id": 1})
+    # A client certificate of another organization is no member's: the internal
+    # protocol stays closed to it.
+    ann = cluster.direct(primary)
+    with raises_code("Unauthorized"):
+        ann.admin.command("replSetRaft", "vote")
+    # A process whose certificate (same CA) names another organization cannot join.
+    outsider = certificates["ca"].issue("outsider", "/O=Elsewhere/CN=127.0.0.1", server=True)
+    cluster.extra_args = [
+        *tls_args({**certificates, "server": outsider}),
+        "--clusterAuthMode",
+        "x509",
+    ]
+    intruder = cluster.add_member(basalt_binary)
+    config = client.admin.command("replSetGetConfig")["config"]
+    config["members"].append(
+        {"_id": 2, "host": f"127.0.0.1:{intruder.port}", "votes": 0, "priority": 0}
+    )
+    config["version"] += 1
+    with pytest.raises(OperationFailure):
+        client.admin.command("replSetReconfig", config, maxTimeMS=20000)
+    hello = intruder.client(directConnection=True).admin.command("hello")
+    assert not hello.get("secondary") and not hello.get("isWritablePrimary")
+
+
 def test_key_files_open_to_others_are_refused(start_server, tmp_path):
     key = tmp_path / "key"
     key.write_text("abcdefghijkl")

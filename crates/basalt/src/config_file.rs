@@ -45,6 +45,7 @@ const SETTINGS: &[(&str, Flag)] = &[
         Flag::Value("--cacheSizeGB"),
     ),
     ("security.keyFile", Flag::Value("--keyFile")),
+    ("security.clusterAuthMode", Flag::Value("--clusterAuthMode")),
     ("replication.replSetName", Flag::Value("--replSet")),
     ("replication.oplogSizeMB", Flag::Value("--oplogSizeMB")),
     ("systemLog.quiet", Flag::Switch("--quiet")),

@@ -98,6 +98,11 @@ struct Args {
     /// Implies --auth.
     #[arg(long = "keyFile", value_name = "PATH")]
     key_file: Option<PathBuf>,
+    /// How members prove membership: keyFile (the key file's SCRAM) or x509 (their TLS
+    /// certificates, which must share O, OU and DC; needs --tlsMode preferTLS or
+    /// requireTLS and --tlsCAFile). x509 implies --auth.
+    #[arg(long = "clusterAuthMode", value_name = "MODE", default_value = "keyFile", value_parser = ["keyFile", "x509"])]
+    cluster_auth_mode: String,
     /// TLS for client connections: disabled, allowTLS, preferTLS (both accepted) or
     /// requireTLS (plain connections are closed). TLS 1.2 and 1.3 only.
     #[arg(long = "tlsMode", value_name = "MODE", default_value = "disabled", value_parser = tls_mode)]
@@ -265,6 +270,8 @@ fn serve(args: Args) -> std::process::ExitCode {
     }
 }
 
+use basalt_server::tls::TlsMode;
+
 fn tls_mode(name: &str) -> Result<basalt_server::tls::TlsMode, String> {
     basalt_server::tls::TlsMode::from_name(name)
         .ok_or_else(|| format!("{name} is not one of disabled, allowTLS, preferTLS, requireTLS"))
@@ -328,7 +335,11 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
             allow_connections_without_certificates: args.tls_allow_connections_without_certificates,
             allow_invalid_certificates: args.tls_allow_invalid_certificates,
         },
+        cluster_auth_x509: args.cluster_auth_mode == "x509",
     };
+    if options.cluster_auth_x509 && matches!(options.tls.mode, TlsMode::Disabled | TlsMode::Allow) {
+        return Err("--clusterAuthMode x509 needs --tlsMode preferTLS or requireTLS".into());
+    }
     let cache_bytes = cache_bytes(args.cache_size_gb)?;
     let budget_bytes =
         operation_memory_budget_bytes(parameters.operation_memory_budget_bytes, cache_bytes);

@@ -63,6 +63,9 @@ pub struct PeerSecurity {
     /// With `--tlsMode preferTLS` or `requireTLS`: connections use TLS, presenting this
     /// member's certificate.
     pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// With `--clusterAuthMode x509`: each new connection authenticates with that
+    /// certificate (MONGODB-X509) instead of the key file.
+    pub x509: bool,
 }
 
 /// A connection's byte stream, plain or TLS.
@@ -145,7 +148,9 @@ impl Peer {
     ) -> io::Result<Document> {
         if self.stream.is_none() {
             self.stream = Some(self.connect().await?);
-            if let Some(key) = self.security.key.clone() {
+            if self.security.x509 {
+                self.authenticate_x509().await?;
+            } else if let Some(key) = self.security.key.clone() {
                 self.authenticate(&key).await?;
             }
         }
@@ -191,6 +196,23 @@ impl Peer {
             )
             .await?;
         scram.verify(&sasl_payload(&reply)?).map_err(refused)
+    }
+
+    /// Proves membership with this member's TLS certificate (MONGODB-X509), as mongod's
+    /// members do under `--clusterAuthMode x509`.
+    async fn authenticate_x509(&mut self) -> io::Result<()> {
+        let body = doc! { "authenticate": 1, "mechanism": "MONGODB-X509", "$db": "$external" };
+        let reply = self.round_trip(&body, &[]).await?;
+        if reply.get_f64("ok").ok() == Some(1.0) {
+            return Ok(());
+        }
+        Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "x.509 membership authentication refused: {}",
+                reply.get_str("errmsg").unwrap_or("no reason given")
+            ),
+        ))
     }
 
     /// Sends one command on the open connection and reads its reply.

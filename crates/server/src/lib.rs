@@ -78,6 +78,10 @@ pub struct ServerOptions {
     pub key: Option<String>,
     /// `--tlsMode` and the files TLS needs.
     pub tls: tls::TlsOptions,
+    /// mongod's `--clusterAuthMode x509`: members prove membership with their TLS
+    /// certificates (same O, OU and DC as this member's) instead of the key file;
+    /// implies `auth`.
+    pub cluster_auth_x509: bool,
 }
 
 /// Everything the connections share.
@@ -111,7 +115,10 @@ impl Server {
     pub fn new(engine: Arc<dyn Engine>, options: ServerOptions, log: LogBuffer) -> Result<Server> {
         // Process-wide, as mongod's setting is: the parsers that need it have no server.
         basalt_js::set_scripting_enabled(options.scripting_enabled);
-        let security = security::Security::new(options.auth, options.key.clone())?;
+        let security = security::Security::new(
+            options.auth || options.cluster_auth_x509,
+            options.key.clone(),
+        )?;
         let tls = tls::Tls::new(&options.tls)?;
         Ok(Server {
             security,
@@ -148,6 +155,7 @@ impl Server {
             security: basalt_repl::PeerSecurity {
                 key: self.security.key().map(Arc::from),
                 tls: tls::member_client_config(&self.options.tls)?,
+                x509: self.options.cluster_auth_x509,
             },
         };
         let set = basalt_repl::ReplicaSet::open(&name, &member, engine, applier).await?;

@@ -82,6 +82,8 @@ impl Default for TlsOptions {
 pub struct Tls {
     pub options: TlsOptions,
     config: RwLock<Arc<ServerConfig>>,
+    /// The membership attributes of this server's own certificate.
+    pub own_membership: Vec<(String, String)>,
 }
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -137,9 +139,17 @@ impl Tls {
             return Ok(None);
         }
         let config = build(options)?;
+        let own_membership = match &options.certificate_key_file {
+            Some(path) => read_certificates(path)?
+                .first()
+                .map(|c| membership_attributes(c))
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
         Ok(Some(Tls {
             options: options.clone(),
             config: RwLock::new(config),
+            own_membership,
         }))
     }
 
@@ -364,6 +374,29 @@ impl ClientCertVerifier for AnyClientCertificate {
             .signature_verification_algorithms
             .supported_schemes()
     }
+}
+
+/// What makes a certificate a member's under `--clusterAuthMode x509`, as mongod
+/// decides it: the O, OU and DC attributes of its subject (sorted), which every member's
+/// certificate shares. Empty when the certificate names none of them (then it names no
+/// member).
+pub fn membership_attributes(certificate: &[u8]) -> Vec<(String, String)> {
+    use x509_parser::prelude::FromDer;
+    let Ok((_, parsed)) = x509_parser::certificate::X509Certificate::from_der(certificate) else {
+        return Vec::new();
+    };
+    let registry = x509_parser::objects::oid_registry();
+    let mut attributes: Vec<(String, String)> = parsed
+        .subject()
+        .iter_attributes()
+        .filter_map(|attribute| {
+            let name = x509_parser::objects::oid2abbrev(attribute.attr_type(), registry).ok()?;
+            matches!(name, "O" | "OU" | "DC")
+                .then(|| Some((name.to_string(), attribute.as_str().ok()?.to_string())))?
+        })
+        .collect();
+    attributes.sort();
+    attributes
 }
 
 /// The subject of a certificate (DER) as RFC 2253 writes it, most specific part first

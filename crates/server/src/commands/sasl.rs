@@ -225,12 +225,22 @@ fn x509(ctx: &Ctx<'_>, db: &str, body: &Document) -> Result<Document> {
         .tls
         .as_ref()
         .is_some_and(|tls| !tls.options.allow_invalid_certificates);
-    let subject = ctx
-        .connection
-        .peer_certificate
-        .get()
-        .filter(|_| verified)
-        .and_then(|der| crate::tls::subject_name(der));
+    let certificate = ctx.connection.peer_certificate.get().filter(|_| verified);
+    // Under --clusterAuthMode x509, a certificate with this member's O, OU and DC is
+    // another member's: the connection is the internal user's.
+    if let (Some(der), Some(tls), true) = (
+        certificate,
+        &ctx.server.tls,
+        ctx.server.options.cluster_auth_x509,
+    ) {
+        let membership = crate::tls::membership_attributes(der);
+        if !membership.is_empty() && membership == tls.own_membership {
+            let internal = UserName::new(basalt_auth::INTERNAL_USER, basalt_auth::INTERNAL_USER_DB);
+            ctx.connection.session.lock().authenticated(internal)?;
+            return Ok(doc! { "dbname": EXTERNAL, "user": basalt_auth::INTERNAL_USER });
+        }
+    }
+    let subject = certificate.and_then(|der| crate::tls::subject_name(der));
     let Some(subject) = subject else {
         let cause = Error::bad_value("No verified subject name available from client");
         return Err(failed(ctx, X509, "", db, &cause));
