@@ -679,8 +679,15 @@ def test_members_talk_over_tls_with_their_certificates(start_replica_set, certif
     cluster.direct(primary).admin.command("createUser", ROOT[0], pwd=ROOT[1], roles=["root"])
     client = cluster.client(username=ROOT[0], password=ROOT[1])
     client.test.c.with_options(write_concern=pymongo.WriteConcern(w=3)).insert_one({"_id": 1})
-    status = client.admin.command("replSetGetStatus")
-    assert sorted(m["stateStr"] for m in status["members"]) == ["PRIMARY", "SECONDARY", "SECONDARY"]
+
+    # Every member is heard from through heartbeats, which go over TLS too.
+    def states():
+        status = client.admin.command("replSetGetStatus")
+        return sorted(m["stateStr"] for m in status["members"])
+
+    wait_until(
+        lambda: states() == ["PRIMARY", "SECONDARY", "SECONDARY"], what="heartbeats over TLS"
+    )
     # Plain TCP reaches no member: the members' own traffic went over TLS.
     for member in cluster.members:
         with pytest.raises(ServerSelectionTimeoutError):

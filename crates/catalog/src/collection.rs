@@ -190,7 +190,12 @@ impl Collection {
     /// changed meanwhile is never cached.
     pub fn meta_for_planning(&self) -> (Arc<CollectionMeta>, u64) {
         let meta = self.meta.read();
-        (meta.clone(), self.plan_cache.generation())
+        (without_hidden(&meta), self.plan_cache.generation())
+    }
+
+    /// The metadata the planner sees: without hidden indexes.
+    pub fn planning_meta(&self) -> Arc<CollectionMeta> {
+        without_hidden(&self.meta.read())
     }
 
     pub fn plan_cache(&self) -> &PlanCache {
@@ -972,6 +977,16 @@ fn shell_format(value: &Bson) -> String {
         }
         other => other.to_string(),
     }
+}
+
+/// `meta` without its hidden indexes (itself when none is hidden, as is usual).
+fn without_hidden(meta: &Arc<CollectionMeta>) -> Arc<CollectionMeta> {
+    if !meta.indexes.iter().any(|i| i.hidden) {
+        return meta.clone();
+    }
+    let mut visible = (**meta).clone();
+    visible.indexes.retain(|i| !i.hidden);
+    Arc::new(visible)
 }
 
 #[cfg(test)]

@@ -39,6 +39,12 @@ pub struct IndexSpec {
     pub partial: Option<PartialFilter>,
     /// The collation its string keys are ordered by; `None` for binary order.
     pub collation: Option<Collation>,
+    /// Hidden from the planner (maintained all the same), as MongoDB 4.4's hidden
+    /// indexes: a way to see what dropping an index would do without rebuilding it.
+    pub hidden: bool,
+    /// Options kept only to be echoed by `listIndexes` as they were given: the index
+    /// version `v` (1 or 2), `background`, `storageEngine`.
+    pub echoed: Document,
 }
 
 /// A partial index's `partialFilterExpression`, parsed once.
@@ -93,6 +99,8 @@ impl IndexSpec {
             expire_after_seconds: None,
             partial: None,
             collation: None,
+            hidden: false,
+            echoed: Document::new(),
         }
     }
 
@@ -109,7 +117,8 @@ impl IndexSpec {
 
     /// The spec as `listIndexes` reports it.
     pub fn to_list_document(&self) -> Document {
-        let mut d = doc! { "v": 2, "key": self.key.clone(), "name": self.name.clone() };
+        let version = self.echoed.get("v").cloned().unwrap_or(Bson::Int32(2));
+        let mut d = doc! { "v": version, "key": self.key.clone(), "name": self.name.clone() };
         if self.unique && !self.is_id_index() {
             d.insert("unique", true);
         }
@@ -127,6 +136,12 @@ impl IndexSpec {
         }
         if let Some(collation) = &self.collation {
             d.insert("collation", collation.spec().clone());
+        }
+        if self.hidden {
+            d.insert("hidden", true);
+        }
+        for (option, value) in self.echoed.iter().filter(|(option, _)| *option != "v") {
+            d.insert(option, value.clone());
         }
         d
     }
@@ -148,6 +163,12 @@ impl IndexSpec {
         }
         if let Some(collation) = &self.collation {
             d.insert("collation", collation.spec().clone());
+        }
+        if self.hidden {
+            d.insert("hidden", true);
+        }
+        if !self.echoed.is_empty() {
+            d.insert("echoed", self.echoed.clone());
         }
         d
     }
@@ -173,6 +194,8 @@ impl IndexSpec {
                 Ok(spec) => Collation::parse(spec)?,
                 Err(_) => None,
             },
+            hidden: d.get_bool("hidden").unwrap_or(false),
+            echoed: d.get_document("echoed").cloned().unwrap_or_default(),
         })
     }
 
@@ -473,6 +496,8 @@ mod tests {
             expire_after_seconds: None,
             partial: None,
             collation: None,
+            hidden: false,
+            echoed: Document::new(),
         }
     }
 

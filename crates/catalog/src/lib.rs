@@ -301,6 +301,32 @@ impl Catalog {
         name: &str,
         seconds: Option<i64>,
     ) -> Result<Option<i64>> {
+        self.modify_index(collection, name, |index| {
+            std::mem::replace(&mut index.expire_after_seconds, seconds)
+        })
+    }
+
+    /// Hides an index from the planner or shows it again (`collMod`); returns whether
+    /// it was hidden.
+    pub fn set_index_hidden(
+        &self,
+        collection: &Collection,
+        name: &str,
+        hidden: bool,
+    ) -> Result<bool> {
+        self.modify_index(collection, name, |index| {
+            std::mem::replace(&mut index.hidden, hidden)
+        })
+    }
+
+    /// Changes the spec of the index `name` with `change`, durably; returns what
+    /// `change` returned.
+    fn modify_index<R>(
+        &self,
+        collection: &Collection,
+        name: &str,
+        change: impl FnOnce(&mut IndexSpec) -> R,
+    ) -> Result<R> {
         let _ddl = self.ddl.lock();
         check_live(collection)?;
         let _writer = collection.writer();
@@ -311,9 +337,9 @@ impl Catalog {
                 format!("index not found with name [{name}]"),
             ));
         };
-        let old = std::mem::replace(&mut index.expire_after_seconds, seconds);
+        let result = change(index);
         self.write_meta(collection, meta, None)?;
-        Ok(old)
+        Ok(result)
     }
 
     /// Removes an index and its entries.
@@ -766,6 +792,8 @@ mod tests {
             expire_after_seconds: None,
             partial: None,
             collation: None,
+            hidden: false,
+            echoed: Document::new(),
         };
         let err = cat.add_index(&coll, unique_a.clone()).unwrap_err();
         assert_eq!(err.code, ErrorCode::DUPLICATE_KEY);

@@ -151,6 +151,8 @@ mod tests {
             expire_after_seconds: Some(seconds),
             partial: None,
             collation: None,
+            hidden: false,
+            echoed: bson::Document::new(),
         }
     }
 

@@ -20,7 +20,7 @@ use bson::{Bson, Document};
 use rquickjs::context::EvalOptions;
 use rquickjs::convert::Coerced;
 use rquickjs::function::Args;
-use rquickjs::{Array, Context, Ctx, FromJs, Function, Persistent, Runtime, Value};
+use rquickjs::{Array, Context, Ctx, FromJs, Function, Object, Persistent, Runtime, Value};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -393,6 +393,82 @@ impl Watch {
     }
 }
 
+impl Watch {
+    /// The shell's `sleep(ms)`: waits, but never past the call's or the command's time
+    /// limit; reaching one stops the script there (an exception that the call's failure
+    /// reports as that limit), as the interrupt handler would have.
+    fn sleep(&self, ms: f64) -> rquickjs::Result<()> {
+        if !self.interrupt() && ms.is_finite() && ms > 0.0 {
+            let now = Instant::now();
+            let mut until = now + Duration::from_secs_f64(ms / 1000.0);
+            until = until.min(self.call_deadline.get());
+            if let Some(deadline) = self.command_deadline.get() {
+                until = until.min(deadline);
+            }
+            std::thread::sleep(until.saturating_duration_since(now));
+        }
+        if self.interrupt() {
+            return Err(rquickjs::Error::new_from_js_message(
+                "sleep",
+                "time",
+                "interrupted: time limit reached",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The shell helpers that need the host, for `shell_types.js` to wrap: `sleep` (bounded
+/// by the time limits), `log` (print's line, to the server's log as mongod's), `md5` (of
+/// a string, in hex) and `bsonSize` (of an object as BSON).
+fn shell_natives<'js>(ctx: &Ctx<'js>, watch: &Rc<Watch>) -> rquickjs::Result<Object<'js>> {
+    let natives = Object::new(ctx.clone())?;
+    let watched = watch.clone();
+    natives.set(
+        "sleep",
+        Function::new(ctx.clone(), move |ms: f64| watched.sleep(ms))?,
+    )?;
+    natives.set(
+        "log",
+        Function::new(ctx.clone(), |line: String| {
+            tracing::info!(target: "javascript", "{line}");
+        })?,
+    )?;
+    natives.set(
+        "md5",
+        Function::new(ctx.clone(), |text: String| {
+            use md5::Digest;
+            md5::Md5::digest(text.as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        })?,
+    )?;
+    natives.set(
+        "bsonSize",
+        Function::new(
+            ctx.clone(),
+            |ctx: Ctx<'js>, internals: Array<'js>, value: Value<'js>| -> rquickjs::Result<f64> {
+                let shell = ShellTypes::new(&ctx, internals);
+                match shell.to_bson(value) {
+                    Ok(Bson::Document(document)) => {
+                        Ok(basalt_value::size::document_size_bytes(&document) as f64)
+                    }
+                    Ok(_) => Err(rquickjs::Error::new_from_js_message(
+                        "value",
+                        "object",
+                        "bsonsize takes an object",
+                    )),
+                    Err(e) => Err(rquickjs::Error::new_from_js_message(
+                        "value", "BSON", e.message,
+                    )),
+                }
+            },
+        )?,
+    )?;
+    Ok(natives)
+}
+
 impl Sandbox {
     fn new() -> Result<Sandbox> {
         let mut memory = Reservation::default();
@@ -413,7 +489,8 @@ impl Sandbox {
         let internals = context
             .with(|ctx| {
                 let install: Function = ctx.eval(include_str!("shell_types.js"))?;
-                let internals: Array = install.call((ctx.globals(),))?;
+                let natives = shell_natives(&ctx, &watch)?;
+                let internals: Array = install.call((ctx.globals(), natives))?;
                 Ok(Persistent::save(&ctx, internals))
             })
             .map_err(engine_error)?;

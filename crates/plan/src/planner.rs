@@ -427,6 +427,8 @@ mod tests {
             expire_after_seconds: None,
             partial: None,
             collation: None,
+            hidden: false,
+            echoed: Document::new(),
         }
     }
 

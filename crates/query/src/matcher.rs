@@ -163,7 +163,7 @@ impl<'a> MatchEnv<'a> {
         }
     }
 
-    fn fail(&self, error: Error) {
+    pub(crate) fn fail(&self, error: Error) {
         let first = self.error.take().unwrap_or(error);
         self.error.set(Some(first));
     }

@@ -287,55 +287,65 @@ fn encode_reply_with(
 struct Outgoing {
     bytes: Vec<u8>,
     request_id: i32,
-    exhaust: Option<StreamedHello>,
+    exhaust: Option<Streamed>,
 }
 
-/// An awaitable hello whose client allows exhaust replies (`exhaustAllowed`, as drivers'
-/// streaming monitors send it): mongod answers with `moreToCome` and sends the next
-/// hello reply on its own once the topology changes or `maxAwaitTimeMS` passes, each
-/// one answering the last, until the client closes the connection.
-struct StreamedHello {
+/// A request whose client allows exhaust replies (OP_MSG `exhaustAllowed`), answered
+/// with `moreToCome` and then again and again on the server's own, each reply answering
+/// the last, as mongod does for two requests:
+/// - an awaitable hello (drivers' streaming monitors): each next reply comes when the
+///   topology changes or `maxAwaitTimeMS` passes, until the client closes the connection;
+/// - a `getMore` (drivers' exhaust cursors): each next reply is the cursor's next batch,
+///   until the cursor is exhausted (id 0) or a batch fails.
+struct Streamed {
     db: String,
     body: Document,
     compressor: Option<Compressor>,
 }
 
-impl StreamedHello {
-    /// Streams hello when `request` (with `flags`) is an awaitable hello that allows it
-    /// and `reply` is a success.
+impl Streamed {
+    /// Streams when `request` (with `flags`) is one of the two and `reply` a success
+    /// that leaves more to send.
     fn after(
         flags: u32,
         db: &str,
         request: &Document,
         reply: &RawDocument,
         compressor: Option<Compressor>,
-    ) -> Option<StreamedHello> {
-        let hello = matches!(
-            request.keys().next().map(String::as_str),
+    ) -> Option<Streamed> {
+        if flags & OpMsg::EXHAUST_ALLOWED == 0
+            || reply.get("ok").ok().flatten().and_then(|ok| ok.as_f64()) != Some(1.0)
+        {
+            return None;
+        }
+        let body = match request.keys().next().map(String::as_str) {
             Some("hello" | "isMaster" | "ismaster")
-        );
-        let awaitable =
-            request.contains_key("topologyVersion") && request.contains_key("maxAwaitTimeMS");
-        if flags & OpMsg::EXHAUST_ALLOWED == 0 || !hello || !awaitable {
-            return None;
-        }
-        let reply = Document::try_from(reply).ok()?;
-        if reply.get("ok").and_then(basalt_value::as_f64) != Some(1.0) {
-            return None;
-        }
-        let mut body = request.clone();
-        body.insert(
-            "topologyVersion",
-            reply.get_document("topologyVersion").ok()?.clone(),
-        );
-        Some(StreamedHello {
+                if request.contains_key("topologyVersion")
+                    && request.contains_key("maxAwaitTimeMS") =>
+            {
+                let mut body = request.clone();
+                let version = reply.get_document("topologyVersion").ok()?;
+                body.insert("topologyVersion", Document::try_from(version).ok()?);
+                body
+            }
+            Some("getMore") => {
+                let id = reply.get_document("cursor").ok()?.get_i64("id").ok()?;
+                if id == 0 {
+                    return None;
+                }
+                request.clone()
+            }
+            _ => return None,
+        };
+        Some(Streamed {
             db: db.to_string(),
             body,
             compressor,
         })
     }
 
-    /// Runs the hello again (it waits for news) and encodes its reply to the last one.
+    /// Runs the request again (a hello waits for news; a getMore reads the next batch)
+    /// and encodes its reply to the last one.
     fn next(self, server: &Arc<Server>, info: &Arc<ConnectionInfo>, response_to: i32) -> Outgoing {
         let reply = run_guarded(|| {
             let ctx = Ctx {
@@ -347,7 +357,7 @@ impl StreamedHello {
             };
             dispatch(&ctx, &self.body)
         });
-        let exhaust = StreamedHello::after(
+        let exhaust = Streamed::after(
             OpMsg::EXHAUST_ALLOWED,
             &self.db,
             &self.body,
@@ -410,7 +420,7 @@ fn handle_frame(
                 max_time_ms: None,
             };
             let reply = dispatch(&ctx, &body);
-            exhaust = StreamedHello::after(flags, &db, &body, &reply, frame.compressor);
+            exhaust = Streamed::after(flags, &db, &body, &reply, frame.compressor);
             reply
         }),
         Err(e) => error_reply(&e),

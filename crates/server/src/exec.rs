@@ -162,7 +162,7 @@ pub fn plan_choice(
     hint: Option<&Bson>,
     sort: Option<&Document>,
 ) -> Result<(PlanChoice, bool)> {
-    let meta = collection.meta();
+    let meta = collection.planning_meta();
     let hint = hint.filter(|h| !is_empty_hint(h));
     basalt_plan::plan_sorted(&meta.indexes, filter, collation, hint, sort)
 }

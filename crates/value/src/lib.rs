@@ -12,6 +12,7 @@ pub mod distinct;
 pub mod key_string;
 pub mod number;
 pub mod path;
+pub mod pattern;
 pub mod raw;
 pub mod size;
 

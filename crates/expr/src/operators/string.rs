@@ -14,9 +14,9 @@ use crate::limits::{check_string_size, ArrayBuilder};
 use crate::numeric::{display, format_double};
 use crate::operators::date::format_iso;
 use basalt_error::{Error, Result};
+use basalt_value::pattern::{Captures, Pattern, PatternError};
 use basalt_value::Number;
 use bson::{doc, Bson};
-use regex::Regex;
 use std::borrow::Cow;
 
 #[derive(Debug)]
@@ -67,7 +67,7 @@ pub(crate) struct RegexOp {
     regex: Expression,
     options: Option<Expression>,
     /// Compiled once when the pattern and options are constants.
-    compiled: Option<Regex>,
+    compiled: Option<Pattern>,
 }
 
 #[derive(Debug)]
@@ -592,7 +592,7 @@ impl RegexOp {
     }
 
     /// Compiles the pattern; `None` when it is null (nothing matches).
-    fn compile(&self, pattern: Option<&Bson>, options: Option<&Bson>) -> Result<Option<Regex>> {
+    fn compile(&self, pattern: Option<&Bson>, options: Option<&Bson>) -> Result<Option<Pattern>> {
         let name = self.name();
         let (pattern, inline_flags) = match pattern {
             p if is_nullish(p) => return Ok(None),
@@ -635,27 +635,31 @@ impl RegexOp {
                 format!("{name}: regular expression cannot contain an embedded null byte"),
             ));
         }
-        let mut prefix = String::new();
-        for flag in flags.chars() {
-            match flag {
-                'i' | 'm' | 's' | 'x' => prefix.push(flag),
-                'u' => {}
-                other => {
-                    return Err(Error::location(
-                        51108,
-                        format!("{name} invalid flag in regex options: {other}"),
-                    ))
-                }
-            }
+        match Pattern::new(pattern, flags) {
+            Ok(pattern) => Ok(Some(pattern)),
+            Err(PatternError::BadOption(other)) => Err(Error::location(
+                51108,
+                format!("{name} invalid flag in regex options: {other}"),
+            )),
+            Err(PatternError::Invalid(reason) | PatternError::Matching(_, reason)) => Err(
+                Error::location(51111, format!("Invalid Regex in {name}: {reason}")),
+            ),
         }
-        let full = if prefix.is_empty() {
-            pattern.to_string()
-        } else {
-            format!("(?{prefix}){pattern}")
+    }
+
+    /// MongoDB's error for a match PCRE2 could not finish (its match limit, say).
+    fn matching_error(&self, e: PatternError) -> Error {
+        let (code, reason) = match e {
+            PatternError::Matching(code, reason) => (code, reason),
+            other => (0, format!("{other:?}")),
         };
-        Regex::new(&full)
-            .map(Some)
-            .map_err(|e| Error::location(51111, format!("Invalid Regex in {name}: {e}")))
+        Error::location(
+            51156,
+            format!(
+                "Error occurred while executing the regular expression in {}. Result code: {code} ({reason})",
+                self.name()
+            ),
+        )
     }
 
     fn eval(&self, env: &Env<'_>) -> Result<Bson> {
@@ -690,22 +694,33 @@ impl RegexOp {
                 RegexMode::FindAll => Bson::Array(Vec::new()),
             });
         };
+        let failed = |e| self.matching_error(e);
         Ok(match self.mode {
-            RegexMode::Match => Bson::Boolean(regex.is_match(input)),
-            RegexMode::Find => regex.captures(input).map_or(Bson::Null, |c| {
-                let start = c.get(0).expect("group 0 is the whole match").start();
-                found(&c, input[..start].chars().count())
-            }),
+            RegexMode::Match => Bson::Boolean(regex.is_match(input).map_err(failed)?),
+            RegexMode::Find => match regex.captures_at(input, 0).map_err(failed)? {
+                None => Bson::Null,
+                Some(c) => found(input, &c, input[..c.whole().0].chars().count()),
+            },
             RegexMode::FindAll => {
                 // Code points are counted from the previous match on, not from the
                 // start each time: many matches in a long string stay linear.
                 let (mut counted_bytes, mut counted_chars) = (0, 0);
                 let mut matches = ArrayBuilder::new("$regexFindAll");
-                for caps in regex.captures_iter(input) {
-                    let start = caps.get(0).expect("group 0 is the whole match").start();
+                let mut from = 0;
+                while from <= input.len() {
+                    let Some(caps) = regex.captures_at(input, from).map_err(failed)? else {
+                        break;
+                    };
+                    let (start, end) = caps.whole();
                     counted_chars += input[counted_bytes..start].chars().count();
                     counted_bytes = start;
-                    matches.push(found(&caps, counted_chars))?;
+                    matches.push(found(input, &caps, counted_chars))?;
+                    // After an empty match, the next search starts one character on.
+                    from = if end > start {
+                        end
+                    } else {
+                        end + input[end..].chars().next().map_or(1, char::len_utf8)
+                    };
                 }
                 matches.finish()
             }
@@ -713,15 +728,16 @@ impl RegexOp {
     }
 }
 
-/// `{match, idx, captures}` for one match that starts `idx` code points into the input.
-fn found(caps: &regex::Captures<'_>, idx: usize) -> Bson {
-    let whole = caps.get(0).expect("group 0 is the whole match");
+/// `{match, idx, captures}` for one match of `input` that starts `idx` code points into
+/// it.
+fn found(input: &str, caps: &Captures, idx: usize) -> Bson {
+    let (start, end) = caps.whole();
     let captures: Vec<Bson> = caps
+        .groups()
         .iter()
-        .skip(1)
-        .map(|g| g.map_or(Bson::Null, |m| Bson::String(m.as_str().to_string())))
+        .map(|g| g.map_or(Bson::Null, |(s, e)| Bson::String(input[s..e].to_string())))
         .collect();
-    Bson::Document(doc! {"match": whole.as_str(), "idx": idx as i32, "captures": captures})
+    Bson::Document(doc! {"match": &input[start..end], "idx": idx as i32, "captures": captures})
 }
 
 fn parse_replace(all: bool, args: &Bson, ctx: &ParseContext) -> Result<Replace> {

@@ -116,7 +116,13 @@ impl Predicate {
             Predicate::In(list) => Check::from_bool(list.matches(v, env.collation)),
             Predicate::Exists => Check::Pass,
             Predicate::Type(types) => Check::from_bool(types.matches(v)),
-            Predicate::Regex(re) => Check::from_bool(re.matches(v)),
+            Predicate::Regex(re) => match re.test(v) {
+                Ok(matched) => Check::from_bool(matched),
+                Err(e) => {
+                    env.fail(e);
+                    Check::Fail
+                }
+            },
             Predicate::Mod(m) => Check::from_bool(m.matches(v)),
             Predicate::Size(n) => {
                 Check::from_bool(matches!(v, Bson::Array(items) if items.len() == *n))

@@ -1,19 +1,24 @@
-//! `$regex` / `$options` and regex literals in filters.
-//!
-//! MongoDB uses PCRE; Basalt uses the `regex` crate, which covers the same syntax except
-//! look-around and backreferences (patterns using them are rejected as invalid rather than
-//! silently matching differently). The flags `i`, `m`, `s` and `x` map to the crate's
-//! inline flags; `u` is accepted and has no effect because matching is always Unicode-aware.
+//! `$regex` / `$options` and regex literals in filters, with MongoDB's engine (PCRE2,
+//! `basalt_value::pattern`) and its errors.
 
 use super::{Predicate, ValueMatch};
 use basalt_error::{Error, Result};
+use basalt_value::pattern::{Pattern, PatternError};
 use bson::{Bson, Document};
 
 #[derive(Clone, Debug)]
 pub(crate) struct RegexPredicate {
     pattern: String,
     options: String,
-    compiled: regex::Regex,
+    compiled: Pattern,
+}
+
+/// MongoDB's error for a pattern whose matching failed (PCRE2's match limit, say).
+pub(crate) fn matching_error(code: i32, message: &str) -> Error {
+    Error::location(
+        51156,
+        format!("Error occurred while executing the regular expression. Result code: {code} ({message})"),
+    )
 }
 
 impl RegexPredicate {
@@ -30,32 +35,13 @@ impl RegexPredicate {
                 "Regular expression options string cannot contain an embedded null byte",
             ));
         }
-        let mut inline = String::new();
-        for flag in options.chars() {
-            match flag {
-                'i' | 'm' | 's' | 'x' => {
-                    if !inline.contains(flag) {
-                        inline.push(flag);
-                    }
-                }
-                'u' => {}
-                other => {
-                    return Err(Error::location(
-                        51108,
-                        format!("invalid flag in regex options: {other}"),
-                    ))
-                }
+        let compiled = Pattern::new(pattern, options).map_err(|e| match e {
+            PatternError::BadOption(other) => {
+                Error::location(51108, format!("invalid flag in regex options: {other}"))
             }
-        }
-        let source = if inline.is_empty() {
-            pattern.to_string()
-        } else {
-            format!("(?{inline}){pattern}")
-        };
-        let compiled = regex::Regex::new(&source).map_err(|e| {
-            let reason = e.to_string();
-            let last_line = reason.lines().last().unwrap_or_default().trim().to_string();
-            Error::location(51091, format!("Regular expression is invalid: {last_line}"))
+            PatternError::Invalid(reason) | PatternError::Matching(_, reason) => {
+                Error::location(51091, format!("Regular expression is invalid: {reason}"))
+            }
         })?;
         Ok(RegexPredicate {
             pattern: pattern.to_string(),
@@ -65,14 +51,25 @@ impl RegexPredicate {
     }
 
     /// Strings and symbols match by pattern; a stored regex matches only an identical one.
-    pub(crate) fn matches(&self, v: &Bson) -> bool {
+    /// A match that PCRE2 could not finish (its match limit) is an error.
+    pub(crate) fn test(&self, v: &Bson) -> Result<bool> {
         match v {
-            Bson::String(s) | Bson::Symbol(s) => self.compiled.is_match(s),
+            Bson::String(s) | Bson::Symbol(s) => match self.compiled.is_match(s) {
+                Ok(matched) => Ok(matched),
+                Err(PatternError::Matching(code, message)) => Err(matching_error(code, &message)),
+                Err(other) => Err(Error::internal(format!("{other:?}"))),
+            },
             Bson::RegularExpression(re) => {
-                re.pattern.as_str() == self.pattern && re.options.as_str() == self.options
+                Ok(re.pattern.as_str() == self.pattern && re.options.as_str() == self.options)
             }
-            _ => false,
+            _ => Ok(false),
         }
+    }
+
+    /// As [`RegexPredicate::test`], a failed match counting as no match (for
+    /// `$jsonSchema`'s `pattern`, which has no way to report one).
+    pub(crate) fn matches(&self, v: &Bson) -> bool {
+        self.test(v).unwrap_or(false)
     }
 }
 

@@ -1,6 +1,6 @@
 //! `collMod`: changes a collection's options. Only the options Basalt keeps today can
 //! change (`changeStreamPreAndPostImages`, `validationLevel`, `validationAction`, and an
-//! index's `expireAfterSeconds` through `index`); the rest are refused by name rather
+//! index's `expireAfterSeconds` or `hidden` through `index`); the rest are refused by name rather
 //! than ignored.
 
 use super::create::pre_and_post_images;
@@ -41,7 +41,8 @@ pub fn coll_mod(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     Ok(reply)
 }
 
-/// `index: {name | keyPattern, expireAfterSeconds}`: changes a TTL, replying with the
+/// `index: {name | keyPattern, expireAfterSeconds | hidden}`: changes a TTL or hides an
+/// index from the planner (or shows it again), replying with the
 /// old and new values as MongoDB does.
 fn modify_index(
     ctx: &Ctx<'_>,
@@ -70,6 +71,21 @@ fn modify_index(
             format!("cannot find index {spec} for ns {}", meta.namespace()),
         ));
     };
+    if let Some(hidden) = spec.get("hidden") {
+        let Bson::Boolean(hidden) = hidden else {
+            return Err(Error::type_mismatch(
+                "BSON field 'hidden' must be a boolean",
+            ));
+        };
+        if index.is_id_index() {
+            return Err(Error::bad_value("can't hide _id index"));
+        }
+        let old = ctx
+            .server
+            .catalog
+            .set_index_hidden(collection, &index.name, *hidden)?;
+        return Ok(doc! { "hidden_old": old, "hidden_new": *hidden });
+    }
     let Some(value) = spec.get("expireAfterSeconds") else {
         return Err(Error::new(
             ErrorCode::INVALID_OPTIONS,

@@ -30,10 +30,15 @@ const SUPPORTED_OPTIONS: &[&str] = &[
     "expireAfterSeconds",
     "partialFilterExpression",
     "collation",
+    "hidden",
+    "storageEngine",
+    // Ignored since MongoDB 3.0, and still accepted by it.
+    "dropDups",
 ];
+/// Options kept only for `listIndexes` to echo.
+const ECHOED_OPTIONS: &[&str] = &["v", "background", "storageEngine"];
 /// Real MongoDB index options whose behaviour Basalt does not have yet.
 const UNSUPPORTED_OPTIONS: &[&str] = &[
-    "hidden",
     "weights",
     "default_language",
     "language_override",
@@ -43,7 +48,6 @@ const UNSUPPORTED_OPTIONS: &[&str] = &[
     "min",
     "max",
     "wildcardProjection",
-    "storageEngine",
     "prepareUnique",
     "clustered",
 ];
@@ -242,6 +246,37 @@ fn parse_spec(spec: &Document, default_collation: Option<&Collation>) -> Result<
             )))
         }
     };
+    let hidden = flag("hidden")?;
+    if hidden && on_id_only {
+        return Err(invalid("can't hide _id index".into()));
+    }
+    let mut echoed = Document::new();
+    for option in ECHOED_OPTIONS {
+        if let Some(value) = spec.get(*option) {
+            echoed.insert(*option, value.clone());
+        }
+    }
+    match echoed.get("v").map(basalt_value::as_f64) {
+        None | Some(Some(2.0)) => {
+            echoed.remove("v");
+        }
+        Some(Some(1.0)) => {
+            echoed.insert("v", 1);
+        }
+        Some(_) => {
+            return Err(invalid(format!(
+                "Invalid index specification {spec}; cannot create an index with v={}",
+                spec.get("v").map(ToString::to_string).unwrap_or_default()
+            )))
+        }
+    }
+    if let Some(engine) = echoed.get("storageEngine") {
+        if !matches!(engine, Bson::Document(_)) {
+            return Err(Error::type_mismatch(
+                "'storageEngine' has to be a document.",
+            ));
+        }
+    }
     if let (true, Some(collation)) = (on_id_only, &collation) {
         return Err(Error::bad_value(format!(
             "The _id index must have the same collation as the collection. Index collation: {}, collection collation: {{ locale: \"simple\" }}",
@@ -258,6 +293,8 @@ fn parse_spec(spec: &Document, default_collation: Option<&Collation>) -> Result<
         expire_after_seconds,
         partial,
         collation,
+        hidden,
+        echoed,
     })
 }
 
