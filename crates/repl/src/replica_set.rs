@@ -36,6 +36,8 @@ const MEMBER_COMMAND_TIMEOUT_MS: u64 = 5_000;
 const PRIMARY_CHECK_MS: u64 = 50;
 /// How often a write waiting for `w: N` members checks their progress.
 const REPLICATION_CHECK_MS: u64 = 10;
+/// How often a causally consistent read checks whether its entry is applied here.
+const APPLIED_CHECK_MS: u64 = 1;
 /// How often a member checks its oplog's size.
 const OPLOG_CHECK_MS: u64 = 1_000;
 /// The longest a reconfig waits for the copy of the data new members start from.
@@ -457,6 +459,20 @@ impl ReplicaSet {
     /// The last entry applied here (= committed: only committed entries are applied).
     pub fn applied(&self) -> OpTime {
         self.shared.applied()
+    }
+
+    /// Waits until this member has applied the log through entry `index` (what a
+    /// causally consistent read's `afterClusterTime` names), for `timeout` at most; says
+    /// whether it has.
+    pub fn wait_applied(&self, index: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while self.applied().index < index {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(APPLIED_CHECK_MS));
+        }
+        true
     }
 
     pub fn topology_counter(&self) -> i64 {

@@ -187,7 +187,8 @@ pub fn start_session(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
     })
 }
 
-/// Sessions hold no server state yet (no transactions), so ending them is a no-op.
+/// Sessions hold no server state yet (no transactions), so ending, refreshing or killing
+/// them is a no-op.
 pub fn end_sessions(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
     Ok(Document::new())
 }

@@ -313,6 +313,16 @@ static COMMANDS: &[Command] = &[
         "kills logical sessions",
     ),
     command(
+        "refreshSessions",
+        admin::end_sessions,
+        "keeps logical sessions alive",
+    ),
+    admin_only(command(
+        "killAllSessions",
+        admin::end_sessions,
+        "kills every logical session",
+    )),
+    command(
         "getFreeMonitoringStatus",
         admin::free_monitoring_status,
         "free monitoring is not offered",
@@ -498,7 +508,13 @@ pub fn dispatch(ctx: &Ctx<'_>, body: &Document) -> RawDocumentBuf {
         }
         Reply::Complete(reply) => Ok(reply),
     });
-    reply.unwrap_or_else(|e| error_reply(&e))
+    let mut reply = reply.unwrap_or_else(|e| error_reply(&e));
+    if let Some(set) = ctx.server.replication() {
+        if !ctx.connection.is_internal() {
+            replication::with_cluster_time(set, &mut reply);
+        }
+    }
+    reply
 }
 
 /// Runs a command as the server itself (no client, no authorization check, routed

@@ -98,10 +98,68 @@ pub fn route(
             } else {
                 set.check_readable(secondary_ok(body))?;
             }
+            wait_for_cluster_time(ctx, set, body)?;
             Ok(None)
         }
         _ => Ok(None),
     }
+}
+
+/// The longest a read waits for `afterClusterTime` without a `maxTimeMS` of its own.
+const AFTER_CLUSTER_TIME_WAIT_MS: u64 = 60_000;
+
+/// A causally consistent read (`readConcern.afterClusterTime`, which drivers send after
+/// a session's earlier operation): waits until this member has applied the entry that
+/// time names, so a session reads its own writes on a secondary too. Cluster times are
+/// the members' oplog timestamps, whose increment is the entry's index.
+fn wait_for_cluster_time(ctx: &Ctx<'_>, set: &ReplicaSet, body: &Document) -> Result<()> {
+    let Ok(concern) = body.get_document("readConcern") else {
+        return Ok(());
+    };
+    let Some(after) = concern.get("afterClusterTime") else {
+        return Ok(());
+    };
+    let Bson::Timestamp(after) = after else {
+        return Err(Error::type_mismatch(
+            "BSON field 'readConcern.afterClusterTime' is the wrong type, expected type 'timestamp'",
+        ));
+    };
+    let wait_ms = ctx
+        .max_time_ms
+        .or_else(|| body.get("maxTimeMS").and_then(basalt_value::as_i64))
+        .filter(|ms| *ms > 0)
+        .map_or(AFTER_CLUSTER_TIME_WAIT_MS, |ms| ms as u64);
+    if set.wait_applied(
+        u64::from(after.increment),
+        std::time::Duration::from_millis(wait_ms),
+    ) {
+        Ok(())
+    } else {
+        Err(Error::new(
+            ErrorCode::MAX_TIME_MS_EXPIRED,
+            format!("operation exceeded time limit waiting for afterClusterTime {after}"),
+        ))
+    }
+}
+
+/// Adds what a replica set member's every reply carries for causal consistency, as
+/// mongod's: `operationTime` (the last entry applied here, which a write's own entry is
+/// by the time it is answered) and `$clusterTime` (the same time, with the empty
+/// signature mongod gives when it has no signing keys).
+pub fn with_cluster_time(set: &ReplicaSet, reply: &mut RawDocumentBuf) {
+    if reply.get("operationTime").ok().flatten().is_some() {
+        return;
+    }
+    let time = set.applied().timestamp();
+    let signature = bson::rawdoc! {
+        "hash": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: vec![0; 20] },
+        "keyId": 0_i64,
+    };
+    reply.append(bson::cstr!("operationTime"), time);
+    reply.append(
+        bson::cstr!("$clusterTime"),
+        bson::rawdoc! { "clusterTime": time, "signature": signature },
+    );
 }
 
 /// Proposes a write command (in pieces when it is large, see `batches.rs`) and returns

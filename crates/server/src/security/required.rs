@@ -43,7 +43,10 @@ pub fn required(command: &str, db: &str, body: &Document) -> Option<Need> {
         | "logout" | "connectionStatus" | "whatsmyuri" | "listCommands" | "endSessions" => {
             Need::Nothing
         }
-        "startSession" | "killSessions" | "configureFailPoint" => Need::Authenticated,
+        "startSession" | "killSessions" | "refreshSessions" | "configureFailPoint" => {
+            Need::Authenticated
+        }
+        "killAllSessions" => on_cluster(A::KillAnySession),
         "getMore" | "killCursors" | "listDatabases" | "listCollections" | "usersInfo"
         | "rolesInfo" | "updateUser" => Need::Checked,
         "find" | "count" | "distinct" => on_collection(&[A::Find]),
