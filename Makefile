@@ -9,6 +9,8 @@
 #   make node-test             Node.js driver and mongosh tests (tests/node)
 #   make conformance           MongoDB driver-spec conformance run, checked against the baseline
 #   make conformance-baseline  the same, then write the new passed count to the baseline file
+#   make documentdb-ft         DocumentDB's ~53,000-test functional suite, checked against the baseline
+#   make documentdb-ft-baseline  the same, then write the new passed count to the baseline file
 #   make fuzz                  fuzz the wire decoder and the SCRAM parsers, FUZZ_SECONDS each (nightly + cargo-fuzz)
 #   make soak                  normal and hostile traffic for SOAK_SECONDS against a release build
 #   make cluster               a local three-member replica set (CLUSTER_MEMBERS, CLUSTER_DIR)
@@ -92,6 +94,23 @@ conformance: build venv
 
 conformance-baseline: build venv
 	$(PYTHON) scripts/conformance.py --update-baseline
+
+# DocumentDB's functional suite (../shared/documentdb-functional-tests) in a venv of its
+# own, against a fresh server, checked against its baseline (scripts/functional_tests.py).
+FT_VENV := .venv-ft
+.PHONY: ft-venv documentdb-ft documentdb-ft-baseline
+ft-venv: $(FT_VENV)/.installed
+
+$(FT_VENV)/.installed: tests/functional/requirements.txt
+	python3 -m venv $(FT_VENV)
+	$(FT_VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/functional/requirements.txt
+	touch $@
+
+documentdb-ft: build venv ft-venv
+	$(PYTHON) scripts/functional_tests.py --python $(FT_VENV)/bin/python
+
+documentdb-ft-baseline: build venv ft-venv
+	$(PYTHON) scripts/functional_tests.py --python $(FT_VENV)/bin/python --update-baseline
 
 fuzz:
 	scripts/fuzz.sh $(FUZZ_SECONDS)

@@ -20,6 +20,7 @@ STEPS=(
   "conformance (vs baseline)|conformance|yes"
   "pytest e2e|pytest|yes"
   "node driver + mongosh|node-test|yes"
+  "documentdb functional suite (vs baseline)|documentdb-ft|yes"
 )
 
 results=()

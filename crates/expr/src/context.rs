@@ -83,7 +83,7 @@ pub(crate) fn validate_name_for_read(name: &str) -> Result<()> {
     let first = name
         .chars()
         .next()
-        .ok_or_else(|| Error::location(16869, "empty variable names are not allowed"))?;
+        .ok_or_else(|| Error::failed_to_parse("empty variable names are not allowed"))?;
     if !first.is_ascii_alphabetic() && first.is_ascii() {
         return Err(Error::location(
             16870,

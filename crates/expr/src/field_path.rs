@@ -191,6 +191,6 @@ mod tests {
         assert_eq!(code("$a.$b"), 16410);
         assert_eq!(code("$a."), 40353);
         assert_eq!(code("$$nope"), 17276);
-        assert_eq!(code("$$"), 16869);
+        assert_eq!(code("$$"), 9);
     }
 }

@@ -418,10 +418,28 @@ impl Watch {
     }
 }
 
-/// The shell helpers that need the host, for `shell_types.js` to wrap: `sleep` (bounded
-/// by the time limits), `log` (print's line, to the server's log as mongod's), `md5` (of
-/// a string, in hex) and `bsonSize` (of an object as BSON).
-fn shell_natives<'js>(ctx: &Ctx<'js>, watch: &Rc<Watch>) -> rquickjs::Result<Object<'js>> {
+/// What the shell's types need of the host: `helpers()`, which a script's first use of a
+/// helper calls, compiles `shell_helpers.js` and returns it with the natives its helpers
+/// call: `sleep` (bounded by the time limits), `log` (print's line, to the server's log as
+/// mongod's), `md5` (of a string, in hex) and `bsonSize` (of an object as BSON). Nothing
+/// but this one function is made for a command that uses no helper.
+fn shell_natives<'js>(ctx: &Ctx<'js>, watch: &Rc<Watch>) -> rquickjs::Result<Function<'js>> {
+    let watch = watch.clone();
+    Function::new(
+        ctx.clone(),
+        move |ctx: Ctx<'js>| -> rquickjs::Result<Array<'js>> {
+            let factory: Function = ctx.eval(include_str!("shell_helpers.js"))?;
+            let natives = helper_natives(&ctx, &watch)?;
+            let loaded = Array::new(ctx.clone())?;
+            loaded.set(0, factory)?;
+            loaded.set(1, natives)?;
+            Ok(loaded)
+        },
+    )
+}
+
+/// The natives of `shell_helpers.js` (see [`shell_natives`]).
+fn helper_natives<'js>(ctx: &Ctx<'js>, watch: &Rc<Watch>) -> rquickjs::Result<Object<'js>> {
     let natives = Object::new(ctx.clone())?;
     let watched = watch.clone();
     natives.set(
@@ -489,8 +507,8 @@ impl Sandbox {
         let internals = context
             .with(|ctx| {
                 let install: Function = ctx.eval(include_str!("shell_types.js"))?;
-                let natives = shell_natives(&ctx, &watch)?;
-                let internals: Array = install.call((ctx.globals(), natives))?;
+                let load_helpers = shell_natives(&ctx, &watch)?;
+                let internals: Array = install.call((ctx.globals(), load_helpers))?;
                 Ok(Persistent::save(&ctx, internals))
             })
             .map_err(engine_error)?;

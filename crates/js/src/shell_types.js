@@ -1,12 +1,13 @@
-// MongoDB's shell types and helpers for server-side JavaScript. Evaluated once per
-// sandbox; the value of the script is a function that installs them on the global object
-// it is given (with the host's natives: sleep, log, md5, bsonSize) and returns the list of
-// internals that the BSON conversion needs (prototypes to recognise typed values by,
+// MongoDB's shell types for server-side JavaScript, and the helpers of shell_helpers.js
+// on first use. Evaluated once per sandbox; the value of the script is a function that
+// installs them on the global object it is given (with the host's loader of the
+// helpers and their natives) and returns the list of internals that the BSON conversion
+// needs (prototypes to recognise typed values by,
 // constructors to build Dates and RegExps) and the emit factory, which user code never
 // sees. The function is not wrapped in parentheses: QuickJS scans a
 // parenthesised expression ahead for an arrow function, which would double the parsing
 // of this file, and a sandbox is made for every command.
-0, function (global, natives) {
+0, function (global, loadHelpers) {
   "use strict";
   function define(name, value) {
     Object.defineProperty(global, name, { value: value, writable: false, enumerable: false, configurable: false });
@@ -104,62 +105,23 @@
   define("MinKey", MinKey);
   define("MaxKey", MaxKey);
   define("ISODate", ISODate);
-  function hexToBase64(hex) {
-    hex = String(hex).replace(/-/g, "");
-    if (!/^([0-9a-fA-F]{2})*$/.test(hex)) throw new Error("invalid hex string: " + hex);
-    var digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    var bytes = [];
-    for (var k = 0; k < hex.length; k += 2) bytes.push(parseInt(hex.substr(k, 2), 16));
-    var out = "";
-    for (var b = 0; b < bytes.length; b += 3) {
-      var n = (bytes[b] << 16) | ((bytes[b + 1] || 0) << 8) | (bytes[b + 2] || 0);
-      out += digits[n >> 18 & 63] + digits[n >> 12 & 63] +
-        (b + 1 < bytes.length ? digits[n >> 6 & 63] : "=") + (b + 2 < bytes.length ? digits[n & 63] : "=");
-    }
-    return out;
-  }
-  function UUID(hex) {
-    if (hex === undefined) {
-      hex = "";
-      for (var k = 0; k < 32; k++) hex += Math.floor(Math.random() * 16).toString(16);
-    }
-    if (String(hex).replace(/-/g, "").length !== 32) throw new Error("UUID needs a 32-digit hex string");
-    return new BinData(4, hexToBase64(hex));
-  }
-  function HexData(subtype, hex) { return new BinData(subtype, hexToBase64(hex)); }
-  function DBRef(collection, id, db) {
-    if (!(this instanceof DBRef)) return new DBRef(collection, id, db);
-    this.$ref = collection;
-    this.$id = id;
-    if (db !== undefined) this.$db = db;
-  }
-
-  // The shell's tojson: its own spacing, typed values in their constructor form.
-  function tojson(value, indent) {
-    if (value === undefined) return "undefined";
-    if (value === null) return "null";
-    if (typeof value === "string") return JSON.stringify(value);
-    if (typeof value !== "object") return String(value);
-    if (typeof value.tojson === "function") return value.tojson();
-    if (value instanceof Date) return 'ISODate("' + (isNaN(value) ? "Invalid Date" : value.toISOString()) + '")';
-    if (value instanceof RegExp) return String(value);
-    if (Array.isArray(value)) return "[ " + value.map(function (v) { return tojson(v); }).join(", ") + " ]";
-    var keys = Object.keys(value);
-    if (keys.length === 0) return "{ }";
-    return "{ " + keys.map(function (k) { return JSON.stringify(k) + " : " + tojson(value[k]); }).join(", ") + " }";
-  }
-  function print() {
-    natives.log(Array.prototype.map.call(arguments, function (v) { return typeof v === "string" ? v : tojson(v); }).join(" "));
-  }
-
-  define("UUID", UUID);
-  define("HexData", HexData);
-  define("DBRef", DBRef);
-  define("tojson", tojson);
-  define("print", print);
-  define("printjson", function (value) { natives.log(tojson(value)); });
-  define("sleep", function (ms) { natives.sleep(Number(ms)); });
-  define("hex_md5", function (text) { return natives.md5(String(text)); });
+  // The shell's helper functions are compiled only when a script first names one
+  // (shell_helpers.js): a sandbox is made for every command, and most never use them.
+  var helpers = null;
+  ["UUID", "HexData", "DBRef", "tojson", "print", "printjson", "sleep", "hex_md5", "bsonsize"].forEach(function (name) {
+    Object.defineProperty(global, name, {
+      enumerable: false,
+      configurable: false,
+      get: function () {
+        if (helpers === null) {
+          var loaded = loadHelpers();
+          helpers = loaded[0](BinData, loaded[1], internals);
+        }
+        return helpers[name];
+      },
+    });
+  });
+  Object.defineProperty(Object, "bsonsize", { get: function () { return global.bsonsize; } });
 
   // The helpers MongoDB's server-side JavaScript adds to Array, used by reduce functions.
   Array.sum = function (values) { var total = 0; for (var k = 0; k < values.length; k++) total += values[k]; return total; };
@@ -229,8 +191,5 @@
         }
       ];
     }];
-  function bsonsize(value) { return natives.bsonSize(internals, value); }
-  define("bsonsize", bsonsize);
-  Object.bsonsize = bsonsize;
   return internals;
 }

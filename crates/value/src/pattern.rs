@@ -1,5 +1,6 @@
-//! MongoDB's regular expressions: PCRE2 (as mongod since 6.1), in UTF-8 mode with
-//! Unicode properties, and MongoDB's option letters.
+//! MongoDB's regular expressions: PCRE2 (as mongod since 6.1), in UTF-8 mode (without
+//! Unicode properties for `\w`, `\d`, `\s`, `\b`, as mongod), patterns up to 16 KiB, and
+//! MongoDB's option letters.
 //!
 //! Every place that evaluates a pattern (`$regex` and regex values in filters, `$in`
 //! with regexes, `$regexMatch`/`$regexFind`/`$regexFindAll`, listing filters) compiles
@@ -11,6 +12,9 @@
 //! JIT-compiled where the platform supports it.
 
 use pcre2::bytes::{Regex, RegexBuilder};
+
+/// The longest pattern mongod compiles (its PCRE2 `max_pattern_length`), in bytes.
+pub const MAX_PATTERN_BYTES: usize = 16 * 1024;
 
 /// A compiled pattern with the options it was given.
 #[derive(Clone, Debug)]
@@ -48,10 +52,17 @@ impl Captures {
 
 impl Pattern {
     /// Compiles `pattern` with MongoDB's `options` (`i` caseless, `m` multi-line, `s`
-    /// dot-all, `x` extended, `u` accepted: matching is always Unicode).
+    /// dot-all, `x` extended, `u` accepted: the subject is always UTF-8).
     pub fn new(pattern: &str, options: &str) -> Result<Pattern, PatternError> {
         let mut builder = RegexBuilder::new();
-        builder.utf(true).ucp(true).jit_if_available(true);
+        if pattern.len() > MAX_PATTERN_BYTES {
+            return Err(PatternError::Invalid(
+                "pattern string is longer than the limit set by the application".into(),
+            ));
+        }
+        // UTF-8 mode but, as mongod, no Unicode properties for \w, \d, \s and \b: they
+        // stay ASCII (a pattern may ask for them with `(*UCP)`).
+        builder.utf(true).jit_if_available(true);
         for option in options.chars() {
             match option {
                 'i' => builder.caseless(true),
@@ -126,6 +137,10 @@ mod tests {
         assert!(!matches("\\Qa.b\\E", "", "axb"));
         assert!(matches("(?i)straße", "", "STRASSE") || matches("(?i)straße", "", "STRAßE"));
         assert!(matches("^\\p{Lu}", "", "Ärger"));
+        // \w, \d, \s stay ASCII unless the pattern asks for Unicode properties.
+        assert!(!matches("^\\w+$", "", "café"));
+        assert!(!matches("\\s", "", "\u{a0}"));
+        assert!(matches("(*UCP)^\\w+$", "", "café"));
         assert!(matches("^é.$", "", "éa"));
         assert!(matches("ab", "i", "AB"));
         assert!(matches("^b", "m", "a\nb"));

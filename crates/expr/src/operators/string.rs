@@ -594,10 +594,22 @@ impl RegexOp {
     /// Compiles the pattern; `None` when it is null (nothing matches).
     fn compile(&self, pattern: Option<&Bson>, options: Option<&Bson>) -> Result<Option<Pattern>> {
         let name = self.name();
+        // mongod's order: the options' type, their conflict with a regex's own flags and
+        // a null byte in them come before a null or mistyped regex.
+        let options = match options {
+            o if is_nullish(o) => None,
+            Some(Bson::String(o)) => Some(o.as_str()),
+            _ => {
+                return Err(Error::location(
+                    51106,
+                    format!("{name} needs 'options' to be of type string"),
+                ))
+            }
+        };
         let (pattern, inline_flags) = match pattern {
-            p if is_nullish(p) => return Ok(None),
-            Some(Bson::String(p)) => (p.as_str(), ""),
-            Some(Bson::RegularExpression(r)) => (r.pattern.as_str(), r.options.as_str()),
+            Some(Bson::RegularExpression(r)) => (Some(r.pattern.as_str()), r.options.as_str()),
+            Some(Bson::String(p)) => (Some(p.as_str()), ""),
+            p if is_nullish(p) => (None, ""),
             _ => {
                 return Err(Error::location(
                     51105,
@@ -605,29 +617,23 @@ impl RegexOp {
                 ))
             }
         };
-        let flags = match options {
-            o if is_nullish(o) => inline_flags,
-            Some(Bson::String(o)) => {
-                if !inline_flags.is_empty() && !o.is_empty() {
-                    return Err(Error::location(
-                        51075,
-                        format!(
-                            "{name}: regex option(s) specified in both 'regex' and 'option' fields"
-                        ),
-                    ));
-                }
-                if o.is_empty() {
-                    inline_flags
-                } else {
-                    o.as_str()
-                }
-            }
-            _ => {
-                return Err(Error::location(
-                    51106,
-                    format!("{name} needs 'options' to be of type string"),
-                ))
-            }
+        if options.is_some() && !inline_flags.is_empty() {
+            return Err(Error::location(
+                51107,
+                format!(
+                    "{name}: found regex option(s) specified in both 'regex' and 'option' fields"
+                ),
+            ));
+        }
+        if options.is_some_and(|o| o.contains('\0')) {
+            return Err(Error::location(
+                51110,
+                format!("{name}: regular expression options cannot contain an embedded null byte"),
+            ));
+        }
+        let flags = options.unwrap_or(inline_flags);
+        let Some(pattern) = pattern else {
+            return Ok(None);
         };
         if pattern.contains('\0') {
             return Err(Error::location(
@@ -707,7 +713,9 @@ impl RegexOp {
                 let (mut counted_bytes, mut counted_chars) = (0, 0);
                 let mut matches = ArrayBuilder::new("$regexFindAll");
                 let mut from = 0;
-                while from <= input.len() {
+                // Searches start at every code point (after an empty match, the next
+                // one), not past the input's end, as mongod's loop.
+                while from < input.len() || (from == 0 && input.is_empty()) {
                     let Some(caps) = regex.captures_at(input, from).map_err(failed)? else {
                         break;
                     };

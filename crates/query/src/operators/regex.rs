@@ -23,16 +23,11 @@ pub(crate) fn matching_error(code: i32, message: &str) -> Error {
 
 impl RegexPredicate {
     pub(crate) fn new(pattern: &str, options: &str) -> Result<RegexPredicate> {
+        // As mongod: a null byte in the pattern is BadValue; one in the options is an
+        // invalid flag like any other character.
         if pattern.contains('\0') {
-            return Err(Error::location(
-                51109,
+            return Err(Error::bad_value(
                 "Regular expression cannot contain an embedded null byte",
-            ));
-        }
-        if options.contains('\0') {
-            return Err(Error::location(
-                51110,
-                "Regular expression options string cannot contain an embedded null byte",
             ));
         }
         let compiled = Pattern::new(pattern, options).map_err(|e| match e {
@@ -88,7 +83,7 @@ pub(super) fn parse_regex_operator(ops: &Document) -> Result<ValueMatch> {
             if !re.options.as_str().is_empty() {
                 if !options.is_empty() {
                     return Err(Error::location(
-                        51074,
+                        51075,
                         "options set in both $regex and $options",
                     ));
                 }

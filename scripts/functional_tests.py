@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Runs DocumentDB's functional test suite (../shared/documentdb-functional-tests, ~53,000
+tests, each asserting MongoDB 8's exact result or error) against a fresh basalt and
+guards the passed count.
+
+The server is started on a free port with a temporary --dbpath (a standalone, test
+commands enabled); the suite runs from its own directory (its rootdir matters) in the
+.venv-ft virtual environment, on two workers, with MongoDB as the engine it is held to.
+The summary prints passed/failed/skipped and the areas (test directories) that fail
+most. The passed count is compared with the `documentdb-ft` line of
+tests/conformance-baseline.txt: a drop of more than TOLERANCE fails, a rise says to
+raise it, which `--update-baseline` (make documentdb-ft-baseline) does.
+
+The tests are read from ../shared at run time and never copied into this repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests" / "e2e"))
+
+from basalt_server import BasaltServer, default_binary  # noqa: E402
+
+BASELINE = REPO / "tests" / "conformance-baseline.txt"
+BASELINE_NAME = "documentdb-ft"
+RUN_LIMIT_S = 45 * 60  # far above a normal run (~13 minutes on 2 cores)
+# Passes the run may fall short of the baseline by before it fails: a few of the suite's
+# tests depend on timing (sleeps, clocks, two workers sharing two cores).
+TOLERANCE = 25
+# Directory levels under documentdb_tests/compatibility/tests that name an area.
+AREA_DEPTH = 4
+
+
+def suite_dir(explicit: str | None) -> Path:
+    shared = Path(explicit or os.environ.get("BASALT_SHARED_DIR") or REPO.parent / "shared")
+    return shared / "documentdb-functional-tests"
+
+
+def area_of(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    parts = path.split("/")
+    try:
+        start = parts.index("tests") + 1
+    except ValueError:
+        start = 0
+    return "/".join(parts[start : start + AREA_DEPTH])
+
+
+def read_baseline() -> int | None:
+    for line in BASELINE.read_text().splitlines():
+        name, _, count = line.partition(" ")
+        if name == BASELINE_NAME and count.strip().isdigit():
+            return int(count)
+    return None
+
+
+def write_baseline(passed: int) -> None:
+    lines = [
+        line
+        for line in BASELINE.read_text().splitlines()
+        if not line.startswith(BASELINE_NAME + " ")
+    ]
+    lines.append(f"{BASELINE_NAME} {passed}")
+    BASELINE.write_text("\n".join(lines) + "\n")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--python", default=str(REPO / ".venv-ft" / "bin" / "python"))
+    parser.add_argument(
+        "--shared", help="the shared/ directory (default: $BASALT_SHARED_DIR or ../shared)"
+    )
+    parser.add_argument("--report", help="where pytest's JSON report goes (default: a temp file)")
+    parser.add_argument("--workers", default="2", help="pytest-xdist workers")
+    parser.add_argument("--update-baseline", action="store_true")
+    parser.add_argument("paths", nargs="*", help="test paths inside the suite (default: all)")
+    args = parser.parse_args()
+
+    suite = suite_dir(args.shared)
+    if not (suite / "documentdb_tests").is_dir():
+        print(f"documentdb-ft: the suite is not at {suite}; is shared/ beside the repository?")
+        return 1
+    with tempfile.TemporaryDirectory(prefix="basalt-ft-") as tmp:
+        tmp = Path(tmp)
+        report = Path(args.report) if args.report else tmp / "report.json"
+        server = BasaltServer(
+            default_binary(),
+            tmp / "data",
+            tmp / "basalt.log",
+            extra_args=["--setParameter", "enableTestCommands=1"],
+        ).start()
+        paths = args.paths or ["documentdb_tests/compatibility/tests"]
+        command = [
+            args.python, "-m", "pytest", *paths,
+            "--connection-string", server.uri, "--engine-name", "mongodb",
+            # No tracebacks: printing ~15,000 of them took longer than running the tests.
+            "-n", args.workers, "--timeout=60", "-p", "no:cacheprovider", "-q", "--tb=no",
+            "--json-report", f"--json-report-file={report}",
+        ]  # fmt: skip
+        try:
+            status = subprocess.run(
+                command, cwd=suite, timeout=RUN_LIMIT_S, stdout=subprocess.DEVNULL
+            ).returncode
+            survived = server.is_alive()
+            panics = server.panics()
+            log_tail = server.log_tail()
+        finally:
+            server.stop()
+        if not report.is_file():
+            print(f"documentdb-ft: pytest wrote no report (status {status})")
+            return 1
+        data = json.loads(report.read_text())
+    summary = data.get("summary", {})
+    passed = summary.get("passed", 0)
+    failed = summary.get("failed", 0)
+    errors = summary.get("error", 0)
+    skipped = summary.get("skipped", 0)
+    executed = passed + failed + errors
+    failing_areas = collections.Counter(
+        area_of(t["nodeid"])
+        for t in data.get("tests", [])
+        if t.get("outcome") in ("failed", "error")
+    )
+    print("areas with the most failures:")
+    for area, count in failing_areas.most_common(15):
+        print(f"  {count:6d}  {area}")
+    share = 100.0 * passed / executed if executed else 0.0
+    print(
+        f"documentdb-ft: {passed} passed, {failed} failed, {errors} errors, {skipped} skipped ({share:.1f} % of executed)"
+    )
+    problems = []
+    if not survived:
+        problems.append(f"basalt died during the run; log tail:\n{log_tail}")
+    if panics:
+        problems.append(f"basalt logged {len(panics)} panics, e.g.:\n" + "\n".join(panics[:5]))
+    baseline = read_baseline()
+    if args.update_baseline:
+        write_baseline(passed)
+        print(f"documentdb-ft: baseline set to {passed}")
+    elif baseline is not None and passed < baseline - TOLERANCE:
+        problems.append(f"{passed} passed, below the baseline of {baseline} (less {TOLERANCE})")
+    elif baseline is not None and passed > baseline:
+        print(
+            f"documentdb-ft: {passed - baseline} more than the baseline; raise it with `make documentdb-ft-baseline`"
+        )
+    for problem in problems:
+        print(f"documentdb-ft: FAIL: {problem}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
