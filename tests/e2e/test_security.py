@@ -625,6 +625,28 @@ def test_x509_authenticates_the_certificates_subject(start_server, certificates)
         wrong.shop.orders.find_one()
 
 
+def refused_member(cluster, basalt_binary, client, extra_args):
+    """Starts one more process with `extra_args`, which the set's reconfig cannot add:
+    the members refuse to talk to it. Returns it, never a member."""
+    cluster.extra_args = extra_args
+    intruder = cluster.add_member(basalt_binary)
+    config = client.admin.command("replSetGetConfig")["config"]
+    config["members"].append(
+        {
+            "_id": len(config["members"]),
+            "host": f"127.0.0.1:{intruder.port}",
+            "votes": 0,
+            "priority": 0,
+        }
+    )
+    config["version"] += 1
+    with pytest.raises(OperationFailure):
+        client.admin.command("replSetReconfig", config, maxTimeMS=20000)
+    hello = intruder.client(directConnection=True).admin.command("hello")
+    assert not hello.get("secondary") and not hello.get("isWritablePrimary")
+    return intruder
+
+
 def test_a_replica_set_with_a_key_file_refuses_a_member_without_it(
     start_replica_set, basalt_binary, tmp_path
 ):
@@ -650,17 +672,7 @@ def test_a_replica_set_with_a_key_file_refuses_a_member_without_it(
     other_key = tmp_path / "other-key"
     other_key.write_text(base64.b64encode(os.urandom(48)).decode())
     other_key.chmod(0o600)
-    cluster.extra_args = ["--keyFile", str(other_key)]
-    intruder = cluster.add_member(basalt_binary)
-    config = client.admin.command("replSetGetConfig")["config"]
-    config["members"].append(
-        {"_id": 3, "host": f"127.0.0.1:{intruder.port}", "votes": 0, "priority": 0}
-    )
-    config["version"] += 1
-    with pytest.raises(OperationFailure):
-        client.admin.command("replSetReconfig", config, maxTimeMS=20000)
-    hello = intruder.client(directConnection=True).admin.command("hello")
-    assert not hello.get("secondary") and not hello.get("isWritablePrimary")
+    intruder = refused_member(cluster, basalt_binary, client, ["--keyFile", str(other_key)])
     wait_until(
         lambda: "Authentication failed" in intruder.log_text(), what="the intruder's refusal logged"
     )
@@ -712,21 +724,8 @@ def test_x509_membership_admits_only_certificates_of_the_same_organization(
         ann.admin.command("replSetRaft", "vote")
     # A process whose certificate (same CA) names another organization cannot join.
     outsider = certificates["ca"].issue("outsider", "/O=Elsewhere/CN=127.0.0.1", server=True)
-    cluster.extra_args = [
-        *tls_args({**certificates, "server": outsider}),
-        "--clusterAuthMode",
-        "x509",
-    ]
-    intruder = cluster.add_member(basalt_binary)
-    config = client.admin.command("replSetGetConfig")["config"]
-    config["members"].append(
-        {"_id": 2, "host": f"127.0.0.1:{intruder.port}", "votes": 0, "priority": 0}
-    )
-    config["version"] += 1
-    with pytest.raises(OperationFailure):
-        client.admin.command("replSetReconfig", config, maxTimeMS=20000)
-    hello = intruder.client(directConnection=True).admin.command("hello")
-    assert not hello.get("secondary") and not hello.get("isWritablePrimary")
+    outsider_args = [*tls_args({**certificates, "server": outsider}), "--clusterAuthMode", "x509"]
+    refused_member(cluster, basalt_binary, client, outsider_args)
 
 
 def test_key_files_open_to_others_are_refused(start_server, tmp_path):

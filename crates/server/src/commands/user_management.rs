@@ -285,17 +285,21 @@ fn change_user_roles(
     let changed = given_roles(ctx, body, command)?;
     let mut document = find_user(ctx.server, &user)?.ok_or_else(|| not_found(&user))?;
     let mut roles = role_names(document.get("roles"), &user.db)?;
-    for role in changed {
-        let present = roles.contains(&role);
-        if grant && !present {
-            roles.push(role);
-        } else if !grant {
-            roles.retain(|r| *r != role);
-        }
-    }
+    edit_roles(&mut roles, changed, grant);
     document.insert("roles", role_documents(&roles));
     replace(ctx, body, USERS, document)?;
     Ok(Document::new())
+}
+
+/// Adds the `changed` roles a list lacks (`grant`), or takes them out.
+fn edit_roles(roles: &mut Vec<RoleName>, changed: Vec<RoleName>, grant: bool) {
+    for role in changed {
+        if !grant {
+            roles.retain(|r| *r != role);
+        } else if !roles.contains(&role) {
+            roles.push(role);
+        }
+    }
 }
 
 pub fn grant_roles_to_user(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
@@ -616,13 +620,7 @@ fn change_role_roles(
     let mut document = changeable_role(ctx, body, command, verb)?;
     let changed = given_roles(ctx, body, command)?;
     let mut roles = role_names(document.get("roles"), ctx.db)?;
-    for role in changed {
-        if grant && !roles.contains(&role) {
-            roles.push(role);
-        } else if !grant {
-            roles.retain(|r| *r != role);
-        }
-    }
+    edit_roles(&mut roles, changed, grant);
     if grant {
         check_no_cycle(ctx, &(subject(body, command)?, ctx.db.to_string()), &roles)?;
     }
