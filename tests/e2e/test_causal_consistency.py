@@ -25,7 +25,6 @@ def test_replies_carry_operation_time_and_cluster_time(cluster):
     assert set(reply["$clusterTime"]["signature"]) == {"hash", "keyId"}
     later = client.test.command("find", "c")
     assert later["operationTime"] >= reply["operationTime"]
-    # A standalone has no cluster time, as mongod's.
 
 
 def test_a_causal_session_reads_its_own_writes_on_a_secondary(cluster):

@@ -33,3 +33,17 @@ pub fn key_from_file_text(text: &str) -> basalt_error::Result<String> {
     }
     Ok(key)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_file_is_base64_text_of_6_to_1024_characters() {
+        assert_eq!(key_from_file_text("abc def\nghi\n").unwrap(), "abcdefghi");
+        assert!(key_from_file_text("short").is_err());
+        assert!(key_from_file_text(&"a".repeat(1025)).is_err());
+        let bad = key_from_file_text("abcdef!gh").unwrap_err();
+        assert!(bad.message.contains("invalid char"), "{}", bad.message);
+    }
+}

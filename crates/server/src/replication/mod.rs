@@ -147,9 +147,6 @@ fn wait_for_cluster_time(ctx: &Ctx<'_>, set: &ReplicaSet, body: &Document) -> Re
 /// by the time it is answered) and `$clusterTime` (the same time, with the empty
 /// signature mongod gives when it has no signing keys).
 pub fn with_cluster_time(set: &ReplicaSet, reply: &mut RawDocumentBuf) {
-    if reply.get("operationTime").ok().flatten().is_some() {
-        return;
-    }
     let time = set.applied().timestamp();
     let signature = bson::rawdoc! {
         "hash": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: vec![0; 20] },

@@ -51,7 +51,15 @@ pub fn find_user(server: &Arc<Server>, user: &UserName) -> Result<Option<Documen
 
 /// Whether any user exists (the localhost exception closes once one does).
 pub fn any_user(server: &Arc<Server>) -> Result<bool> {
-    Ok(!find_internal(server, ADMIN, USERS, Document::new())?.is_empty())
+    if server.catalog.get(ADMIN, USERS).is_none() {
+        return Ok(false);
+    }
+    let reply = crate::commands::run_internal(
+        server,
+        ADMIN,
+        doc! { "count": USERS, "limit": 1, "$readPreference": { "mode": "primaryPreferred" } },
+    )?;
+    Ok(reply.get("n").and_then(basalt_value::as_i64).unwrap_or(0) > 0)
 }
 
 /// The stored document of a user-defined role.
