@@ -15,6 +15,7 @@
 #   make soak                  normal and hostile traffic for SOAK_SECONDS against a release build
 #   make cluster               a local three-member replica set (CLUSTER_MEMBERS, CLUSTER_DIR)
 #   make failover              kill -9 / SIGSTOP trials against a three-member set (FAILOVER_TRIALS)
+#   make bank                  the bank test of transactions, with and without a killed primary
 #   make replica-bench         W1 load, W4 and a new member's initial sync on a three-member set
 
 SHELL := bash
@@ -125,7 +126,7 @@ soak: venv
 # `make cluster`: a local replica set on 127.0.0.1 until Ctrl-C (scripts/cluster.py).
 CLUSTER_MEMBERS ?= 3
 CLUSTER_DIR ?= cluster
-.PHONY: cluster failover replica-bench
+.PHONY: cluster failover bank replica-bench
 cluster: build venv
 	$(PYTHON) scripts/cluster.py --members $(CLUSTER_MEMBERS) --dir $(CLUSTER_DIR)
 
@@ -134,6 +135,15 @@ FAILOVER_TRIALS ?= 20
 failover: venv
 	cargo build --release -p basalt --bin basalt
 	$(PYTHON) scripts/failover.py --binary $(CARGO_TARGET_DIR)/release/basalt --trials $(FAILOVER_TRIALS)
+
+# `make bank`: the bank test of transactions (scripts/bank.py) on a three-member set, as it
+# is and with the primary killed half-way (docs/bank-results.json, bank-failover-results.json).
+bank: venv
+	cargo build --release -p basalt --bin basalt
+	$(PYTHON) scripts/bank.py --binary $(CARGO_TARGET_DIR)/release/basalt \
+		--out docs/bank-results.json
+	$(PYTHON) scripts/bank.py --binary $(CARGO_TARGET_DIR)/release/basalt --kill-primary \
+		--out docs/bank-failover-results.json
 
 # `make replica-bench`: W1's load and W4 through a three-member set with w: "majority",
 # then the initial sync of a fourth member (docs/replica-set-bench.json).

@@ -128,7 +128,7 @@ struct Args {
     #[arg(long = "oplogSizeMB", value_name = "MB")]
     oplog_size_mb: Option<f64>,
     /// A server parameter, NAME=VALUE (repeatable). Known: ttlMonitorSleepSecs, scanWorkers,
-    /// operationMemoryBudgetMB, enableTestCommands.
+    /// operationMemoryBudgetMB, enableTestCommands, transactionLifetimeLimitSeconds.
     #[arg(long = "setParameter", value_name = "NAME=VALUE")]
     set_parameter: Vec<String>,
 }
@@ -154,6 +154,8 @@ struct Parameters {
     operation_memory_budget_bytes: Option<u64>,
     /// `enableTestCommands`: mongod's test hooks (`configureFailPoint`).
     enable_test_commands: bool,
+    /// `transactionLifetimeLimitSeconds`: an open transaction older is aborted.
+    transaction_lifetime_limit_secs: u64,
 }
 
 /// The memory operations may hold together: `operationMemoryBudgetMB`, else half of
@@ -174,6 +176,7 @@ fn parameters(given: &[String]) -> Result<Parameters, String> {
         scan_workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
         operation_memory_budget_bytes: None,
         enable_test_commands: false,
+        transaction_lifetime_limit_secs: basalt_server::TRANSACTION_LIFETIME_LIMIT_SECS,
     };
     let positive = |name: &str, value: &str| {
         value
@@ -199,6 +202,9 @@ fn parameters(given: &[String]) -> Result<Parameters, String> {
                     "0" | "false" => false,
                     _ => return Err(format!("bad {name}: {value}")),
                 };
+            }
+            Some((name @ "transactionLifetimeLimitSeconds", secs)) => {
+                parameters.transaction_lifetime_limit_secs = positive(name, secs)?;
             }
             _ => return Err(format!("unknown or malformed --setParameter {parameter}")),
         }
@@ -326,6 +332,7 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
         repl_set: args.repl_set.clone().filter(|name| !name.is_empty()),
         oplog_size_mb: args.oplog_size_mb,
         enable_test_commands: parameters.enable_test_commands,
+        transaction_lifetime_limit_secs: parameters.transaction_lifetime_limit_secs,
         auth: args.auth && !args.noauth,
         key: args.key_file.as_deref().map(read_key_file).transpose()?,
         tls: basalt_server::tls::TlsOptions {
@@ -430,12 +437,14 @@ mod tests {
                 "scanWorkers=3".into(),
                 "operationMemoryBudgetMB=512".into(),
                 "enableTestCommands=1".into(),
+                "transactionLifetimeLimitSeconds=5".into(),
             ]),
             Ok(Parameters {
                 ttl_monitor_interval_ms: 2000,
                 scan_workers: 3,
                 operation_memory_budget_bytes: Some(512 << 20),
                 enable_test_commands: true,
+                transaction_lifetime_limit_secs: 5,
             })
         );
         assert_eq!(operation_memory_budget_bytes(Some(1 << 30), 0), 1 << 30);
@@ -446,6 +455,7 @@ mod tests {
             "scanWorkers=0",
             "operationMemoryBudgetMB=0",
             "enableTestCommands=yes",
+            "transactionLifetimeLimitSeconds=0",
             "nope=1",
             "nope",
         ] {

@@ -361,10 +361,21 @@ impl Collection {
     /// Adjusts the kept counters after a committed write (nothing to do until they
     /// have been counted).
     fn count_change(&self, documents: i64, bytes: i64) {
+        // A transaction's writes count once they are stored, when it commits.
+        if basalt_storage::write_scope().is_some_and(|scope| scope.provisional()) {
+            return;
+        }
         if let Some(kept) = self.counters.lock().as_mut() {
             kept.count = kept.count.saturating_add_signed(documents);
             kept.data_size_bytes = kept.data_size_bytes.saturating_add_signed(bytes);
         }
+    }
+
+    /// Forgets the kept document count and bytes, to be counted again when next asked
+    /// for: after writes were counted that did not reach the disk (a committed
+    /// transaction whose application failed part-way).
+    pub fn forget_counts(&self) {
+        *self.counters.lock() = None;
     }
 
     /// The highest record id handed out: the number of documents ever inserted, an

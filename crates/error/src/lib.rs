@@ -73,6 +73,7 @@ error_codes! {
     COMMAND_FAILED = 125, "CommandFailed";
     CANNOT_INDEX_PARALLEL_ARRAYS = 171, "CannotIndexParallelArrays";
     API_STRICT_ERROR = 323, "APIStrictError";
+    API_VERSION_ERROR = 322, "APIVersionError";
     UNSUPPORTED_OP_QUERY_COMMAND = 352, "UnsupportedOpQueryCommand";
     DUPLICATE_KEY = 11000, "DuplicateKey";
     BSON_OBJECT_TOO_LARGE = 10334, "BSONObjectTooLarge";
@@ -100,6 +101,17 @@ error_codes! {
     CONFLICTING_OPERATION_IN_PROGRESS = 117, "ConflictingOperationInProgress";
     PRIMARY_STEPPED_DOWN = 189, "PrimarySteppedDown";
     TRANSACTION_TOO_OLD = 225, "TransactionTooOld";
+    WRITE_CONFLICT = 112, "WriteConflict";
+    LOCK_TIMEOUT = 24, "LockTimeout";
+    INTERRUPTED = 11601, "Interrupted";
+    SNAPSHOT_UNAVAILABLE = 246, "SnapshotUnavailable";
+    SNAPSHOT_TOO_OLD = 239, "SnapshotTooOld";
+    PREPARED_TRANSACTION_IN_PROGRESS = 267, "PreparedTransactionInProgress";
+    NO_SUCH_TRANSACTION = 251, "NoSuchTransaction";
+    TRANSACTION_COMMITTED = 256, "TransactionCommitted";
+    TRANSACTION_TOO_LARGE = 257, "TransactionTooLarge";
+    OPERATION_NOT_SUPPORTED_IN_TRANSACTION = 263, "OperationNotSupportedInTransaction";
+    TRANSACTION_EXCEEDED_LIFETIME_LIMIT_SECONDS = 290, "TransactionExceededLifetimeLimitSeconds";
     EXCEEDED_TIME_LIMIT = 262, "ExceededTimeLimit";
     INTERRUPTED_DUE_TO_REPL_STATE_CHANGE = 11602, "InterruptedDueToReplStateChange";
     NOT_WRITABLE_PRIMARY = 10107, "NotWritablePrimary";

@@ -456,6 +456,13 @@ impl ReplicaSet {
         }
     }
 
+    /// The reply the log gave the write `txn_number` of the session `lsid` (its BSON
+    /// bytes), if that is the session's last write: a transaction's commit, asked again
+    /// after a failover.
+    pub fn session_reply(&self, lsid: &[u8], txn_number: i64) -> Result<Option<Vec<u8>>> {
+        crate::state_machine::session_reply(&*self.engine, lsid, txn_number).map_err(storage)
+    }
+
     /// The last entry applied here (= committed: only committed entries are applied).
     pub fn applied(&self) -> OpTime {
         self.shared.applied()

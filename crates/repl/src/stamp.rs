@@ -3,7 +3,9 @@
 //!
 //! The write path does not know it runs under replication: the engine the catalog is
 //! given on a replica set member is a [`StampedEngine`], which adds the stamp of the
-//! applying thread, if any, to each batch it writes.
+//! applying thread, if any, to each batch it writes. It also honours the thread's
+//! [`basalt_storage::WriteScope`]: a thread inside one (a transaction's statement, a
+//! committed transaction being applied) reads the scope's snapshot and writes into it.
 
 use basalt_error::Result;
 use basalt_storage::{Durability, Engine, Snapshot, Space, WriteBatch};
@@ -69,15 +71,24 @@ impl StampedEngine {
 
 impl Engine for StampedEngine {
     fn snapshot(&self) -> Box<dyn Snapshot> {
-        self.inner.snapshot()
+        match basalt_storage::write_scope() {
+            Some(scope) => scope.snapshot(),
+            None => self.inner.snapshot(),
+        }
     }
 
     fn write(&self, mut batch: WriteBatch, durability: Durability) -> Result<()> {
+        if let Some(scope) = basalt_storage::write_scope() {
+            return scope.write(batch);
+        }
         add_stamp(&mut batch);
         self.inner.write(batch, durability)
     }
 
     fn ingest(&self, mut batch: WriteBatch) -> Result<()> {
+        if let Some(scope) = basalt_storage::write_scope() {
+            return scope.write(batch);
+        }
         add_stamp(&mut batch);
         self.inner.ingest(batch)
     }

@@ -88,6 +88,20 @@ fn session_key(lsid: &[u8]) -> Vec<u8> {
     key
 }
 
+/// The reply of a session's write `txn_number` (of its first entry), when that is the
+/// session's last one: how a commit retried on another primary learns its outcome.
+pub(crate) fn session_reply(
+    engine: &dyn Engine,
+    lsid: &[u8],
+    txn_number: i64,
+) -> Result<Option<Vec<u8>>, StorageError<u64>> {
+    let record = get::<SessionRecord>(engine, &session_key(lsid))?;
+    Ok(record
+        .filter(|record| record.txn_number == txn_number)
+        .and_then(|record| record.replies.into_iter().find(|(first, _)| *first == 0))
+        .map(|(_, reply)| reply.into_vec()))
+}
+
 fn error_reply(error: Error) -> Vec<u8> {
     error.to_command_reply().to_vec().unwrap_or_default()
 }

@@ -19,6 +19,7 @@ use bson::{Document, RawDocumentBuf};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::iter::Peekable;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// MongoDB closes a cursor nobody asked for in this long (cursorTimeoutMillis).
@@ -118,6 +119,9 @@ pub struct Cursor {
     last_used: Instant,
     /// The user who opened it, under access control: only that user may use it.
     owner: Option<UserName>,
+    /// The write scope it was opened in (a transaction's, a snapshot read's): its
+    /// getMores read the same data.
+    scope: Option<Arc<dyn basalt_storage::WriteScope>>,
 }
 
 impl Cursor {
@@ -131,6 +135,11 @@ impl Cursor {
     /// The command's time limit, which the cursor's batches share.
     pub fn deadline(&self) -> &Deadline {
         &self.deadline
+    }
+
+    /// The write scope the cursor was opened in, which its batches are read in.
+    pub fn scope(&self) -> Option<Arc<dyn basalt_storage::WriteScope>> {
+        self.scope.clone()
     }
 }
 
@@ -165,6 +174,7 @@ impl CursorManager {
                 deadline,
                 last_used: Instant::now(),
                 owner,
+                scope: basalt_storage::write_scope(),
             },
         );
         id

@@ -18,13 +18,16 @@ mod parallel_scan;
 mod replication;
 mod request;
 mod security;
+mod snapshot_reads;
 mod stats;
 mod system_js;
 pub mod tls;
+mod transactions;
 mod ttl_monitor;
 
 pub use listener::{bind, MAX_CONNS_DEFAULT};
 pub use log_buffer::LogBuffer;
+pub use transactions::LIFETIME_LIMIT_SECS as TRANSACTION_LIFETIME_LIMIT_SECS;
 pub use ttl_monitor::TTL_MONITOR_INTERVAL_MS;
 
 use basalt_catalog::Catalog;
@@ -71,6 +74,9 @@ pub struct ServerOptions {
     pub oplog_size_mb: Option<f64>,
     /// mongod's `enableTestCommands` parameter: `configureFailPoint` is available.
     pub enable_test_commands: bool,
+    /// mongod's `transactionLifetimeLimitSeconds`: an open transaction older than this
+    /// is aborted.
+    pub transaction_lifetime_limit_secs: u64,
     /// mongod's `--auth`: clients must authenticate, and commands are authorized.
     pub auth: bool,
     /// The key of mongod's `--keyFile` (its text without whitespace): members prove
@@ -105,6 +111,10 @@ pub struct Server {
     fail_points: fail_points::FailPoints,
     /// A replica set's default read and write concerns, as last read.
     rw_concern_defaults: commands::rw_concern_defaults::Cache,
+    /// Open multi-document transactions, per logical session.
+    transactions: Arc<transactions::Transactions>,
+    /// Snapshots kept for reads at `readConcern: snapshot`.
+    snapshot_history: snapshot_reads::SnapshotHistory,
     /// Access control.
     security: security::Security,
     /// TLS for client connections, unless `--tlsMode disabled`.
@@ -138,6 +148,8 @@ impl Server {
             replication: std::sync::OnceLock::new(),
             fail_points: fail_points::FailPoints::default(),
             rw_concern_defaults: Default::default(),
+            transactions: Default::default(),
+            snapshot_history: Default::default(),
         })
     }
 

@@ -8,9 +8,13 @@
 mod faults;
 mod fjall_engine;
 mod memory_engine;
+mod overlay;
 
 pub use fjall_engine::{default_cache_bytes, physical_memory_mb, FjallEngine};
 pub use memory_engine::MemoryEngine;
+pub use overlay::{
+    outside_write_scope, with_write_scope, write_scope, Buffered, Overlay, Pending, WriteScope,
+};
 
 use basalt_error::{Error, Result};
 use std::ops::Bound;

@@ -41,6 +41,8 @@ fn parameters(ctx: &Ctx<'_>) -> Document {
         "ttlMonitorSleepSecs": (options.ttl_monitor_interval_ms / 1000) as i64,
         "scanWorkers": options.scan_workers as i64,
         "enableTestCommands": options.enable_test_commands,
+        "transactionLifetimeLimitSeconds": options.transaction_lifetime_limit_secs as i64,
+        "minSnapshotHistoryWindowInSeconds": crate::snapshot_reads::HISTORY_WINDOW.as_secs() as i64,
         "featureCompatibilityVersion": { "version": "7.0" },
         "authenticationMechanisms": ["SCRAM-SHA-1", "SCRAM-SHA-256"],
         "cursorTimeoutMillis": crate::cursors::CURSOR_IDLE_TIMEOUT_MS as i64,
@@ -189,7 +191,24 @@ pub fn start_session(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
 
 /// Sessions hold no server state yet (no transactions), so ending, refreshing or killing
 /// them is a no-op.
-pub fn end_sessions(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+/// `endSessions` / `killSessions`: the sessions' open transactions are aborted and
+/// their state forgotten.
+pub fn end_sessions(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let field = body.keys().next().map_or("endSessions", String::as_str);
+    let lsids = crate::transactions::named_sessions(body, field);
+    ctx.server.transactions.end_sessions(&lsids);
+    Ok(Document::new())
+}
+
+/// `killAllSessions`: every session's open transaction is aborted.
+pub fn kill_all_sessions(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+    ctx.server.transactions.end_all_sessions();
+    Ok(Document::new())
+}
+
+/// `refreshSessions`: sessions do not expire here while a client holds them, so there
+/// is nothing to refresh.
+pub fn refresh_sessions(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
     Ok(Document::new())
 }
 

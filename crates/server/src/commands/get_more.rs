@@ -41,7 +41,11 @@ pub fn get_more(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
     // Server-side JavaScript of this batch gets what is left of the command's time.
     let stored = crate::system_js::stored_functions(&ctx.server.catalog, ctx.db);
     let remaining = cursor.deadline().remaining_ms();
-    let outcome = basalt_js::with_command(remaining, stored, || cursor.source.next_batch(limit));
+    let scope = cursor.scope();
+    let outcome = basalt_js::with_command(remaining, stored, || match scope {
+        Some(scope) => basalt_storage::with_write_scope(scope, || cursor.source.next_batch(limit)),
+        None => cursor.source.next_batch(limit),
+    });
     let (batch, exhausted) = outcome?;
     let reply_id = if exhausted {
         0

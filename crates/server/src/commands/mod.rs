@@ -4,6 +4,8 @@
 
 mod admin;
 mod aggregate;
+mod api_version;
+mod apply_ops;
 mod coll_mod;
 mod collection_admin;
 mod count;
@@ -35,6 +37,8 @@ mod write_batch;
 
 use crate::connection::ConnectionInfo;
 use crate::replication;
+use crate::snapshot_reads;
+use crate::transactions::{self, Statement};
 use crate::Server;
 use basalt_catalog::OperationClass;
 use basalt_error::{Error, ErrorCode, Result};
@@ -314,13 +318,28 @@ static COMMANDS: &[Command] = &[
     ),
     command(
         "refreshSessions",
-        admin::end_sessions,
+        admin::refresh_sessions,
         "keeps logical sessions alive",
     ),
     admin_only(command(
         "killAllSessions",
-        admin::end_sessions,
+        admin::kill_all_sessions,
         "kills every logical session",
+    )),
+    admin_only(command(
+        "commitTransaction",
+        outside_transaction,
+        "commits a multi-document transaction",
+    )),
+    admin_only(command(
+        "abortTransaction",
+        outside_transaction,
+        "aborts a multi-document transaction",
+    )),
+    admin_only(command(
+        "applyOps",
+        apply_ops::apply_ops,
+        "applies document operations atomically (a committed transaction)",
     )),
     command(
         "getFreeMonitoringStatus",
@@ -490,6 +509,16 @@ fn lookup(name: &str) -> Option<&'static Command> {
         .find(|c| c.name == name || c.aliases.contains(&name))
 }
 
+/// `commitTransaction` / `abortTransaction` sent without `autocommit: false`: there is
+/// no transaction they could name (those with it never reach their handler).
+fn outside_transaction(_ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let name = body.keys().next().map_or("", String::as_str);
+    Err(Error::new(
+        ErrorCode::INVALID_OPTIONS,
+        format!("{name} must be run within a transaction"),
+    ))
+}
+
 /// The Atlas Search index commands, on a server that has no search engine.
 fn search_not_enabled(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
     Err(Error::search_not_enabled())
@@ -613,6 +642,7 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
             "no command given: the command document is empty",
         ));
     };
+    api_version::check(name, body)?;
     let Some(command) = lookup(name) else {
         return Err(Error::new(
             ErrorCode::COMMAND_NOT_FOUND,
@@ -740,13 +770,100 @@ fn run_command(ctx: &Ctx<'_>, command: &Command, body: &Document) -> Result<Repl
         Counter::GetMore => crate::stats::Stats::add(&stats.getmore, 1),
         Counter::OwnCount => {}
     }
-    if let Some(set) = ctx.server.replication() {
-        let routed = replication::route(ctx, set, command.name, body)
-            .map_err(|e| replication::label_retryable(command.name, body, e))?;
-        if let Some(reply) = routed {
-            return Ok(Reply::Complete(reply));
+    match ctx.server.replication() {
+        Some(set) => {
+            if transactions::in_transaction(body) && !replication::applying() {
+                let label = |e| replication::label_retryable(command.name, body, e);
+                match transactions::statement(ctx, set, command.name, body).map_err(label)? {
+                    Statement::Done(reply) => return Ok(Reply::Document(reply)),
+                    Statement::Run(scope) => {
+                        return run_in_transaction(ctx, command, body, scope).map_err(label)
+                    }
+                    Statement::Outside => {}
+                }
+            }
+            // A getMore reads in its cursor's scope, whatever concern it repeats.
+            let snapshot_read = snapshot_reads::wants_snapshot(body)
+                && !replication::applying()
+                && command.name != "getMore";
+            if snapshot_read
+                && (!snapshot_reads::SNAPSHOT_COMMANDS.contains(&command.name)
+                    || replication::writing_stage(body).is_some())
+            {
+                return Err(Error::new(
+                    ErrorCode::INVALID_OPTIONS,
+                    format!(
+                        "Command {} does not support {{ readConcern: {{ level: \"snapshot\" }} }} \
+                         outside a transaction",
+                        command.name
+                    ),
+                ));
+            }
+            let routed = replication::route(ctx, set, command.name, body)
+                .map_err(|e| replication::label_retryable(command.name, body, e))?;
+            if let Some(reply) = routed {
+                return Ok(Reply::Complete(reply));
+            }
+            if snapshot_read {
+                return run_at_snapshot(ctx, set, command, body);
+            }
+        }
+        None => transactions::refuse_on_standalone(body)?,
+    }
+    run_handler(ctx, command, body)
+}
+
+/// Runs a read at `readConcern: {level: "snapshot"}` (see `snapshot_reads.rs`) and
+/// reports the time it read at, in its cursor as mongod does.
+fn run_at_snapshot(
+    ctx: &Ctx<'_>,
+    set: &basalt_repl::ReplicaSet,
+    command: &Command,
+    body: &Document,
+) -> Result<Reply> {
+    let at = snapshot_reads::at_cluster_time(body)?;
+    let (snapshot, time) = ctx.server.snapshot_history.snapshot(ctx, set, at)?;
+    let scope = Arc::new(basalt_storage::Buffered::new(snapshot, true));
+    let reply = basalt_storage::with_write_scope(scope, || run_handler(ctx, command, body))?;
+    let mut reply = match reply {
+        Reply::Document(reply) => reply,
+        Reply::Encoded(reply) | Reply::Complete(reply) => Document::try_from(reply.as_ref())?,
+    };
+    match reply.get_mut("cursor") {
+        Some(bson::Bson::Document(cursor)) => {
+            cursor.insert("atClusterTime", time);
+        }
+        _ => {
+            reply.insert("atClusterTime", time);
         }
     }
+    Ok(Reply::Document(reply))
+}
+
+/// Runs a statement of a transaction in its scope (see `transactions.rs`).
+fn run_in_transaction(
+    ctx: &Ctx<'_>,
+    command: &Command,
+    body: &Document,
+    scope: Arc<transactions::Scope>,
+) -> Result<Reply> {
+    let reply = basalt_storage::with_write_scope(scope.clone(), || run_handler(ctx, command, body));
+    let failed = match &reply {
+        Err(_) => true,
+        Ok(Reply::Document(reply)) => reply.contains_key("writeErrors"),
+        Ok(Reply::Encoded(reply) | Reply::Complete(reply)) => {
+            reply.get("writeErrors").ok().flatten().is_some()
+        }
+    };
+    if let Some(conflict) = scope.finish(failed) {
+        return Err(conflict);
+    }
+    reply
+}
+
+/// Runs a command's handler here, with its collation default, time limit and
+/// JavaScript context, and records its latency.
+fn run_handler(ctx: &Ctx<'_>, command: &Command, body: &Document) -> Result<Reply> {
     let defaulted = default_collation::with_default_collation(ctx, body);
     let body = defaulted.as_ref().unwrap_or(body);
     let max_time_ms = max_time_ms(body)?;

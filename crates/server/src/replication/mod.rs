@@ -33,7 +33,9 @@ pub enum Role {
 pub fn role_of(name: &str, body: &Document) -> Role {
     match name {
         "insert" | "update" | "delete" | "findAndModify" | "create" | "drop" | "dropDatabase"
-        | "createIndexes" | "dropIndexes" | "collMod" | "renameCollection" => Role::Write,
+        | "createIndexes" | "dropIndexes" | "collMod" | "renameCollection" | "applyOps" => {
+            Role::Write
+        }
         "aggregate" if writing_stage(body).is_some() => Role::Write,
         "mapReduce" if !map_reduce_inline(body) => Role::Write,
         "find" | "aggregate" | "count" | "distinct" | "mapReduce" | "listCollections"
@@ -81,6 +83,11 @@ thread_local! {
     static APPLYING: Cell<bool> = const { Cell::new(false) };
 }
 
+/// Whether this thread runs a committed command from the log.
+pub fn applying() -> bool {
+    APPLYING.with(Cell::get)
+}
+
 /// What happens to a command on a replica set member before its handler runs: `Some`
 /// with the whole reply when it was proposed to the log; `None` when it runs here.
 pub fn route(
@@ -90,7 +97,7 @@ pub fn route(
     body: &Document,
 ) -> Result<Option<RawDocumentBuf>> {
     match role_of(name, body) {
-        Role::Write if !APPLYING.with(Cell::get) => propose(ctx, set, name, body).map(Some),
+        Role::Write if !applying() => propose(ctx, set, name, body).map(Some),
         Role::Read => {
             if wants_linearizable(body) {
                 set.check_readable(false)?;
@@ -112,7 +119,11 @@ const AFTER_CLUSTER_TIME_WAIT_MS: u64 = 60_000;
 /// a session's earlier operation): waits until this member has applied the entry that
 /// time names, so a session reads its own writes on a secondary too. Cluster times are
 /// the members' oplog timestamps, whose increment is the entry's index.
-fn wait_for_cluster_time(ctx: &Ctx<'_>, set: &ReplicaSet, body: &Document) -> Result<()> {
+pub(crate) fn wait_for_cluster_time(
+    ctx: &Ctx<'_>,
+    set: &ReplicaSet,
+    body: &Document,
+) -> Result<()> {
     let Ok(concern) = body.get_document("readConcern") else {
         return Ok(());
     };
@@ -162,7 +173,12 @@ pub fn with_cluster_time(set: &ReplicaSet, reply: &mut RawDocumentBuf) {
 /// Proposes a write command (in pieces when it is large, see `batches.rs`) and returns
 /// the reply its application produced here, with a write concern error added when the
 /// set cannot satisfy the concern asked for.
-fn propose(ctx: &Ctx<'_>, set: &ReplicaSet, name: &str, body: &Document) -> Result<RawDocumentBuf> {
+pub(crate) fn propose(
+    ctx: &Ctx<'_>,
+    set: &ReplicaSet,
+    name: &str,
+    body: &Document,
+) -> Result<RawDocumentBuf> {
     let encoded = body
         .to_vec()
         .map_err(|e| Error::internal(format!("cannot encode the command: {e}")))?;
@@ -324,29 +340,68 @@ pub fn is_state_change(code: ErrorCode) -> bool {
     .contains(&code)
 }
 
-/// A retryable write: a write command with a `txnNumber`.
+/// A retryable write: a write command with a `txnNumber`, outside a transaction.
 fn retryable_write(name: &str, body: &Document) -> bool {
-    role_of(name, body) == Role::Write && body.contains_key("txnNumber")
+    role_of(name, body) == Role::Write
+        && body.contains_key("txnNumber")
+        && !crate::transactions::in_transaction(body)
 }
 
-/// Adds `RetryableWriteError` to an error of a retryable write, as mongod does for the
-/// codes drivers may retry.
+/// The labels mongod gives an error with `code` of this command: `RetryableWriteError`
+/// for a retryable write (or a transaction's commit or abort, which drivers retry once)
+/// failing with a code drivers may retry; `TransientTransactionError` for a statement of
+/// a transaction that a retry of the whole transaction may cure (a write conflict, a
+/// transaction gone, a primary that stepped down).
+pub fn error_labels(name: &str, body: &Document, code: ErrorCode) -> Vec<&'static str> {
+    let retryable_code = RETRYABLE_WRITE_CODES.contains(&code);
+    if !crate::transactions::in_transaction(body) {
+        return if retryable_write(name, body) && retryable_code {
+            vec!["RetryableWriteError"]
+        } else {
+            Vec::new()
+        };
+    }
+    let transient = [
+        ErrorCode::WRITE_CONFLICT,
+        ErrorCode::NO_SUCH_TRANSACTION,
+        ErrorCode::LOCK_TIMEOUT,
+        ErrorCode::SNAPSHOT_UNAVAILABLE,
+        ErrorCode::PREPARED_TRANSACTION_IN_PROGRESS,
+    ]
+    .contains(&code);
+    match name {
+        "commitTransaction" | "abortTransaction" if retryable_code => vec!["RetryableWriteError"],
+        "commitTransaction" | "abortTransaction" if transient => vec!["TransientTransactionError"],
+        "commitTransaction" | "abortTransaction" => Vec::new(),
+        _ if transient || retryable_code => vec!["TransientTransactionError"],
+        _ => Vec::new(),
+    }
+}
+
+/// Adds the labels mongod gives this error of the command ([`error_labels`]), unless
+/// it has labels already.
 pub fn label_retryable(name: &str, body: &Document, error: Error) -> Error {
-    if retryable_write(name, body) && RETRYABLE_WRITE_CODES.contains(&error.code) {
-        return error.with_extra(doc! { "errorLabels": ["RetryableWriteError"] });
+    if error.extra.contains_key("errorLabels") {
+        return error;
     }
-    error
+    let labels = error_labels(name, body, error.code);
+    if labels.is_empty() {
+        return error;
+    }
+    error.with_extra(doc! { "errorLabels": labels })
 }
 
-/// The labels mongod puts on the reply of a retryable write whose write concern failed
-/// with `code`.
+/// The labels mongod puts on the reply of a write whose write concern failed with
+/// `code`: a retryable write's, or a transaction's commit or abort (whose write concern
+/// it is), as [`error_labels`] gives them.
 pub fn write_concern_error_labels(name: &str, body: &Document, code: i32) -> Vec<&'static str> {
-    let retryable = retryable_write(name, body) && RETRYABLE_WRITE_CODES.contains(&ErrorCode(code));
-    if retryable {
-        vec!["RetryableWriteError"]
-    } else {
-        Vec::new()
+    let labels = error_labels(name, body, ErrorCode(code));
+    if crate::transactions::in_transaction(body)
+        && !matches!(name, "commitTransaction" | "abortTransaction")
+    {
+        return Vec::new();
     }
+    labels
 }
 
 /// Runs committed commands on this member.

@@ -43,9 +43,8 @@ pub fn required(command: &str, db: &str, body: &Document) -> Option<Need> {
         | "logout" | "connectionStatus" | "whatsmyuri" | "listCommands" | "endSessions" => {
             Need::Nothing
         }
-        "startSession" | "killSessions" | "refreshSessions" | "configureFailPoint" => {
-            Need::Authenticated
-        }
+        "startSession" | "killSessions" | "refreshSessions" | "configureFailPoint"
+        | "commitTransaction" | "abortTransaction" => Need::Authenticated,
         "killAllSessions" => on_cluster(A::KillAnySession),
         "getMore" | "killCursors" | "listDatabases" | "listCollections" | "usersInfo"
         | "rolesInfo" | "updateUser" => Need::Checked,
@@ -119,7 +118,7 @@ pub fn required(command: &str, db: &str, body: &Document) -> Option<Need> {
             on_cluster(A::ReplSetStateChange)
         }
         "replSetResizeOplog" => on_cluster(A::ReplSetResizeOplog),
-        "replSetRaft" => on_cluster(A::Internal),
+        "replSetRaft" | "applyOps" => on_cluster(A::Internal),
         "setDefaultRWConcern" => on_cluster(A::SetDefaultRWConcern),
         "getDefaultRWConcern" => on_cluster(A::GetDefaultRWConcern),
         "createUser" => with_granted_roles(db, body, vec![(Resource::database(db), A::CreateUser)]),

@@ -1,0 +1,217 @@
+//! `applyOps`: document operations in MongoDB's oplog form (`op` `i`/`u`/`d`/`n`,
+//! `ns`, `o`, `o2`), applied all together or not at all. A committed transaction
+//! reaches the log as one (`transactions.rs`).
+//!
+//! The operations run through the collections' ordinary write path inside a write
+//! scope (`basalt_storage::Buffered`), so each sees the ones before it, and what they
+//! wrote is stored as one batch at the end; on a replica set member the batch carries
+//! the entry's id (`basalt_repl::StampedEngine`), so a crash leaves all of it or none.
+//! A delete or replacement may carry `preImageHash`, the hash of the version of the
+//! document it was computed from (Basalt's own field, used by transactions): when the
+//! stored document is no longer that version, nothing is applied and the command fails
+//! with WriteConflict.
+//!
+//! Updates are whole-document replacements (`o` the new document, `o2` its `_id`);
+//! update operators in `o` are refused rather than half supported. Collections that an
+//! insert names and that do not exist are created first, each in its own write.
+
+use super::Ctx;
+use basalt_error::{Error, ErrorCode, Result};
+use basalt_storage::{with_write_scope, Buffered, Durability};
+use bson::{doc, Bson, Document};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// One operation.
+enum Operation {
+    Insert(Document),
+    Replace {
+        id: Bson,
+        document: Document,
+        pre_image_hash: Option<i64>,
+    },
+    Delete {
+        id: Bson,
+        pre_image_hash: Option<i64>,
+    },
+    Noop,
+}
+
+struct Op {
+    db: String,
+    collection: String,
+    operation: Operation,
+}
+
+fn parse(entry: &Bson) -> Result<Op> {
+    let Bson::Document(entry) = entry else {
+        return Err(Error::failed_to_parse("applyOps entries must be objects"));
+    };
+    let kind = entry
+        .get_str("op")
+        .map_err(|_| Error::failed_to_parse("applyOps entry needs a string field 'op'"))?;
+    let ns = entry.get_str("ns").unwrap_or("");
+    let (db, collection) = ns.split_once('.').unwrap_or((ns, ""));
+    let object = || {
+        entry
+            .get_document("o")
+            .cloned()
+            .map_err(|_| Error::failed_to_parse("applyOps entry needs an object field 'o'"))
+    };
+    let pre_image_hash = match entry.get("preImageHash") {
+        None => None,
+        Some(Bson::Int64(hash)) => Some(*hash),
+        Some(_) => return Err(Error::type_mismatch("preImageHash must be a long")),
+    };
+    let id_of = |document: &Document| {
+        document
+            .get("_id")
+            .cloned()
+            .ok_or_else(|| Error::failed_to_parse("applyOps entry without an _id"))
+    };
+    let operation = match kind {
+        "i" => {
+            let document = object()?;
+            id_of(&document)?;
+            Operation::Insert(document)
+        }
+        "u" => {
+            let document = object()?;
+            if document.keys().any(|key| key.starts_with('$')) {
+                return Err(Error::bad_value(
+                    "applyOps: only whole-document replacements are supported in 'u' entries",
+                ));
+            }
+            let target = entry
+                .get_document("o2")
+                .map_err(|_| Error::failed_to_parse("applyOps 'u' entry needs an object 'o2'"))?;
+            Operation::Replace {
+                id: id_of(target)?,
+                document,
+                pre_image_hash,
+            }
+        }
+        "d" => Operation::Delete {
+            id: id_of(&object()?)?,
+            pre_image_hash,
+        },
+        "n" => Operation::Noop,
+        other => {
+            return Err(Error::bad_value(format!(
+                "applyOps: unsupported operation type '{other}'"
+            )))
+        }
+    };
+    if !matches!(operation, Operation::Noop) && (db.is_empty() || collection.is_empty()) {
+        return Err(Error::new(
+            ErrorCode::INVALID_NAMESPACE,
+            format!("applyOps: invalid namespace '{ns}'"),
+        ));
+    }
+    Ok(Op {
+        db: db.to_string(),
+        collection: collection.to_string(),
+        operation,
+    })
+}
+
+pub fn apply_ops(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let entries = body
+        .get_array("applyOps")
+        .map_err(|_| Error::failed_to_parse("applyOps needs an array of operations"))?;
+    let ops = entries.iter().map(parse).collect::<Result<Vec<_>>>()?;
+    let catalog = &ctx.server.catalog;
+    let created: BTreeSet<(&str, &str)> = ops
+        .iter()
+        .filter(|op| matches!(op.operation, Operation::Insert(_)))
+        .map(|op| (op.db.as_str(), op.collection.as_str()))
+        .collect();
+    for (db, collection) in created {
+        catalog.get_or_create(db, collection)?;
+    }
+    let engine = catalog.engine().clone();
+    let writes = Arc::new(Buffered::new(Arc::from(engine.snapshot()), false));
+    let applied = with_write_scope(writes.clone(), || {
+        ops.iter().try_for_each(|op| apply(ctx, op))
+    })
+    .and_then(|()| engine.write(writes.take().into_batch(), Durability::Process));
+    if let Err(e) = applied {
+        // The collections counted writes that were not stored.
+        for op in &ops {
+            if let Some(collection) = catalog.get(&op.db, &op.collection) {
+                collection.forget_counts();
+            }
+        }
+        return Err(e);
+    }
+    Ok(doc! {
+        "applied": ops.len() as i32,
+        "results": vec![Bson::Boolean(true); ops.len()],
+    })
+}
+
+fn changed_since() -> Error {
+    Error::new(
+        ErrorCode::WRITE_CONFLICT,
+        "applyOps: a document changed since the version the operation was computed from",
+    )
+}
+
+/// Applies one operation in the scope.
+fn apply(ctx: &Ctx<'_>, op: &Op) -> Result<()> {
+    let catalog = &ctx.server.catalog;
+    let (id, pre_image_hash) = match &op.operation {
+        Operation::Noop => return Ok(()),
+        Operation::Insert(document) => {
+            let outcome = catalog.write(&op.db, &op.collection, true, |writer| {
+                let outcomes = writer.insert_many(&[document], true, Durability::Process)?;
+                outcomes.into_iter().next().unwrap_or(Ok(0)).map(|_| ())
+            })?;
+            return outcome.ok_or_else(|| Error::internal("applyOps: collection vanished"));
+        }
+        Operation::Replace {
+            id, pre_image_hash, ..
+        }
+        | Operation::Delete { id, pre_image_hash } => (id, *pre_image_hash),
+    };
+    let written = catalog.write(&op.db, &op.collection, false, |writer| {
+        let collection = writer.collection();
+        let meta = collection.meta();
+        let id_index = meta
+            .indexes
+            .iter()
+            .find(|index| index.is_id_index())
+            .ok_or_else(|| Error::internal("a collection without an _id index"))?;
+        let snapshot = collection.snapshot();
+        let record_id = collection
+            .lookup_index(&*snapshot, id_index, std::slice::from_ref(id))?
+            .first()
+            .copied();
+        let stored = match record_id {
+            Some(record_id) => collection.get_record_bytes(&*snapshot, record_id)?,
+            None => None,
+        };
+        let (Some(record_id), Some(stored)) = (record_id, stored) else {
+            // Deleted meanwhile: a transaction's operation conflicts; a plain one has
+            // nothing to do, as mongod's applyOps.
+            return match pre_image_hash {
+                Some(_) => Err(changed_since()),
+                None => Ok(()),
+            };
+        };
+        if pre_image_hash.is_some_and(|hash| hash != crate::transactions::pre_image_hash(&stored)) {
+            return Err(changed_since());
+        }
+        let old = Document::from_reader(stored.as_slice())?;
+        match &op.operation {
+            Operation::Replace { document, .. } => {
+                writer.replace(record_id, &old, document, Durability::Process)
+            }
+            _ => writer.delete(record_id, &old, Durability::Process),
+        }
+    })?;
+    match (written, pre_image_hash) {
+        (None, Some(_)) => Err(changed_since()),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,725 @@
+//! Multi-document transactions on a replica set member: MongoDB's `startTransaction`,
+//! `autocommit: false`, `commitTransaction` and `abortTransaction`, per logical session.
+//!
+//! A transaction runs on the primary inside a write scope (`basalt_storage::Buffered`):
+//! its statements read one snapshot of the data, taken at its first statement, with its
+//! own writes on top, and their writes stay in memory. Conflicts are found as MongoDB
+//! finds them, at the write (first writer wins): a document, or a key of a unique index,
+//! that another open transaction wrote, or a document that changed since the snapshot,
+//! fails the statement with WriteConflict (label `TransientTransactionError`) and aborts
+//! the transaction.
+//!
+//! Commit turns what the transaction changed into document operations by `_id`
+//! (`applyOps`: deletes, replacements, inserts; each delete and replacement carries a hash
+//! of the version the transaction read) and proposes them to the log as one entry, with
+//! the session's `lsid` and `txnNumber`: every member applies it as one atomic batch,
+//! or, when a document changed after all (a write outside any transaction came first),
+//! not at all, and the commit fails with WriteConflict. The reply is kept in the
+//! replicated session table, so a commit retried on a new primary learns the outcome.
+//!
+//! Collections a transaction creates (`create`, `createIndexes`, or an insert into a
+//! missing collection) are created at once through the log, outside the transaction:
+//! an aborted transaction leaves them behind, empty.
+
+use crate::commands::Ctx;
+use basalt_catalog::Collection;
+use basalt_error::{Error, ErrorCode, Result};
+use basalt_repl::{MemberState, ReplicaSet};
+use basalt_storage::{outside_write_scope, Buffered, Engine, Snapshot, Space, WriteBatch};
+use basalt_storage::{WriteOp, WriteScope};
+use bson::{doc, Bson, Document};
+use parking_lot::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// mongod's `transactionLifetimeLimitSeconds` default: an open transaction older than
+/// this is aborted (when next touched, or when another needs what it holds).
+pub const LIFETIME_LIMIT_SECS: u64 = 60;
+
+/// The most a transaction may write (records and index entries, keys and values): its
+/// commit is one log entry (MongoDB 4.0's limit; later versions split a large commit
+/// into a chain of entries, which Basalt does not yet).
+const SIZE_LIMIT_BYTES: usize = 16 << 20;
+
+/// How long a session with no transaction open is remembered after its last statement
+/// (mongod's `logicalSessionTimeoutMinutes`).
+const SESSION_IDLE_LIMIT: Duration = Duration::from_secs(30 * 60);
+
+/// How often the sessions are swept (see `Transactions::sweep`).
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The commands a transaction may run (MongoDB's list, less those Basalt lacks).
+const ALLOWED: &[&str] = &[
+    "find",
+    "getMore",
+    "killCursors",
+    "aggregate",
+    "distinct",
+    "insert",
+    "update",
+    "delete",
+    "findAndModify",
+    "create",
+    "createIndexes",
+    "commitTransaction",
+    "abortTransaction",
+];
+
+/// The open transactions of the member, by session, and the keys they wrote.
+pub struct Transactions {
+    sessions: Mutex<HashMap<Vec<u8>, Arc<Mutex<Session>>>>,
+    /// A record key (`r` + key) or a unique index key without its record id (`i` + key),
+    /// and the open transaction that wrote it first.
+    locks: Mutex<HashMap<Vec<u8>, Weak<Transaction>>>,
+    /// When the sessions were last swept for expired transactions and idle sessions.
+    swept: Mutex<Instant>,
+}
+
+impl Default for Transactions {
+    fn default() -> Transactions {
+        Transactions {
+            sessions: Mutex::default(),
+            locks: Mutex::default(),
+            swept: Mutex::new(Instant::now()),
+        }
+    }
+}
+
+/// A logical session's last transaction.
+struct Session {
+    txn_number: i64,
+    state: State,
+    last_used: Instant,
+}
+
+#[derive(Clone)]
+enum State {
+    Active(Arc<Transaction>),
+    /// Committed, with the commit's reply (given again to a retried commit).
+    Committed(Document),
+    Aborted,
+    /// A commit whose outcome this member did not learn (it stepped down meanwhile):
+    /// the replicated session table knows.
+    Unknown,
+}
+
+pub struct Transaction {
+    txn_number: i64,
+    writes: Buffered,
+    started: Instant,
+    /// `transactionLifetimeLimitSeconds` when it started.
+    lifetime: Duration,
+    /// The unique indexes when it started: their keys are locked as records are.
+    unique_indexes: HashSet<u64>,
+    engine: Arc<dyn Engine>,
+    /// The keys it locked, released when it ends.
+    locked: Mutex<Vec<Vec<u8>>>,
+    ended: AtomicBool,
+    /// The error a write of the current statement met (a conflict, the size limit):
+    /// the statement's error, whatever its handler made of it (a write error entry).
+    failure: Mutex<Option<Error>>,
+}
+
+impl Transaction {
+    fn is_over(&self) -> bool {
+        self.ended.load(Ordering::SeqCst) || self.started.elapsed() > self.lifetime
+    }
+}
+
+/// What to do with a command of a transaction.
+pub enum Statement {
+    /// Its whole reply (commit, abort).
+    Done(Document),
+    /// Run it inside the transaction's scope, then [`Scope::finish`].
+    Run(Arc<Scope>),
+    /// Run it as outside any transaction (a collection's creation).
+    Outside,
+}
+
+/// The write scope of one transaction's statement.
+pub struct Scope {
+    transaction: Arc<Transaction>,
+    table: Arc<Transactions>,
+}
+
+fn write_conflict() -> Error {
+    Error::new(
+        ErrorCode::WRITE_CONFLICT,
+        "Write conflict during plan execution and yielding is disabled. :: Please retry your \
+         operation or multi-document transaction.",
+    )
+}
+
+/// Adds the label MongoDB gives a transaction's errors that a retry of the whole
+/// transaction may cure.
+pub fn transient(error: Error) -> Error {
+    error.with_extra(doc! { "errorLabels": ["TransientTransactionError"] })
+}
+
+fn no_such_transaction(message: String) -> Error {
+    transient(Error::new(ErrorCode::NO_SUCH_TRANSACTION, message))
+}
+
+impl WriteScope for Scope {
+    fn snapshot(&self) -> Box<dyn Snapshot> {
+        self.transaction.writes.snapshot()
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<()> {
+        let txn = &self.transaction;
+        let pending = txn.writes.pending();
+        for op in &batch.ops {
+            let (space, key) = match op {
+                WriteOp::Put(space, key, _) | WriteOp::Delete(space, key) => (*space, key),
+            };
+            let lock = match space {
+                Space::Records => [b"r".as_slice(), key].concat(),
+                Space::Indexes if key.len() >= 16 && self.unique_index(key) => {
+                    [b"i".as_slice(), &key[..key.len() - 8]].concat()
+                }
+                _ => continue,
+            };
+            if !self.table.lock(txn, lock) {
+                return Err(self.refuse(transient(write_conflict())));
+            }
+            if space == Space::Records && pending.get(space, key).is_none() {
+                let stored = outside_write_scope(|| txn.engine.snapshot().get(space, key))?;
+                if stored != txn.writes.base().get(space, key)? {
+                    return Err(self.refuse(transient(write_conflict())));
+                }
+            }
+        }
+        txn.writes.write(batch)?;
+        if txn.writes.pending().bytes() > SIZE_LIMIT_BYTES {
+            return Err(self.refuse(Error::new(
+                ErrorCode::TRANSACTION_TOO_LARGE,
+                format!(
+                    "Total size of the transaction's writes exceeds {} MB: its commit must \
+                     fit one log entry",
+                    SIZE_LIMIT_BYTES >> 20
+                ),
+            )));
+        }
+        Ok(())
+    }
+
+    fn provisional(&self) -> bool {
+        true
+    }
+}
+
+impl Scope {
+    fn unique_index(&self, key: &[u8]) -> bool {
+        let id = u64::from_be_bytes(key[..8].try_into().unwrap_or_default());
+        self.transaction.unique_indexes.contains(&id)
+    }
+
+    /// Ends a statement: one that failed (or has write errors) aborts the transaction,
+    /// as in MongoDB; the error a write met becomes the statement's error.
+    pub fn finish(&self, failed: bool) -> Option<Error> {
+        let failure = self.transaction.failure.lock().take();
+        if failed || failure.is_some() {
+            self.table.end(&self.transaction);
+        }
+        failure
+    }
+
+    /// Refuses a write with `error`, which the statement then fails with.
+    fn refuse(&self, error: Error) -> Error {
+        *self.transaction.failure.lock() = Some(error.clone());
+        error
+    }
+}
+
+impl Transactions {
+    fn session(&self, lsid: &[u8]) -> Arc<Mutex<Session>> {
+        let mut sessions = self.sessions.lock();
+        let mut swept = self.swept.lock();
+        if swept.elapsed() >= SWEEP_INTERVAL {
+            *swept = Instant::now();
+            self.sweep(&mut sessions);
+        }
+        sessions
+            .entry(lsid.to_vec())
+            .or_insert_with(|| {
+                Arc::new(Mutex::new(Session {
+                    txn_number: -1,
+                    state: State::Aborted,
+                    last_used: Instant::now(),
+                }))
+            })
+            .clone()
+    }
+
+    /// Aborts the transactions past their lifetime (freeing what they wrote and the
+    /// keys they hold) and forgets the sessions idle for longer than mongod keeps them.
+    /// Sessions busy with a statement are left for the next sweep.
+    fn sweep(&self, sessions: &mut HashMap<Vec<u8>, Arc<Mutex<Session>>>) {
+        sessions.retain(|_, session| {
+            let Some(mut session) = session.try_lock() else {
+                return true;
+            };
+            if let State::Active(txn) = &session.state {
+                if !txn.is_over() {
+                    return true;
+                }
+                let txn = txn.clone();
+                self.end(&txn);
+                session.state = State::Aborted;
+            }
+            session.last_used.elapsed() < SESSION_IDLE_LIMIT
+        });
+    }
+
+    /// Takes `key` for `txn`; false when another open transaction holds it.
+    fn lock(&self, txn: &Arc<Transaction>, key: Vec<u8>) -> bool {
+        let mut locks = self.locks.lock();
+        match locks.get(&key).and_then(Weak::upgrade) {
+            Some(holder) if Arc::ptr_eq(&holder, txn) => true,
+            Some(holder) if !holder.is_over() => false,
+            _ => {
+                txn.locked.lock().push(key.clone());
+                locks.insert(key, Arc::downgrade(txn));
+                true
+            }
+        }
+    }
+
+    /// Ends a transaction: its keys are free again.
+    fn end(&self, txn: &Arc<Transaction>) {
+        txn.ended.store(true, Ordering::SeqCst);
+        let mut locks = self.locks.lock();
+        for key in txn.locked.lock().drain(..) {
+            if locks
+                .get(&key)
+                .is_some_and(|holder| holder.as_ptr() == Arc::as_ptr(txn))
+            {
+                locks.remove(&key);
+            }
+        }
+    }
+
+    /// Forgets the sessions named (endSessions, killSessions), aborting their open
+    /// transactions.
+    pub fn end_sessions(&self, lsids: &[Vec<u8>]) {
+        let removed: Vec<_> = {
+            let mut sessions = self.sessions.lock();
+            lsids
+                .iter()
+                .filter_map(|lsid| sessions.remove(lsid))
+                .collect()
+        };
+        for session in removed {
+            if let State::Active(txn) = &session.lock().state {
+                self.end(txn);
+            }
+        }
+    }
+
+    /// Forgets every session (killAllSessions).
+    pub fn end_all_sessions(&self) {
+        let lsids: Vec<Vec<u8>> = self.sessions.lock().keys().cloned().collect();
+        self.end_sessions(&lsids);
+    }
+}
+
+/// Whether a command belongs to a transaction: it says `autocommit` (drivers send
+/// `autocommit: false` with every statement of one, and only then).
+pub fn in_transaction(body: &Document) -> bool {
+    body.contains_key("autocommit")
+}
+
+/// Refuses a transaction's statement on a server that is no replica set member, as
+/// mongod does.
+pub fn refuse_on_standalone(body: &Document) -> Result<()> {
+    if in_transaction(body) || body.contains_key("startTransaction") {
+        return Err(Error::new(
+            ErrorCode::ILLEGAL_OPERATION,
+            "Transaction numbers are only allowed on a replica set member or mongos",
+        ));
+    }
+    Ok(())
+}
+
+/// The session and number a transaction's statement names.
+fn identity(body: &Document) -> Result<(Vec<u8>, i64)> {
+    match body.get("autocommit") {
+        Some(Bson::Boolean(false)) => {}
+        Some(Bson::Boolean(true)) => {
+            return Err(Error::new(
+                ErrorCode::INVALID_OPTIONS,
+                "autocommit:true is not supported",
+            ))
+        }
+        _ => {
+            return Err(Error::type_mismatch(
+                "BSON field 'autocommit' is the wrong type, expected type 'bool'",
+            ))
+        }
+    }
+    if matches!(body.get("startTransaction"), Some(Bson::Boolean(false))) {
+        return Err(Error::new(
+            ErrorCode::INVALID_OPTIONS,
+            "Specifying startTransaction=false is not allowed.",
+        ));
+    }
+    let lsid = body
+        .get_document("lsid")
+        .map_err(|_| {
+            Error::new(
+                ErrorCode::INVALID_OPTIONS,
+                "Transaction numbers are only allowed on sessions",
+            )
+        })?
+        .to_vec()?;
+    let txn_number = match body.get("txnNumber") {
+        Some(Bson::Int64(n)) => *n,
+        Some(Bson::Int32(n)) => i64::from(*n),
+        _ => {
+            return Err(Error::new(
+                ErrorCode::INVALID_OPTIONS,
+                "'autocommit' field requires a transaction number to also be specified",
+            ))
+        }
+    };
+    Ok((lsid, txn_number))
+}
+
+/// Decides what a transaction's statement does (see [`Statement`]): starts the
+/// transaction, commits or aborts it, or hands back the scope to run the statement in.
+pub fn statement(
+    ctx: &Ctx<'_>,
+    set: &ReplicaSet,
+    name: &str,
+    body: &Document,
+) -> Result<Statement> {
+    let (lsid, txn_number) = identity(body)?;
+    let table = &ctx.server.transactions;
+    let session = table.session(&lsid);
+    let mut session = session.lock();
+    session.last_used = Instant::now();
+    if txn_number < session.txn_number {
+        return Err(Error::new(
+            ErrorCode::TRANSACTION_TOO_OLD,
+            format!(
+                "Cannot start transaction {txn_number} on session because a newer transaction \
+                 {} has already started.",
+                session.txn_number
+            ),
+        ));
+    }
+    if body.get_bool("startTransaction").unwrap_or(false) {
+        if txn_number == session.txn_number {
+            return Err(Error::new(
+                ErrorCode::CONFLICTING_OPERATION_IN_PROGRESS,
+                format!("Transaction {txn_number} has already been started on this session"),
+            ));
+        }
+        if let State::Active(older) = &session.state {
+            table.end(older);
+        }
+        let txn = begin(ctx, set, body, txn_number)?;
+        session.txn_number = txn_number;
+        session.state = State::Active(txn);
+    }
+    let state = if txn_number == session.txn_number {
+        session.state.clone()
+    } else {
+        State::Unknown
+    };
+    let txn = match state {
+        State::Active(txn) if txn.started.elapsed() > txn.lifetime => {
+            table.end(&txn);
+            session.state = State::Aborted;
+            return Err(no_such_transaction(format!(
+                "Transaction {txn_number} has been aborted because it exceeded \
+                 transactionLifetimeLimitSeconds"
+            )));
+        }
+        State::Active(txn) if txn.ended.load(Ordering::SeqCst) => {
+            session.state = State::Aborted;
+            return Err(no_such_transaction(format!(
+                "Transaction {txn_number} has been aborted."
+            )));
+        }
+        State::Active(txn) => txn,
+        State::Committed(reply) => {
+            return match name {
+                "commitTransaction" => Ok(Statement::Done(reply)),
+                "abortTransaction" => Err(Error::new(
+                    ErrorCode::TRANSACTION_COMMITTED,
+                    format!("Transaction {txn_number} has been committed."),
+                )),
+                _ => Err(Error::new(
+                    ErrorCode::TRANSACTION_COMMITTED,
+                    format!("Transaction {txn_number} has been committed."),
+                )),
+            };
+        }
+        State::Aborted | State::Unknown => {
+            if name == "commitTransaction" {
+                if let Some(reply) = set.session_reply(&lsid, txn_number)? {
+                    let reply = Document::from_reader(reply.as_slice())?;
+                    return committed_reply(reply).map(Statement::Done);
+                }
+            }
+            return Err(no_such_transaction(format!(
+                "Given transaction number {txn_number} does not match any in-progress \
+                 transactions."
+            )));
+        }
+    };
+    if !body.get_bool("startTransaction").unwrap_or(false) && body.contains_key("readConcern") {
+        return Err(Error::new(
+            ErrorCode::INVALID_OPTIONS,
+            "Only the first command in a transaction may specify a readConcern",
+        ));
+    }
+    match name {
+        "commitTransaction" => {
+            let outcome = commit(ctx, set, &lsid, &txn, body);
+            table.end(&txn);
+            session.state = match &outcome {
+                Ok(reply) => State::Committed(reply.clone()),
+                Err(e) if e.code == ErrorCode::WRITE_CONFLICT => State::Aborted,
+                Err(_) => State::Unknown,
+            };
+            return outcome.map(Statement::Done);
+        }
+        "abortTransaction" => {
+            table.end(&txn);
+            session.state = State::Aborted;
+            return Ok(Statement::Done(Document::new()));
+        }
+        _ => {}
+    }
+    if body.contains_key("writeConcern") {
+        return Err(Error::new(
+            ErrorCode::INVALID_OPTIONS,
+            "Cannot set write concern after starting a transaction.",
+        ));
+    }
+    if !ALLOWED.contains(&name) {
+        table.end(&txn);
+        session.state = State::Aborted;
+        return Err(Error::new(
+            ErrorCode::OPERATION_NOT_SUPPORTED_IN_TRANSACTION,
+            format!("Cannot run '{name}' in a multi-document transaction."),
+        ));
+    }
+    check_primary(set)?;
+    drop(session);
+    match name {
+        "create" | "createIndexes" => return Ok(Statement::Outside),
+        "insert" | "update" | "findAndModify" => create_missing(ctx, name, body)?,
+        _ => {}
+    }
+    Ok(Statement::Run(Arc::new(Scope {
+        transaction: txn,
+        table: table.clone(),
+    })))
+}
+
+/// Every collection of every database.
+fn every_collection<'a>(ctx: &'a Ctx<'_>) -> impl Iterator<Item = Arc<Collection>> + 'a {
+    let catalog = &ctx.server.catalog;
+    catalog
+        .database_names()
+        .into_iter()
+        .flat_map(|db| catalog.collections_of(&db))
+}
+
+/// NotWritablePrimary, which a retry of the whole transaction may cure, unless this
+/// member is primary.
+fn check_primary(set: &ReplicaSet) -> Result<()> {
+    if set.state() == MemberState::Primary {
+        return Ok(());
+    }
+    Err(transient(Error::new(
+        ErrorCode::NOT_WRITABLE_PRIMARY,
+        "not primary",
+    )))
+}
+
+/// A transaction's first statement: checks its read concern, waits for the cluster time
+/// it names, and takes the snapshot.
+fn begin(
+    ctx: &Ctx<'_>,
+    set: &ReplicaSet,
+    body: &Document,
+    txn_number: i64,
+) -> Result<Arc<Transaction>> {
+    check_primary(set)?;
+    if let Ok(concern) = body.get_document("readConcern") {
+        match concern.get("level") {
+            None | Some(Bson::String(_)) => {}
+            Some(_) => return Err(Error::type_mismatch("readConcern.level must be a string")),
+        }
+        let level = concern.get_str("level").unwrap_or("local");
+        if !["local", "majority", "snapshot"].contains(&level) {
+            return Err(Error::new(
+                ErrorCode::INVALID_OPTIONS,
+                format!("The readConcern level must be either 'local' (default), 'majority' or 'snapshot' in order to run in a transaction, not '{level}'"),
+            ));
+        }
+    }
+    crate::replication::wait_for_cluster_time(ctx, set, body)?;
+    let engine = ctx.server.catalog.engine().clone();
+    let unique_indexes = every_collection(ctx)
+        .flat_map(|collection| {
+            let meta = collection.meta();
+            meta.indexes
+                .iter()
+                .filter(|index| index.unique)
+                .map(|index| index.id)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    Ok(Arc::new(Transaction {
+        txn_number,
+        writes: Buffered::new(Arc::from(engine.snapshot()), true),
+        started: Instant::now(),
+        lifetime: Duration::from_secs(ctx.server.options.transaction_lifetime_limit_secs),
+        unique_indexes,
+        engine,
+        locked: Mutex::default(),
+        ended: AtomicBool::new(false),
+        failure: Mutex::default(),
+    }))
+}
+
+/// A write into a collection that does not exist yet creates it first, through the log
+/// and outside the transaction (see the module's note).
+fn create_missing(ctx: &Ctx<'_>, name: &str, body: &Document) -> Result<()> {
+    let Some(Bson::String(collection)) = body.get(name) else {
+        return Ok(());
+    };
+    if ctx.server.catalog.get(ctx.db, collection).is_some() {
+        return Ok(());
+    }
+    match crate::commands::run_internal(ctx.server, ctx.db, doc! { "create": collection }) {
+        Err(e) if e.code != ErrorCode::NAMESPACE_EXISTS => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// The reply of a commit as the log gave it: without `ok`, or its error.
+fn committed_reply(mut reply: Document) -> Result<Document> {
+    if reply.get("ok").and_then(basalt_value::as_f64) == Some(1.0) {
+        reply.remove("ok");
+        reply.remove("applied");
+        reply.remove("results");
+        return Ok(reply);
+    }
+    let code = reply.get_i32("code").unwrap_or(ErrorCode::INTERNAL_ERROR.0);
+    let message = reply
+        .get_str("errmsg")
+        .unwrap_or("commit failed")
+        .to_string();
+    // A document inserted after the snapshot (the `_id` the transaction inserts) is a
+    // write conflict, as a changed document is.
+    if code == ErrorCode::WRITE_CONFLICT.0 || code == ErrorCode::DUPLICATE_KEY.0 {
+        return Err(transient(Error::new(ErrorCode::WRITE_CONFLICT, message)));
+    }
+    Err(Error::new(ErrorCode(code), message))
+}
+
+/// Commits: proposes the transaction's changes as one `applyOps` entry.
+fn commit(
+    ctx: &Ctx<'_>,
+    set: &ReplicaSet,
+    lsid: &[u8],
+    txn: &Transaction,
+    body: &Document,
+) -> Result<Document> {
+    let operations = changes(ctx, txn)?;
+    if operations.is_empty() {
+        return Ok(Document::new());
+    }
+    let mut entry = doc! {
+        "applyOps": operations,
+        "lsid": Document::from_reader(lsid)?,
+        "txnNumber": txn.txn_number,
+        "$db": "admin",
+    };
+    if let Ok(concern) = body.get_document("writeConcern") {
+        entry.insert("writeConcern", concern.clone());
+    }
+    let internal = Ctx {
+        server: ctx.server,
+        connection: &ctx.server.internal_connection,
+        db: "admin",
+        raw_sequences: &[],
+        max_time_ms: None,
+    };
+    let reply = crate::replication::propose(&internal, set, "applyOps", &entry)
+        .map_err(|e| e.with_extra(doc! { "errorLabels": ["UnknownTransactionCommitResult"] }))?;
+    committed_reply(Document::try_from(reply.as_ref())?)
+}
+
+/// What the transaction changed, as `applyOps` operations: deletes, then replacements,
+/// then inserts (so a document deleted and inserted again under its `_id`, or a unique
+/// value moved from one document to another, applies in an order that holds).
+fn changes(ctx: &Ctx<'_>, txn: &Transaction) -> Result<Vec<Bson>> {
+    let namespaces: HashMap<u64, String> = every_collection(ctx)
+        .map(|collection| {
+            let meta = collection.meta();
+            (meta.id, meta.namespace())
+        })
+        .collect();
+    let pending = txn.writes.pending();
+    let base = txn.writes.base();
+    let (mut deletes, mut updates, mut inserts) = (Vec::new(), Vec::new(), Vec::new());
+    for (key, after) in pending.changes(Space::Records) {
+        let collection_id = u64::from_be_bytes(key[..8].try_into().unwrap_or_default());
+        let Some(ns) = namespaces.get(&collection_id) else {
+            // Dropped while the transaction ran.
+            return Err(transient(write_conflict()));
+        };
+        let before = base.get(Space::Records, key)?;
+        let decode = |bytes: &[u8]| Document::from_reader(bytes);
+        match (before, after) {
+            (None, None) => {}
+            (None, Some(after)) => inserts.push(Bson::Document(
+                doc! { "op": "i", "ns": ns, "o": decode(after)? },
+            )),
+            (Some(before), after) => {
+                let id = decode(&before)?.get("_id").cloned().unwrap_or(Bson::Null);
+                let hash = pre_image_hash(&before);
+                match after {
+                    None => deletes.push(Bson::Document(doc! {
+                        "op": "d", "ns": ns, "o": { "_id": id }, "preImageHash": hash,
+                    })),
+                    Some(after) => updates.push(Bson::Document(doc! {
+                        "op": "u", "ns": ns, "o": decode(after)?, "o2": { "_id": id },
+                        "preImageHash": hash,
+                    })),
+                }
+            }
+        }
+    }
+    deletes.extend(updates);
+    deletes.extend(inserts);
+    Ok(deletes)
+}
+
+/// The hash by which `applyOps` checks that a document is still the version a
+/// transaction read (xxh3, the same on every member and build).
+pub fn pre_image_hash(document: &[u8]) -> i64 {
+    xxhash_rust::xxh3::xxh3_64(document) as i64
+}
+
+/// The `lsid`s a command names (`endSessions: [lsid, ...]`), as stored bytes.
+pub fn named_sessions(body: &Document, field: &str) -> Vec<Vec<u8>> {
+    body.get_array(field)
+        .map(|lsids| {
+            lsids
+                .iter()
+                .filter_map(Bson::as_document)
+                .filter_map(|lsid| lsid.to_vec().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}

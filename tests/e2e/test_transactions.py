@@ -1,0 +1,414 @@
+"""Multi-document transactions on a replica set, through pymongo's session API:
+snapshot isolation with a transaction's own writes visible to it, atomic commit,
+abort without a trace, first-writer-wins conflicts with MongoDB's codes and labels,
+the commands a transaction refuses, and a bank of concurrent transfers whose total
+never changes in any snapshot. Also snapshot sessions: reads outside transactions at
+one `atClusterTime`.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import bson
+import pytest
+from pymongo import ReadPreference
+from pymongo.errors import OperationFailure
+from pymongo.read_concern import ReadConcern
+from pymongo.write_concern import WriteConcern
+
+from helpers import CODES, raises_code
+
+CODES.update(
+    {
+        "WriteConflict": 112,
+        "NoSuchTransaction": 251,
+        "OperationNotSupportedInTransaction": 263,
+        "TransactionTooOld": 225,
+        "InvalidOptions": 72,
+        "SnapshotTooOld": 239,
+        "TransactionTooLarge": 257,
+    }
+)
+
+
+@pytest.fixture
+def rs(start_replica_set):
+    return start_replica_set(members=1)
+
+
+@pytest.fixture
+def client(rs):
+    return rs.client()
+
+
+def test_a_transaction_sees_its_writes_and_others_see_them_at_commit(client):
+    coll = client.bank.accounts
+    coll.insert_many([{"_id": 1, "n": 10}, {"_id": 2, "n": 20}])
+    with client.start_session() as session:
+        session.start_transaction()
+        coll.update_one({"_id": 1}, {"$inc": {"n": -5}}, session=session)
+        coll.insert_one({"_id": 3, "n": 5}, session=session)
+        coll.delete_one({"_id": 2}, session=session)
+        inside = sorted(coll.find({}, session=session), key=lambda d: d["_id"])
+        assert inside == [{"_id": 1, "n": 5}, {"_id": 3, "n": 5}]
+        total = list(
+            coll.aggregate([{"$group": {"_id": None, "t": {"$sum": "$n"}}}], session=session)
+        )
+        assert total[0]["t"] == 10
+        assert coll.count_documents({"n": 5}, session=session) == 2
+        assert coll.distinct("n", session=session) == [5]
+        # Nothing is visible outside before the commit.
+        assert sorted(d["_id"] for d in coll.find()) == [1, 2]
+        assert coll.find_one({"_id": 1}) == {"_id": 1, "n": 10}
+        session.commit_transaction()
+    assert sorted(coll.find(), key=lambda d: d["_id"]) == [{"_id": 1, "n": 5}, {"_id": 3, "n": 5}]
+    assert coll.count_documents({}) == 2
+    assert coll.estimated_document_count() == 2
+
+
+def test_an_aborted_transaction_leaves_no_trace(client):
+    coll = client.bank.accounts
+    coll.insert_one({"_id": 1, "n": 10})
+    with client.start_session() as session:
+        session.start_transaction()
+        coll.update_one({"_id": 1}, {"$set": {"n": 0}}, session=session)
+        coll.insert_one({"_id": 2}, session=session)
+        session.abort_transaction()
+    assert list(coll.find()) == [{"_id": 1, "n": 10}]
+    assert coll.estimated_document_count() == 1
+    # The documents it touched are free for the next writer.
+    with client.start_session() as session, session.start_transaction():
+        coll.update_one({"_id": 1}, {"$set": {"n": 11}}, session=session)
+    assert coll.find_one({"_id": 1}) == {"_id": 1, "n": 11}
+
+
+def test_a_transaction_reads_one_snapshot(client):
+    coll = client.bank.accounts
+    coll.insert_one({"_id": 1, "n": 1})
+    with client.start_session() as session:
+        session.start_transaction()
+        assert coll.find_one({"_id": 1}, session=session)["n"] == 1
+        coll.update_one({"_id": 1}, {"$set": {"n": 2}})
+        coll.insert_one({"_id": 2})
+        assert coll.find_one({"_id": 1}, session=session)["n"] == 1
+        assert coll.count_documents({}, session=session) == 1
+        session.commit_transaction()
+    assert coll.find_one({"_id": 1})["n"] == 2
+
+
+def test_the_first_writer_wins(client):
+    coll = client.bank.accounts
+    coll.insert_one({"_id": 1, "n": 0})
+    first, second = client.start_session(), client.start_session()
+    first.start_transaction()
+    second.start_transaction()
+    coll.update_one({"_id": 1}, {"$inc": {"n": 1}}, session=first)
+    with raises_code("WriteConflict") as info:
+        coll.update_one({"_id": 1}, {"$inc": {"n": 10}}, session=second)
+    assert info.value.has_error_label("TransientTransactionError")
+    # The conflict aborted the second transaction.
+    with raises_code("NoSuchTransaction") as info:
+        second.commit_transaction()
+    assert info.value.has_error_label("TransientTransactionError")
+    first.commit_transaction()
+    assert coll.find_one({"_id": 1})["n"] == 1
+    # Two transactions inserting the same _id conflict too.
+    first.start_transaction()
+    second.start_transaction()
+    coll.insert_one({"_id": 2}, session=first)
+    with raises_code("WriteConflict"):
+        coll.insert_one({"_id": 2}, session=second)
+    first.abort_transaction()
+    second.end_session()
+    first.end_session()
+
+
+def test_a_write_outside_that_comes_first_fails_the_commit(client):
+    coll = client.bank.accounts
+    coll.insert_many([{"_id": 1, "n": 0}, {"_id": 2, "n": 0}])
+    with client.start_session() as session:
+        session.start_transaction()
+        coll.update_one({"_id": 1}, {"$inc": {"n": 1}}, session=session)
+        coll.update_one({"_id": 2}, {"$inc": {"n": 1}}, session=session)
+        coll.update_one({"_id": 2}, {"$set": {"n": 100}})
+        with raises_code("WriteConflict") as info:
+            session.commit_transaction()
+        assert info.value.has_error_label("TransientTransactionError")
+    # None of the transaction's writes are there; the other write is.
+    assert sorted(coll.find(), key=lambda d: d["_id"]) == [{"_id": 1, "n": 0}, {"_id": 2, "n": 100}]
+    # A document the transaction changed after another write was stored conflicts at once.
+    with client.start_session() as session:
+        session.start_transaction()
+        assert coll.find_one({"_id": 1}, session=session)["n"] == 0
+        coll.update_one({"_id": 1}, {"$set": {"n": 7}})
+        with raises_code("WriteConflict"):
+            coll.update_one({"_id": 1}, {"$inc": {"n": 1}}, session=session)
+
+
+def test_commit_is_answered_again_and_errors_are_mongodbs(client, rs):
+    coll = client.bank.accounts
+    coll.insert_one({"_id": 0})
+    with client.start_session() as session:
+        session.start_transaction()
+        coll.insert_one({"_id": 1}, session=session)
+        session.commit_transaction()
+        session.commit_transaction()  # a retried commit gets the first one's answer
+        lsid, txn_number = session.session_id, session._transaction_id  # noqa: SLF001
+    command = {
+        "commitTransaction": 1,
+        "lsid": lsid,
+        "txnNumber": txn_number,
+        "autocommit": False,
+    }
+    assert client.admin.command(command)["ok"] == 1.0
+    with raises_code("NoSuchTransaction"):
+        client.admin.command({**command, "txnNumber": txn_number + 5})
+    with raises_code("TransactionTooOld"):
+        client.bank.command(
+            "find", "accounts", lsid=lsid, txnNumber=txn_number - 1, autocommit=False
+        )
+    with client.start_session() as session:
+        session.start_transaction()
+        with raises_code("OperationNotSupportedInTransaction"):
+            client.bank.command("count", "accounts", session=session)
+    with client.start_session() as session:
+        session.start_transaction()
+        coll.find_one({}, session=session)
+        with raises_code("InvalidOptions"):
+            coll.database.command(
+                "find",
+                "accounts",
+                session=session,
+                readConcern={"level": "local"},
+            )
+
+
+def test_a_standalone_refuses_transactions(start_server):
+    client = start_server().client()
+    with client.start_session() as session:
+        session.start_transaction()
+        with raises_code("IllegalOperation"):
+            client.test.c.insert_one({"_id": 1}, session=session)
+
+
+def test_collections_and_indexes_made_in_a_transaction(client):
+    db = client.shop
+    with client.start_session() as session, session.start_transaction():
+        db.orders.insert_one({"_id": 1, "sku": "a"}, session=session)
+        db.create_collection("audit", session=session)
+        db.audit.create_index("at", session=session)
+        db.audit.insert_one({"_id": 1, "at": 1}, session=session)
+    assert db.orders.find_one() == {"_id": 1, "sku": "a"}
+    assert db.audit.find_one() == {"_id": 1, "at": 1}
+    assert "at_1" in db.audit.index_information()
+
+
+def test_unique_indexes_and_many_documents(client):
+    coll = client.shop.users
+    coll.create_index("email", unique=True)
+    coll.insert_one({"_id": 0, "email": "a@x"})
+    with client.start_session() as session:
+        session.start_transaction()
+        with pytest.raises(OperationFailure) as info:
+            coll.insert_one({"_id": 1, "email": "a@x"}, session=session)
+        assert info.value.code == 11000
+        # A write error aborts the transaction, as in MongoDB.
+        with raises_code("NoSuchTransaction"):
+            session.commit_transaction()
+    with client.start_session() as session, session.start_transaction():
+        coll.insert_many(
+            [{"_id": i, "email": f"{i}@x", "pad": "p" * 200} for i in range(1, 3001)],
+            session=session,
+        )
+        coll.update_many(
+            {"_id": {"$gte": 1, "$lte": 1500}}, {"$set": {"half": True}}, session=session
+        )
+        # A unique value moved from one document to another within the transaction.
+        coll.update_one({"_id": 0}, {"$set": {"email": "gone@x"}}, session=session)
+        coll.update_one({"_id": 1}, {"$set": {"email": "a@x"}}, session=session)
+    assert coll.count_documents({}) == 3001
+    assert coll.count_documents({"half": True}) == 1500
+    assert coll.find_one({"email": "a@x"})["_id"] == 1
+
+
+def test_a_commit_reaches_every_member(start_replica_set):
+    rs = start_replica_set(members=3)
+    client = rs.client()
+    coll = client.bank.accounts
+    majority = WriteConcern(w="majority")
+    with client.start_session() as session, session.start_transaction(write_concern=majority):
+        coll.insert_many([{"_id": i} for i in range(10)], session=session)
+        coll.delete_one({"_id": 0}, session=session)
+    secondary = coll.with_options(read_preference=ReadPreference.SECONDARY)
+    with client.start_session(causal_consistency=True) as session:
+        coll.find_one({}, session=session)
+        assert secondary.count_documents({}, session=session) == 9
+
+
+def test_apply_ops_is_all_or_nothing(client):
+    coll = client.ops.c
+    coll.insert_one({"_id": 1, "v": 1})
+    with raises_code("WriteConflict"):
+        client.admin.command(
+            "applyOps",
+            [
+                {"op": "i", "ns": "ops.c", "o": {"_id": 2}},
+                {
+                    "op": "u",
+                    "ns": "ops.c",
+                    "o": {"_id": 1, "v": 2},
+                    "o2": {"_id": 1},
+                    "preImageHash": bson.Int64(12345),
+                },
+            ],
+        )
+    assert list(coll.find()) == [{"_id": 1, "v": 1}]
+    reply = client.admin.command(
+        "applyOps",
+        [
+            {"op": "i", "ns": "ops.c", "o": {"_id": 2}},
+            {"op": "u", "ns": "ops.c", "o": {"_id": 1, "v": 2}, "o2": {"_id": 1}},
+            {"op": "d", "ns": "ops.c", "o": {"_id": 2}},
+        ],
+    )
+    assert reply["applied"] == 3
+    assert list(coll.find()) == [{"_id": 1, "v": 2}]
+    with raises_code("BadValue"):
+        client.admin.command(
+            "applyOps", [{"op": "u", "ns": "ops.c", "o": {"$set": {"v": 3}}, "o2": {"_id": 1}}]
+        )
+
+
+def test_transfers_keep_the_total_in_every_snapshot(client):
+    """A small bank: threads move money between accounts in transactions (retrying
+    transient errors through with_transaction) while readers sum all balances in one
+    snapshot; the sum never changes and every transfer is applied exactly once."""
+    accounts, start_balance = 50, 100
+    coll = client.bank.get_collection("accounts", write_concern=WriteConcern(w="majority"))
+    coll.insert_many([{"_id": i, "balance": start_balance} for i in range(accounts)])
+    coll.insert_one({"_id": "log", "transfers": 0})
+    expected_total = accounts * start_balance
+    deadline = time.monotonic() + 8
+    transfers = [0] * 6
+    totals, errors = [], []
+
+    def transfer(worker: int):
+        rng = random.Random(worker)
+        with client.start_session() as session:
+            while time.monotonic() < deadline:
+                a, b = rng.sample(range(accounts), 2)
+                amount = rng.randint(1, 10)
+
+                def move(s, a=a, b=b, amount=amount):
+                    coll.update_one({"_id": a}, {"$inc": {"balance": -amount}}, session=s)
+                    coll.update_one({"_id": b}, {"$inc": {"balance": amount}}, session=s)
+                    coll.update_one({"_id": "log"}, {"$inc": {"transfers": 1}}, session=s)
+
+                try:
+                    session.with_transaction(move)
+                    transfers[worker] += 1
+                except Exception as e:  # noqa: BLE001
+                    errors.append(repr(e))
+
+    def read():
+        with client.start_session() as session:
+            while time.monotonic() < deadline:
+                with session.start_transaction(read_concern=ReadConcern("snapshot")):
+                    rows = list(coll.find({"balance": {"$exists": True}}, session=session))
+                totals.append(sum(r["balance"] for r in rows))
+
+    threads = [threading.Thread(target=transfer, args=(w,)) for w in range(len(transfers))]
+    threads += [threading.Thread(target=read) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors[:3]
+    assert sum(transfers) > 20
+    assert totals and set(totals) == {expected_total}
+    assert sum(d.get("balance", 0) for d in coll.find()) == expected_total
+    # Every acknowledged transfer was applied once, and no other.
+    assert coll.find_one({"_id": "log"})["transfers"] == sum(transfers)
+
+
+def test_snapshot_sessions_read_one_time_across_batches(client):
+    coll = client.shop.items
+    coll.insert_many([{"_id": i, "v": 0} for i in range(250)])
+    with client.start_session(snapshot=True) as session:
+        cursor = coll.find({}, session=session, batch_size=10)
+        first = next(cursor)
+        coll.update_many({}, {"$set": {"v": 1}})
+        coll.insert_one({"_id": 1000, "v": 1})
+        # The cursor's later batches read the time of its first.
+        rest = list(cursor)
+        assert [first, *rest] == [{"_id": i, "v": 0} for i in range(250)]
+        # So do the session's next reads, which name that time (atClusterTime).
+        assert coll.count_documents({"v": 0}, session=session) == 250
+        assert coll.distinct("v", session=session) == [0]
+    assert coll.count_documents({"v": 1}) == 251
+
+
+def test_snapshot_reads_refuse_writes_and_unknown_times(client):
+    coll = client.shop.items
+    coll.insert_one({"_id": 1})
+    with raises_code("InvalidOptions"):
+        client.shop.command(
+            "insert", "items", documents=[{"_id": 2}], readConcern={"level": "snapshot"}
+        )
+    with raises_code("InvalidOptions"):
+        client.shop.command("count", "items", readConcern={"level": "snapshot"})
+    reply = client.shop.command("find", "items", readConcern={"level": "snapshot"})
+    at = reply["cursor"]["atClusterTime"]
+    assert isinstance(at, bson.Timestamp)
+    coll.insert_one({"_id": 3})
+    again = client.shop.command(
+        "find", "items", readConcern={"level": "snapshot", "atClusterTime": at}
+    )
+    assert again["cursor"]["firstBatch"] == [{"_id": 1}]
+    too_old = bson.Timestamp(at.time, at.inc - 1)
+    with raises_code("SnapshotTooOld"):
+        client.shop.command(
+            "find", "items", readConcern={"level": "snapshot", "atClusterTime": too_old}
+        )
+
+
+def test_a_transaction_past_its_lifetime_is_aborted(start_replica_set):
+    rs = start_replica_set(
+        members=1, extra_args=["--setParameter", "transactionLifetimeLimitSeconds=1"]
+    )
+    client = rs.client()
+    coll = client.bank.accounts
+    coll.insert_one({"_id": 1, "n": 0})
+    with client.start_session() as session:
+        session.start_transaction()
+        coll.update_one({"_id": 1}, {"$inc": {"n": 1}}, session=session)
+        time.sleep(1.5)
+        # What it held is free: another transaction writes the same document.
+        with client.start_session() as other, other.start_transaction():
+            coll.update_one({"_id": 1}, {"$inc": {"n": 10}}, session=other)
+        with raises_code("NoSuchTransaction"):
+            coll.update_one({"_id": 1}, {"$inc": {"n": 1}}, session=session)
+    assert coll.find_one({"_id": 1})["n"] == 10
+    assert (
+        client.admin.command("getParameter", 1, transactionLifetimeLimitSeconds=1)[
+            "transactionLifetimeLimitSeconds"
+        ]
+        == 1
+    )
+
+
+def test_a_transaction_is_bounded_in_size(client):
+    coll = client.big.c
+    coll.insert_one({"_id": 0})
+    megabyte = "x" * (1 << 20)
+    with client.start_session() as session:
+        session.start_transaction()
+        with raises_code("TransactionTooLarge"):
+            for i in range(1, 40):
+                coll.insert_one({"_id": i, "s": megabyte}, session=session)
+        with raises_code("NoSuchTransaction"):
+            session.commit_transaction()
+    assert coll.count_documents({}) == 1
