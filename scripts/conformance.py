@@ -14,8 +14,8 @@ repository) once per suite, each time against basalt started on free ports with 
   exception (`--auth` to the runner), so access control is checked on every command the
   specs send;
 - transactions and transactions-3: the transactions, convenient-API, sessions,
-  read-write-concern and versioned-API folders against a one-member and a three-member
-  replica set (tests the runner itself cannot run are left out, see RUNNER_LIMITS).
+  read-write-concern, versioned-API and change-streams folders against a one-member and
+  a three-member replica set (tests the runner itself cannot run are left out, see RUNNER_LIMITS).
 
 Each run's passed count is compared with its line in tests/conformance-baseline.txt. A
 drop fails (something that worked broke); a rise passes and says to raise the baseline,
@@ -73,6 +73,7 @@ TRANSACTION_FOLDERS = [
     "specs/sessions/tests",
     "specs/read-write-concern/tests/operation",
     "specs/versioned-api/tests",
+    "specs/change-streams/tests/unified",
 ]
 
 

@@ -122,6 +122,13 @@ def start_replica_set(basalt_binary, tmp_path):
     _kill_and_check_panics(started)
 
 
+@pytest.fixture
+def one_member_set(start_replica_set):
+    """A one-member replica set of the test's own: what transactions and change streams
+    need on one machine."""
+    return start_replica_set(members=1)
+
+
 def _kill_and_check_panics(started) -> None:
     """Kills every server (or set) a test started, then fails if any of them panicked."""
     for process in started:

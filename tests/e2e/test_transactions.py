@@ -35,13 +35,8 @@ CODES.update(
 
 
 @pytest.fixture
-def rs(start_replica_set):
-    return start_replica_set(members=1)
-
-
-@pytest.fixture
-def client(rs):
-    return rs.client()
+def client(one_member_set):
+    return one_member_set.client()
 
 
 def test_a_transaction_sees_its_writes_and_others_see_them_at_commit(client):
@@ -148,7 +143,7 @@ def test_a_write_outside_that_comes_first_fails_the_commit(client):
             coll.update_one({"_id": 1}, {"$inc": {"n": 1}}, session=session)
 
 
-def test_commit_is_answered_again_and_errors_are_mongodbs(client, rs):
+def test_commit_is_answered_again_and_errors_are_mongodbs(client):
     coll = client.bank.accounts
     coll.insert_one({"_id": 0})
     with client.start_session() as session:

@@ -704,6 +704,7 @@ impl Writer<'_> {
             .fetch_add(1, Ordering::SeqCst);
         staging.multikey.extend(turned_multikey);
         let batch = &mut staging.batch;
+        crate::oplog::insert(batch, meta, &bytes);
         batch.put(Space::Records, keys::record_key(meta.id, record_id), bytes);
         for (position, prefix, stored) in entries {
             let mut entry = prefix.clone();
@@ -810,6 +811,7 @@ impl Writer<'_> {
                 }
             }
         }
+        crate::oplog::update(&mut batch, &meta, old, new);
         let new_bytes = new.to_vec()?;
         let size_change = new_bytes.len() as i64 - basalt_value::document_size_bytes(old) as i64;
         batch.put(
@@ -835,6 +837,7 @@ impl Writer<'_> {
             }
         }
         batch.delete(Space::Records, keys::record_key(meta.id, record_id));
+        crate::oplog::delete(&mut batch, &meta, old);
         self.collection.engine.write(batch, durability)?;
         self.collection
             .count_change(-1, -(basalt_value::document_size_bytes(old) as i64));

@@ -11,6 +11,7 @@ mod index_builds;
 mod keys;
 mod latency_stats;
 mod namespace;
+pub mod oplog;
 mod plan_cache;
 #[cfg(test)]
 mod testing;
@@ -196,6 +197,12 @@ impl Catalog {
             keys::collection_meta_key(db, collection),
             meta.to_catalog_document().to_vec()?,
         );
+        oplog::command(
+            &mut batch,
+            db,
+            Some(meta.uuid),
+            bson::doc! { "create": collection },
+        );
         self.engine.write(batch, Durability::Process)?;
         let created = Arc::new(Collection::open(self.engine.clone(), meta)?);
         self.collections
@@ -218,6 +225,12 @@ impl Catalog {
         batch.delete(Space::Catalog, keys::collection_meta_key(db, collection));
         // The marker of an ingestion that failed, if any: nothing will complete it now.
         batch.delete(Space::Catalog, keys::ingestion_marker_key(meta.id));
+        oplog::command(
+            &mut batch,
+            db,
+            Some(meta.uuid),
+            bson::doc! { "drop": collection },
+        );
         self.engine.write(batch, Durability::Process)?;
         self.collections
             .write()
@@ -390,7 +403,12 @@ impl Catalog {
         for name in self.collection_names(db) {
             self.drop_collection(db, &name)?;
         }
-        Ok(())
+        let mut batch = WriteBatch::default();
+        oplog::command(&mut batch, db, None, bson::doc! { "dropDatabase": 1 });
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.engine.write(batch, Durability::Process)
     }
 
     /// Renames a collection, within or across databases. With `drop_target`, an existing
@@ -424,6 +442,12 @@ impl Catalog {
             keys::collection_meta_key(to.0, to.1),
             meta.to_catalog_document().to_vec()?,
         );
+        let rename = bson::doc! {
+            "renameCollection": format!("{}.{}", from.0, from.1),
+            "to": meta.namespace(),
+            "dropTarget": drop_target,
+        };
+        oplog::command(&mut batch, from.0, Some(meta.uuid), rename);
         self.engine.write(batch, Durability::Process)?;
         // Records are keyed by collection id, so a rename moves no data: the same
         // collection object lives on under its new name.

@@ -107,6 +107,7 @@ error_codes! {
     SNAPSHOT_UNAVAILABLE = 246, "SnapshotUnavailable";
     SNAPSHOT_TOO_OLD = 239, "SnapshotTooOld";
     PREPARED_TRANSACTION_IN_PROGRESS = 267, "PreparedTransactionInProgress";
+    CHANGE_STREAM_FATAL_ERROR = 280, "ChangeStreamFatalError";
     NO_SUCH_TRANSACTION = 251, "NoSuchTransaction";
     TRANSACTION_COMMITTED = 256, "TransactionCommitted";
     TRANSACTION_TOO_LARGE = 257, "TransactionTooLarge";

@@ -4,7 +4,7 @@
 
 use crate::types::{decode, encode, TypeConfig};
 use crate::Shared;
-use basalt_storage::{Durability, Engine, ScanStart, Space, WriteBatch};
+use basalt_storage::{Durability, Engine, ScanStart, Space, WriteBatch, OPLOG_PREFIX};
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::{Entry, LogId, StorageError, StorageIOError, Vote};
 use serde::{Deserialize, Serialize};
@@ -202,6 +202,50 @@ impl LogStore {
     }
 }
 
+impl LogStore {
+    /// Deletes the oplog records (`basalt_catalog::oplog`, written by the server as it
+    /// applies entries) of the entries through `index`, with the entries themselves:
+    /// change streams cannot resume before the oldest entry kept.
+    fn purge_oplog(&self, index: u64) -> Result<(), StorageError<u64>> {
+        let snapshot = self.engine.snapshot();
+        let mut batch = WriteBatch::default();
+        let mut failure = None;
+        let scanned = snapshot.scan_prefix(
+            Space::Replication,
+            OPLOG_PREFIX,
+            ScanStart::Beginning,
+            &mut |key, _| {
+                let entry = key
+                    .get(OPLOG_PREFIX.len()..OPLOG_PREFIX.len() + 8)
+                    .and_then(|bytes| bytes.try_into().ok())
+                    .map_or(u64::MAX, u64::from_be_bytes);
+                if entry > index {
+                    return Ok(ControlFlow::Break(()));
+                }
+                batch.delete(Space::Replication, key.to_vec());
+                if batch.ops.len() >= OPLOG_PURGE_BATCH {
+                    if let Err(e) = write(&*self.engine, std::mem::take(&mut batch)) {
+                        failure = Some(e);
+                        return Ok(ControlFlow::Break(()));
+                    }
+                }
+                Ok(ControlFlow::Continue(()))
+            },
+        );
+        scanned.map_err(read_error)?;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if !batch.is_empty() {
+            write(&*self.engine, batch)?;
+        }
+        Ok(())
+    }
+}
+
+/// Oplog records deleted per batch when entries are purged.
+const OPLOG_PURGE_BATCH: usize = 10_000;
+
 fn index_of(key: &[u8]) -> u64 {
     key.get(LOG_PREFIX.len()..)
         .and_then(|bytes| bytes.try_into().ok())
@@ -308,6 +352,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let mut batch = WriteBatch::default();
         put(&mut batch, PURGED_KEY, Some(log_id))?;
         write(&*self.engine, batch)?;
-        self.delete_range(0, log_id.index.saturating_add(1))
+        self.delete_range(0, log_id.index.saturating_add(1))?;
+        self.purge_oplog(log_id.index)
     }
 }

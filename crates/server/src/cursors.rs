@@ -38,6 +38,8 @@ pub enum CursorSource {
     /// or read on demand (a sorted result merged from spilled runs).
     Stream(Box<DocumentStream>),
     Scan(Box<CollectionScan>),
+    /// A change stream: tailable, its getMores wait for changes (`change_streams.rs`).
+    ChangeStream(Box<crate::change_streams::ChangeStream>),
 }
 
 impl CursorSource {
@@ -85,6 +87,10 @@ impl CursorSource {
             }
             CursorSource::Scan(scan) => {
                 scan.next_batch::<RawDocumentBuf>(max_docs, BATCH_SIZE_BYTES_MAX)
+            }
+            CursorSource::ChangeStream(stream) => {
+                let (batch, _) = stream.next_batch(Some(max_docs), None)?;
+                Ok((batch, stream.is_exhausted()))
             }
         }
     }

@@ -7,6 +7,7 @@
 //! reply instead of taking the server down. tokio runs the background tasks.
 
 mod blocking_sort;
+mod change_streams;
 mod commands;
 mod connection;
 mod cursors;

@@ -62,6 +62,11 @@ impl Space {
     }
 }
 
+/// Where a replica set member's oplog records are kept in [`Space::Replication`]: written
+/// by the catalog as a member applies log entries (`basalt_catalog::oplog`), removed
+/// with the log entries they came from (`basalt_repl`).
+pub const OPLOG_PREFIX: &[u8] = b"oplog/";
+
 /// How far a write must have travelled before it is acknowledged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {

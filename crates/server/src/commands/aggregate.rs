@@ -54,6 +54,12 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf>
         }
     };
     let stages = fields.documents("pipeline")?;
+    if stages
+        .first()
+        .is_some_and(|stage| stage.contains_key("$changeStream"))
+    {
+        return crate::change_streams::aggregate(ctx, body, &stages);
+    }
     refuse_linearizable_writes(body)?;
     if fields.document_opt("cursor")?.is_none() && !fields.bool_or("explain", false)? {
         return Err(Error::failed_to_parse(

@@ -1,10 +1,12 @@
 //! `getMore`: the next batch of an open cursor.
 
 use super::Ctx;
-use crate::cursors::cursor_reply;
+use crate::change_streams::AWAIT_DATA_DEFAULT;
+use crate::cursors::{cursor_reply, CursorSource};
 use crate::request::Fields;
 use basalt_error::{Error, Result};
 use bson::{Bson, Document, RawDocumentBuf};
+use std::time::Duration;
 
 pub fn get_more(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
     let fields = Fields::new(body);
@@ -27,17 +29,33 @@ pub fn get_more(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
     })?;
     let batch_size = fields.non_negative_opt("batchSize")?.map(|n| n as usize);
     let namespace = format!("{}.{collection}", ctx.db);
+    let owner = crate::security::cursor_owner(ctx);
+    let mut cursor = ctx.server.cursors.take(id, &namespace, owner.as_ref())?;
+    let limit = batch_size.or(cursor.batch_size).filter(|n| *n > 0);
+    if let CursorSource::ChangeStream(stream) = &mut cursor.source {
+        // An awaitData cursor: maxTimeMS is how long to wait for a change.
+        let wait = ctx
+            .max_time_ms
+            .filter(|ms| *ms > 0)
+            .map_or(AWAIT_DATA_DEFAULT, |ms| Duration::from_millis(ms as u64));
+        let (batch, token) = stream.next_batch(limit, Some(wait))?;
+        let reply_id = if stream.is_exhausted() {
+            0
+        } else {
+            ctx.server.cursors.restore(id, cursor);
+            id
+        };
+        return crate::change_streams::reply(reply_id, &namespace, batch, false, token);
+    }
     if body.contains_key("maxTimeMS") {
-        // Only tailable awaitData cursors take one (Basalt has none yet), as in MongoDB.
+        // Only tailable awaitData cursors take one, as in MongoDB.
+        ctx.server.cursors.restore(id, cursor);
         return Err(Error::bad_value(
             "cannot set maxTimeMS on getMore command for a non-awaitData cursor",
         ));
     }
-    let owner = crate::security::cursor_owner(ctx);
-    let mut cursor = ctx.server.cursors.take(id, &namespace, owner.as_ref())?;
     // Out of time: the cursor is not put back, as MongoDB kills it.
     cursor.resume()?;
-    let limit = batch_size.or(cursor.batch_size).filter(|n| *n > 0);
     // Server-side JavaScript of this batch gets what is left of the command's time.
     let stored = crate::system_js::stored_functions(&ctx.server.catalog, ctx.db);
     let remaining = cursor.deadline().remaining_ms();

@@ -211,7 +211,13 @@ fn apply_statement(
         if changed {
             check_id_unchanged(&before, &after)?;
             check_updated_size(&after)?;
-            writer.replace(record_id, &before, &after, durability)?;
+            let mut replace = || writer.replace(record_id, &before, &after, durability);
+            if statement.update.is_replacement() {
+                // Its oplog record is the whole new document (a `replace` change event).
+                basalt_catalog::oplog::replacing(replace)?;
+            } else {
+                replace()?;
+            }
             outcome.modified += 1;
         }
         if outcome.first.is_none() {

@@ -470,8 +470,18 @@ fn run_applied(
         max_time_ms: None,
     };
     APPLYING.with(|applying| applying.set(true));
+    // Its effects are recorded in the oplog, with the session of a transaction's commit
+    // (which its change events carry).
+    let session = match (body.get_document("lsid"), body.get("txnNumber")) {
+        (Ok(lsid), Some(number)) if body.contains_key("applyOps") => {
+            basalt_value::as_i64(number).map(|n| (lsid.clone(), n))
+        }
+        _ => None,
+    };
     let reply = crate::connection::run_guarded(|| {
-        basalt_value::clock::with_fixed(command.wall_ms, index, || dispatch(&ctx, body))
+        basalt_catalog::oplog::with_entry(index, command.wall_ms, session, || {
+            basalt_value::clock::with_fixed(command.wall_ms, index, || dispatch(&ctx, body))
+        })
     });
     APPLYING.with(|applying| applying.set(false));
     reply

@@ -1,0 +1,525 @@
+//! Change streams (`aggregate` with a leading `$changeStream`) on a replica set member:
+//! the changes of one collection, one database or the whole deployment
+//! (`allChangesForCluster`), read from the member's oplog (`basalt_catalog::oplog`) as
+//! MongoDB's change events, through the stages that follow (`$match`, `$project`, ...).
+//!
+//! The cursor is tailable: a getMore reads the records applied since its last one and,
+//! when there are none, waits for the next entry to be applied, up to `maxTimeMS`
+//! (awaitData, 1 s by default). Every batch carries a `postBatchResumeToken`. A resume
+//! token is `{_data: hex}` of the log entry's index and the record's place in it, so
+//! tokens sort as the events do and mean the same on every member: a stream resumes
+//! (`resumeAfter`, `startAfter`) on whichever member is primary after a failover. A
+//! collection's stream ends with an `invalidate` event when the collection is dropped
+//! or renamed, or its database dropped; a database's, when the database is dropped.
+//!
+//! Not yet: pre- and post-images (`fullDocumentBeforeChange`, `fullDocument:
+//! whenAvailable | required`); the expanded DDL events beyond `create` (index and
+//! `collMod` events); ChangeStreamHistoryLost for a token older than the oplog kept.
+
+use crate::commands::Ctx;
+use crate::Server;
+use basalt_agg::Pipeline;
+use basalt_error::{Error, ErrorCode, Result};
+use basalt_repl::ReplicaSet;
+use basalt_storage::{Engine, ScanStart, Space, OPLOG_PREFIX};
+use bson::{doc, Bson, Document, RawDocumentBuf, Timestamp};
+use std::ops::ControlFlow;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// How long a getMore waits for a change without a `maxTimeMS` (mongod's default).
+pub const AWAIT_DATA_DEFAULT: Duration = Duration::from_millis(1_000);
+
+/// Oplog records read per batch at most.
+const RECORDS_PER_BATCH: usize = 10_000;
+
+/// What a stream watches.
+#[derive(Clone, Debug)]
+enum Watched {
+    Collection { db: String, collection: String },
+    Database(String),
+    Cluster,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum FullDocument {
+    Default,
+    UpdateLookup,
+}
+
+/// Where a stream is: after this record (log entry index, place in the entry).
+type Position = (u64, u32);
+
+pub struct ChangeStream {
+    server: Weak<Server>,
+    engine: Arc<dyn Engine>,
+    set: Arc<ReplicaSet>,
+    watched: Watched,
+    full_document: FullDocument,
+    show_expanded_events: bool,
+    pipeline: Option<Pipeline>,
+    position: Position,
+    /// Set once the invalidate event has been handed out: the cursor then ends.
+    invalidated: bool,
+}
+
+/// A resume token: the record's place, hex-encoded so that tokens sort as events do.
+fn token(position: Position) -> Document {
+    let mut bytes = position.0.to_be_bytes().to_vec();
+    bytes.extend_from_slice(&position.1.to_be_bytes());
+    let data: String = bytes.iter().map(|b| format!("{b:02X}")).collect();
+    doc! { "_data": data }
+}
+
+fn position_of(token: &Bson) -> Result<Position> {
+    let bad = || Error::new(ErrorCode::BAD_VALUE, "invalid resume token");
+    let data = match token {
+        Bson::Document(token) => token.get_str("_data").map_err(|_| bad())?,
+        _ => return Err(bad()),
+    };
+    if data.len() != 24 || !data.is_ascii() {
+        return Err(bad());
+    }
+    let bytes: Vec<u8> = (0..12)
+        .map(|i| u8::from_str_radix(&data[2 * i..2 * i + 2], 16).map_err(|_| bad()))
+        .collect::<Result<_>>()?;
+    let index = u64::from_be_bytes(bytes[..8].try_into().map_err(|_| bad())?);
+    let place = u32::from_be_bytes(bytes[8..].try_into().map_err(|_| bad())?);
+    Ok((index, place))
+}
+
+/// `aggregate` with `$changeStream` first: opens the stream and returns its first batch.
+pub fn aggregate(ctx: &Ctx<'_>, body: &Document, stages: &[&Document]) -> Result<RawDocumentBuf> {
+    let Some(set) = ctx.server.replication() else {
+        return Err(Error::location(
+            40573,
+            "The $changeStream stage is only supported on replica sets",
+        ));
+    };
+    let options = match stages[0].get("$changeStream") {
+        Some(Bson::Document(options)) => options,
+        _ => {
+            return Err(Error::location(
+                50808,
+                "$changeStream stage expects a document as argument",
+            ))
+        }
+    };
+    let all_for_cluster = options.get_bool("allChangesForCluster").unwrap_or(false);
+    let watched = match body.get("aggregate") {
+        Some(Bson::String(collection)) => Watched::Collection {
+            db: ctx.db.to_string(),
+            collection: collection.clone(),
+        },
+        _ if all_for_cluster && ctx.db == "admin" => Watched::Cluster,
+        _ if all_for_cluster => {
+            return Err(Error::new(
+                ErrorCode::INVALID_OPTIONS,
+                "$changeStream may only be run with allChangesForCluster on the admin database",
+            ))
+        }
+        _ if ctx.db == "admin" => {
+            return Err(Error::new(
+                ErrorCode::INVALID_NAMESPACE,
+                "$changeStream may not be opened on the internal admin database",
+            ))
+        }
+        _ => Watched::Database(ctx.db.to_string()),
+    };
+    let full_document = match options.get("fullDocument") {
+        None => FullDocument::Default,
+        Some(Bson::String(mode)) if mode == "default" => FullDocument::Default,
+        Some(Bson::String(mode)) if mode == "updateLookup" => FullDocument::UpdateLookup,
+        Some(Bson::String(mode)) => {
+            return Err(Error::bad_value(format!(
+                "fullDocument '{mode}' is not supported: change streams here have no post-images"
+            )))
+        }
+        Some(_) => return Err(Error::type_mismatch("fullDocument must be a string")),
+    };
+    match options.get("fullDocumentBeforeChange") {
+        None => {}
+        Some(Bson::String(mode)) if mode == "off" => {}
+        Some(_) => {
+            return Err(Error::bad_value(
+                "fullDocumentBeforeChange is not supported: change streams here have no \
+                 pre-images",
+            ))
+        }
+    }
+    let applied = set.applied();
+    let position = match (
+        options.get("resumeAfter"),
+        options.get("startAfter"),
+        options.get("startAtOperationTime"),
+    ) {
+        (Some(token), None, None) | (None, Some(token), None) => position_of(token)?,
+        (None, None, Some(Bson::Timestamp(time))) => {
+            (u64::from(time.increment).saturating_sub(1), u32::MAX)
+        }
+        (None, None, Some(_)) => {
+            return Err(Error::type_mismatch(
+                "startAtOperationTime must be a timestamp",
+            ))
+        }
+        (None, None, None) => (applied.index, u32::MAX),
+        _ => {
+            return Err(Error::location(
+                40674,
+                "Only one type of resume option is allowed, but multiple were found.",
+            ))
+        }
+    };
+    let following: Vec<Document> = stages[1..].iter().map(|stage| (*stage).clone()).collect();
+    let pipeline = if following.is_empty() {
+        None
+    } else {
+        Some(Pipeline::parse(&following, body.get_document("let").ok())?)
+    };
+    let mut stream = ChangeStream {
+        server: Arc::downgrade(ctx.server),
+        engine: ctx.server.catalog.engine().clone(),
+        set: set.clone(),
+        watched: watched.clone(),
+        full_document,
+        show_expanded_events: options.get_bool("showExpandedEvents").unwrap_or(false),
+        pipeline,
+        position,
+        invalidated: false,
+    };
+    let batch_size = body
+        .get_document("cursor")
+        .ok()
+        .and_then(|cursor| cursor.get("batchSize"))
+        .and_then(basalt_value::as_i64)
+        .map(|n| n.max(0) as usize);
+    let (batch, token) = stream.next_batch(batch_size, None)?;
+    let namespace = match &watched {
+        Watched::Collection { db, collection } => format!("{db}.{collection}"),
+        Watched::Database(db) => format!("{db}.$cmd.aggregate"),
+        Watched::Cluster => "admin.$cmd.aggregate".to_string(),
+    };
+    let id = if stream.invalidated {
+        0
+    } else {
+        ctx.server.cursors.open(
+            namespace.clone(),
+            crate::cursors::CursorSource::ChangeStream(Box::new(stream)),
+            batch_size.filter(|n| *n > 0),
+            ctx.deadline(),
+            crate::security::cursor_owner(ctx),
+        )
+    };
+    reply(id, &namespace, batch, true, token)
+}
+
+/// A change stream cursor's reply: the batch, with `postBatchResumeToken`.
+pub fn reply(
+    id: i64,
+    namespace: &str,
+    batch: Vec<RawDocumentBuf>,
+    first: bool,
+    resume_token: Document,
+) -> Result<RawDocumentBuf> {
+    let reply = crate::cursors::cursor_reply(id, namespace, batch, first)?;
+    let mut reply = Document::try_from(reply.as_ref())?;
+    if let Ok(cursor) = reply.get_document_mut("cursor") {
+        cursor.insert("postBatchResumeToken", resume_token);
+    }
+    crate::cursors::encode(&reply)
+}
+
+impl ChangeStream {
+    /// Whether the stream has ended (after its invalidate event).
+    pub fn is_exhausted(&self) -> bool {
+        self.invalidated
+    }
+
+    /// The next events, up to `max_docs`, waiting up to `wait` for the first one when
+    /// there is none yet; with the resume token of where the batch ends.
+    pub fn next_batch(
+        &mut self,
+        max_docs: Option<usize>,
+        wait: Option<Duration>,
+    ) -> Result<(Vec<RawDocumentBuf>, Document)> {
+        let max_docs = max_docs.filter(|n| *n > 0).unwrap_or(usize::MAX);
+        let deadline = wait.map(|wait| Instant::now() + wait);
+        loop {
+            let events = self.read(max_docs)?;
+            if !events.is_empty() || self.invalidated {
+                let batch = events
+                    .iter()
+                    .map(crate::cursors::encode)
+                    .collect::<Result<Vec<_>>>()?;
+                return Ok((batch, token(self.position)));
+            }
+            let Some(deadline) = deadline else {
+                return Ok((Vec::new(), token(self.position)));
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok((Vec::new(), token(self.position)));
+            }
+            self.set
+                .wait_applied(self.position.0.saturating_add(1), left);
+        }
+    }
+
+    /// Reads records after the stream's position: the events they make, through the
+    /// stream's stages. The position moves past every record read, matching or not; at
+    /// the end it is at the last entry applied.
+    fn read(&mut self, max_docs: usize) -> Result<Vec<Document>> {
+        let applied = self.set.applied().index;
+        let snapshot = self.engine.snapshot();
+        let start = basalt_catalog::oplog::key(self.position.0, self.position.1);
+        let mut events = Vec::new();
+        let mut last = None;
+        let mut records = 0;
+        let mut failure = None;
+        // Whether the scan stopped before the last applied entry's records.
+        let mut stopped_early = false;
+        snapshot.scan_prefix(
+            Space::Replication,
+            OPLOG_PREFIX,
+            ScanStart::After(&start),
+            &mut |key, value| {
+                let Some(position) = basalt_catalog::oplog::position(key) else {
+                    return Ok(ControlFlow::Continue(()));
+                };
+                if position.0 > applied {
+                    return Ok(ControlFlow::Break(()));
+                }
+                last = Some(position);
+                records += 1;
+                match Document::from_reader(value) {
+                    Ok(record) => {
+                        let (event, invalidate) = self.event(&record, position);
+                        events.extend(event);
+                        if let Some(invalidate) = invalidate {
+                            events.push(invalidate);
+                            self.invalidated = true;
+                            stopped_early = true;
+                            return Ok(ControlFlow::Break(()));
+                        }
+                    }
+                    Err(e) => {
+                        failure = Some(Error::internal(format!("corrupt oplog record: {e}")));
+                        return Ok(ControlFlow::Break(()));
+                    }
+                }
+                stopped_early = events.len() >= max_docs || records >= RECORDS_PER_BATCH;
+                Ok(if stopped_early {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                })
+            },
+        )?;
+        if let Some(failure) = failure {
+            return Err(failure);
+        }
+        self.position = match last {
+            Some(last) if stopped_early => last,
+            _ => self.position.max((applied, u32::MAX)),
+        };
+        if self.full_document == FullDocument::UpdateLookup {
+            for event in &mut events {
+                self.look_up(event)?;
+            }
+        }
+        let Some(pipeline) = &self.pipeline else {
+            return Ok(events);
+        };
+        let tokens: Vec<Bson> = events
+            .iter()
+            .filter_map(|e| e.get("_id").cloned())
+            .collect();
+        let events = pipeline.run(events.into_iter().map(Ok))?;
+        // A stage that changed an event's `_id` took away its resume token.
+        if events
+            .iter()
+            .any(|event| event.get("_id").is_none_or(|id| !tokens.contains(id)))
+        {
+            return Err(Error::new(
+                ErrorCode::CHANGE_STREAM_FATAL_ERROR,
+                "Encountered an event whose _id field, which contains the resume token, was \
+                 modified by the pipeline. Modifying the _id field of an event makes it \
+                 impossible to resume the stream from that point. Only transformations that \
+                 retain the unmodified _id field are allowed.",
+            )
+            .with_extra(doc! { "errorLabels": ["NonResumableChangeStreamError"] }));
+        }
+        Ok(events)
+    }
+
+    /// Whether a namespace `db.collection` is watched.
+    fn watches(&self, db: &str, collection: &str) -> bool {
+        match &self.watched {
+            Watched::Collection {
+                db: watched_db,
+                collection: watched,
+            } => db == watched_db && collection == watched,
+            Watched::Database(watched) => db == watched && !collection.starts_with("system."),
+            Watched::Cluster => {
+                !["admin", "config", "local"].contains(&db) && !collection.starts_with("system.")
+            }
+        }
+    }
+
+    /// The event of an oplog record, if the stream watches it, and the invalidate event
+    /// that follows it when it ends the stream.
+    fn event(&self, record: &Document, position: Position) -> (Option<Document>, Option<Document>) {
+        let ns = record.get_str("ns").unwrap_or("");
+        let (db, collection) = ns.split_once('.').unwrap_or((ns, ""));
+        let o = record.get_document("o").cloned().unwrap_or_default();
+        let mut event = doc! { "_id": token(position) };
+        let (kind, invalidates) = match record.get_str("op").unwrap_or("") {
+            "i" | "u" | "d" if !self.watches(db, collection) => return (None, None),
+            "i" => {
+                let key = doc! { "_id": o.get("_id").cloned().unwrap_or(Bson::Null) };
+                event.insert("operationType", "insert");
+                event.insert("fullDocument", o);
+                event.insert("documentKey", key);
+                ("insert", false)
+            }
+            "u" => {
+                let key = record.get_document("o2").cloned().unwrap_or_default();
+                if o.contains_key("$v") {
+                    event.insert("operationType", "update");
+                    event.insert(
+                        "updateDescription",
+                        doc! {
+                            "updatedFields": o.get_document("updatedFields").cloned().unwrap_or_default(),
+                            "removedFields": o.get_array("removedFields").cloned().unwrap_or_default(),
+                            "truncatedArrays": o.get_array("truncatedArrays").cloned().unwrap_or_default(),
+                        },
+                    );
+                } else {
+                    event.insert("operationType", "replace");
+                    event.insert("fullDocument", o);
+                }
+                event.insert("documentKey", key);
+                ("update", false)
+            }
+            "d" => {
+                event.insert("operationType", "delete");
+                event.insert("documentKey", o);
+                ("delete", false)
+            }
+            "c" => match self.command_event(db, &o, &mut event) {
+                Some(invalidates) => ("command", invalidates),
+                None => return (None, None),
+            },
+            _ => return (None, None),
+        };
+        let target = match kind {
+            "command" => event.get_document("ns").cloned().unwrap_or_default(),
+            _ => doc! { "db": db, "coll": collection },
+        };
+        let mut ordered = doc! {
+            "_id": event.remove("_id").unwrap_or(Bson::Null),
+            "operationType": event.remove("operationType").unwrap_or(Bson::Null),
+            "clusterTime": record.get("ts").cloned().unwrap_or(Bson::Timestamp(Timestamp { time: 0, increment: 0 })),
+            "wallTime": record.get("wall").cloned().unwrap_or(Bson::Null),
+        };
+        if kind != "command" {
+            ordered.insert("ns", target);
+        }
+        ordered.extend(event);
+        if self.show_expanded_events {
+            if let Some(uuid) = record.get("ui") {
+                ordered.insert("collectionUUID", uuid.clone());
+            }
+        }
+        for field in ["lsid", "txnNumber"] {
+            if let Some(value) = record.get(field) {
+                ordered.insert(field, value.clone());
+            }
+        }
+        let invalidate = invalidates.then(|| {
+            doc! {
+                "_id": token(position),
+                "operationType": "invalidate",
+                "clusterTime": record.get("ts").cloned().unwrap_or(Bson::Null),
+                "wallTime": record.get("wall").cloned().unwrap_or(Bson::Null),
+            }
+        });
+        (Some(ordered), invalidate)
+    }
+
+    /// Fills in a command record's event (`drop`, `rename`, `dropDatabase`, `create`);
+    /// `None` when the stream does not show it, else whether it ends the stream.
+    fn command_event(&self, db: &str, o: &Document, event: &mut Document) -> Option<bool> {
+        let on_collection = |name: &str| matches!(&self.watched, Watched::Collection { db: d, collection } if d == db && collection == name);
+        if let Ok(collection) = o.get_str("drop") {
+            if !self.watches(db, collection) {
+                return None;
+            }
+            event.insert("operationType", "drop");
+            event.insert("ns", doc! { "db": db, "coll": collection });
+            return Some(on_collection(collection));
+        }
+        if let Ok(from) = o.get_str("renameCollection") {
+            let (from_db, from_collection) = from.split_once('.').unwrap_or((from, ""));
+            let to = o.get_str("to").unwrap_or("");
+            let (to_db, to_collection) = to.split_once('.').unwrap_or((to, ""));
+            if !self.watches(from_db, from_collection) {
+                return None;
+            }
+            event.insert("operationType", "rename");
+            event.insert("ns", doc! { "db": from_db, "coll": from_collection });
+            event.insert("to", doc! { "db": to_db, "coll": to_collection });
+            return Some(on_collection(from_collection));
+        }
+        if o.contains_key("dropDatabase") {
+            let shown = match &self.watched {
+                Watched::Collection { db: d, .. } | Watched::Database(d) => d == db,
+                Watched::Cluster => true,
+            };
+            if !shown {
+                return None;
+            }
+            event.insert("operationType", "dropDatabase");
+            event.insert("ns", doc! { "db": db });
+            return Some(!matches!(self.watched, Watched::Cluster));
+        }
+        if let Ok(collection) = o.get_str("create") {
+            if !self.show_expanded_events || !self.watches(db, collection) {
+                return None;
+            }
+            event.insert("operationType", "create");
+            event.insert("ns", doc! { "db": db, "coll": collection });
+            event.insert(
+                "operationDescription",
+                doc! { "idIndex": { "v": 2, "key": { "_id": 1 }, "name": "_id_" } },
+            );
+            return Some(false);
+        }
+        None
+    }
+
+    /// `fullDocument: updateLookup`: an update event gets the document as it is now.
+    fn look_up(&self, event: &mut Document) -> Result<()> {
+        if event.get_str("operationType").ok() != Some("update") {
+            return Ok(());
+        }
+        let Some(server) = self.server.upgrade() else {
+            return Ok(());
+        };
+        let ns = event.get_document("ns").cloned().unwrap_or_default();
+        let (db, collection) = (
+            ns.get_str("db").unwrap_or(""),
+            ns.get_str("coll").unwrap_or(""),
+        );
+        let key = event
+            .get_document("documentKey")
+            .cloned()
+            .unwrap_or_default();
+        let found = crate::commands::find_internal(&server, db, collection, key)?;
+        event.insert(
+            "fullDocument",
+            found.into_iter().next().map_or(Bson::Null, Bson::Document),
+        );
+        Ok(())
+    }
+}
