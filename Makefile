@@ -16,6 +16,7 @@
 #   make cluster               a local three-member replica set (CLUSTER_MEMBERS, CLUSTER_DIR)
 #   make failover              kill -9 / SIGSTOP trials against a three-member set (FAILOVER_TRIALS)
 #   make bank                  the bank test of transactions, with and without a killed primary
+#   make change-stream-bench   change events' latency at 10 k writes/s, an open stream's cost
 #   make replica-bench         W1 load, W4 and a new member's initial sync on a three-member set
 
 SHELL := bash
@@ -126,7 +127,7 @@ soak: venv
 # `make cluster`: a local replica set on 127.0.0.1 until Ctrl-C (scripts/cluster.py).
 CLUSTER_MEMBERS ?= 3
 CLUSTER_DIR ?= cluster
-.PHONY: cluster failover bank replica-bench
+.PHONY: cluster failover bank change-stream-bench replica-bench
 cluster: build venv
 	$(PYTHON) scripts/cluster.py --members $(CLUSTER_MEMBERS) --dir $(CLUSTER_DIR)
 
@@ -144,6 +145,13 @@ bank: venv
 		--out docs/bank-results.json
 	$(PYTHON) scripts/bank.py --binary $(CARGO_TARGET_DIR)/release/basalt --kill-primary \
 		--out docs/bank-failover-results.json
+
+# `make change-stream-bench`: event latency at 10 k writes/s and an open stream's cost on
+# W4 puts, on a three-member set (scripts/change_stream_bench.py, docs/change-stream-bench.json).
+change-stream-bench: venv
+	cargo build --release -p basalt --bin basalt
+	$(PYTHON) scripts/change_stream_bench.py --binary $(CARGO_TARGET_DIR)/release/basalt \
+		--out docs/change-stream-bench.json
 
 # `make replica-bench`: W1's load and W4 through a three-member set with w: "majority",
 # then the initial sync of a fourth member (docs/replica-set-bench.json).

@@ -10,9 +10,10 @@ from __future__ import annotations
 import time
 
 import pytest
+from pymongo import ReadPreference
 from pymongo.errors import OperationFailure
 
-from helpers import CODES, raises_code
+from helpers import CODES, raises_code, reader_of, wait_until
 
 CODES.update({"ChangeStreamFatalError": 280, "Location40573": 40573})
 
@@ -181,3 +182,32 @@ def test_a_stream_resumes_on_a_new_primary(start_replica_set):
         seen += [e["documentKey"]["_id"] for e in next_events(resumed, 250, timeout_s=30)]
     # Every write once, in order, across the failover.
     assert seen == list(range(400))
+
+
+def test_a_token_older_than_the_members_oplog_is_history_lost(one_member_set, basalt_binary):
+    client = one_member_set.client()
+    coll = client.shop.items
+    with coll.watch() as stream:
+        coll.insert_one({"_id": 1})
+        token = next_events(stream, 1)[0]["_id"]
+    for i in range(10, 20):
+        coll.insert_one({"_id": i})
+    second = one_member_set.add_member(basalt_binary)
+    config = client.admin.command("replSetGetConfig")["config"]
+    config["version"] += 1
+    config["members"].append({"_id": 1, "host": f"127.0.0.1:{second.port}", "priority": 0})
+    client.admin.command("replSetReconfig", config)
+    coll.insert_one({"_id": 2})
+    # The new member started from a copy of the data made after the token's entry and
+    # those that followed it: it has not their records to resume from, and says so; from
+    # a later point it serves.
+    with reader_of(second) as reader:
+        wait_until(lambda: reader.shop.items.count_documents({}) == 12, what="the copy")
+        secondary = reader.shop.get_collection("items", read_preference=ReadPreference.SECONDARY)
+        with pytest.raises(OperationFailure) as info:
+            secondary.watch(resume_after=token)
+        assert info.value.code == 286
+        assert info.value.has_error_label("NonResumableChangeStreamError")
+        with secondary.watch() as later:
+            coll.insert_one({"_id": 3})
+            assert next_events(later, 1)[0]["documentKey"] == {"_id": 3}

@@ -291,8 +291,9 @@ impl Catalog {
         spec.multikey = writer.build_index(&spec, &mut |done| build.advance(done))?;
         drop(build);
         let mut meta = (*collection.meta()).clone();
+        let change = bson::doc! { "createIndexes": &meta.name, "spec": spec.to_list_document() };
         meta.indexes.push(spec);
-        self.write_meta(collection, meta, Some(*next_id))
+        self.write_meta(collection, meta, Some(*next_id), Some(change))
     }
 
     /// Replaces a collection's options (collMod).
@@ -303,7 +304,8 @@ impl Catalog {
         let _writer = collection.writer();
         let mut meta = (*collection.meta()).clone();
         meta.options = options;
-        self.write_meta(collection, meta, None)
+        let change = bson::doc! { "collMod": &meta.name };
+        self.write_meta(collection, meta, None, Some(change))
     }
 
     /// Sets (or, with `None`, removes) an index's `expireAfterSeconds` (collMod);
@@ -351,7 +353,9 @@ impl Catalog {
             ));
         };
         let result = change(index);
-        self.write_meta(collection, meta, None)?;
+        let index = index.to_list_document();
+        let change = bson::doc! { "collMod": &meta.name, "index": index };
+        self.write_meta(collection, meta, None, Some(change))?;
         Ok(result)
     }
 
@@ -368,17 +372,19 @@ impl Catalog {
             ));
         };
         let removed = meta.indexes.remove(position);
-        self.write_meta(collection, meta, None)?;
+        let change = bson::doc! { "dropIndexes": &meta.name, "spec": removed.to_list_document() };
+        self.write_meta(collection, meta, None, Some(change))?;
         delete_prefix(&*self.engine, Space::Indexes, &removed.id.to_be_bytes())
     }
 
-    /// Persists a collection's changed metadata (and the id counter, when it moved);
-    /// the caller holds the catalog lock.
+    /// Persists a collection's changed metadata (and the id counter, when it moved), with
+    /// the oplog record of the `change` that made it; the caller holds the catalog lock.
     fn write_meta(
         &self,
         collection: &Collection,
         meta: CollectionMeta,
         next_id: Option<u64>,
+        change: Option<Document>,
     ) -> Result<()> {
         let mut batch = WriteBatch::default();
         if let Some(next) = next_id {
@@ -393,6 +399,9 @@ impl Catalog {
             keys::collection_meta_key(&meta.db, &meta.name),
             meta.to_catalog_document().to_vec()?,
         );
+        if let Some(change) = change {
+            oplog::command(&mut batch, &meta.db, Some(meta.uuid), change);
+        }
         self.engine.write(batch, Durability::Process)?;
         collection.set_meta(meta);
         Ok(())
@@ -415,7 +424,8 @@ impl Catalog {
     /// target is dropped first; otherwise it is NamespaceExists.
     pub fn rename(&self, from: (&str, &str), to: (&str, &str), drop_target: bool) -> Result<()> {
         validate_collection_name(to.0, to.1)?;
-        if self.get(to.0, to.1).is_some() {
+        let dropped_target = self.get(to.0, to.1).map(|target| target.meta().uuid);
+        if dropped_target.is_some() {
             if !drop_target {
                 return Err(Error::new(
                     ErrorCode::NAMESPACE_EXISTS,
@@ -442,11 +452,13 @@ impl Catalog {
             keys::collection_meta_key(to.0, to.1),
             meta.to_catalog_document().to_vec()?,
         );
-        let rename = bson::doc! {
+        let mut rename = bson::doc! {
             "renameCollection": format!("{}.{}", from.0, from.1),
             "to": meta.namespace(),
-            "dropTarget": drop_target,
         };
+        if let Some(uuid) = dropped_target {
+            rename.insert("dropTarget", uuid);
+        }
         oplog::command(&mut batch, from.0, Some(meta.uuid), rename);
         self.engine.write(batch, Durability::Process)?;
         // Records are keyed by collection id, so a rename moves no data: the same

@@ -15,7 +15,9 @@
 //! update), `wall`, and the `lsid`/`txnNumber` of a transaction's or retryable write's
 //! session. An update's `o` is the new document when it replaced the whole document,
 //! else Basalt's description of the change: `{$v: 2, updatedFields, removedFields,
-//! truncatedArrays}` (dotted paths, as change streams report them).
+//! truncatedArrays}` (dotted paths, as change streams report them). With the collection
+//! option `changeStreamPreAndPostImages`, an update's and a delete's record also holds the
+//! document before (`preImage`) and an update's after (`postImage`).
 
 use crate::collection::CollectionMeta;
 use basalt_storage::{Space, WriteBatch, OPLOG_PREFIX};
@@ -98,6 +100,8 @@ struct Change<'a> {
     /// `o`, in its bytes.
     o: &'a RawDocument,
     o2: Option<Bson>,
+    /// The document before and after, with `changeStreamPreAndPostImages`.
+    images: Option<(Document, Option<&'a Document>)>,
 }
 
 /// Adds a record to `batch` when the thread applies a log entry. The record is written
@@ -127,6 +131,14 @@ fn record(batch: &mut WriteBatch, change: Change<'_>) {
         if let Some(o2) = change.o2.and_then(|o2| RawBson::try_from(o2).ok()) {
             record.append(cstr!("o2"), o2);
         }
+        if let Some((before, after)) = &change.images {
+            if let Ok(before) = RawDocumentBuf::try_from(before) {
+                record.append(cstr!("preImage"), before);
+            }
+            if let Some(after) = after.and_then(|after| RawDocumentBuf::try_from(after).ok()) {
+                record.append(cstr!("postImage"), after);
+            }
+        }
         record.append(cstr!("wall"), bson::DateTime::from_millis(entry.wall_ms));
         if let Some((lsid, txn_number)) = &entry.session {
             if let Ok(lsid) = RawDocumentBuf::try_from(lsid) {
@@ -146,24 +158,42 @@ fn recording() -> bool {
     ENTRY.with(|entry| entry.borrow().is_some())
 }
 
-/// Records a change whose `o` is a document to encode.
+/// Records a change whose `o` is a document to encode, with the document's images before
+/// and after when its collection keeps them.
 fn record_document(
     batch: &mut WriteBatch,
     op: &'static str,
     meta: &CollectionMeta,
     o: &Document,
     o2: Option<Bson>,
+    images: Option<(&Document, Option<&Document>)>,
 ) {
+    let images = images
+        .filter(|_| keeps_images(meta))
+        .map(|(before, after)| (before.clone(), after));
     if let Ok(o) = RawDocumentBuf::try_from(o) {
-        let change = Change {
-            op,
-            ns: meta.namespace(),
-            ui: Some(meta.uuid),
-            o: &o,
-            o2,
-        };
-        record(batch, change);
+        let ns = meta.namespace();
+        record(
+            batch,
+            Change {
+                op,
+                ns,
+                ui: Some(meta.uuid),
+                o: &o,
+                o2,
+                images,
+            },
+        );
     }
+}
+
+/// Whether a collection keeps its documents' images for change streams
+/// (`changeStreamPreAndPostImages: {enabled: true}`). Basalt keeps them in the oplog
+/// record itself (`preImage`, `postImage`), where mongod keeps a collection of them.
+fn keeps_images(meta: &CollectionMeta) -> bool {
+    meta.options
+        .get_document("changeStreamPreAndPostImages")
+        .is_ok_and(|option| option.get_bool("enabled").unwrap_or(false))
 }
 
 /// An insert, of the document's bytes (copied into the record as they are).
@@ -176,6 +206,7 @@ pub(crate) fn insert(batch: &mut WriteBatch, meta: &CollectionMeta, document: &[
                 ui: Some(meta.uuid),
                 o,
                 o2: None,
+                images: None,
             };
             record(batch, change);
         }
@@ -193,25 +224,36 @@ pub(crate) fn update(
     }
     let id = new.get("_id").cloned().unwrap_or(Bson::Null);
     let o2 = Some(Bson::Document(doc! { "_id": id }));
+    let images = Some((old, Some(new)));
     if REPLACING.with(Cell::get) {
-        record_document(batch, "u", meta, new, o2);
+        record_document(batch, "u", meta, new, o2, images);
         return;
     }
     let mut change = Description::default();
-    change.documents(old, new, "");
-    let o = doc! {
+    change.documents(old, new, &[]);
+    let mut o = doc! {
         "$v": 2,
         "updatedFields": change.updated,
         "removedFields": change.removed,
         "truncatedArrays": change.truncated,
     };
-    record_document(batch, "u", meta, &o, o2);
+    if !change.disambiguated.is_empty() {
+        o.insert("disambiguatedPaths", change.disambiguated);
+    }
+    record_document(batch, "u", meta, &o, o2, images);
 }
 
 pub(crate) fn delete(batch: &mut WriteBatch, meta: &CollectionMeta, old: &Document) {
     if recording() {
         let id = old.get("_id").cloned().unwrap_or(Bson::Null);
-        record_document(batch, "d", meta, &doc! { "_id": id }, None);
+        record_document(
+            batch,
+            "d",
+            meta,
+            &doc! { "_id": id },
+            None,
+            Some((old, None)),
+        );
     }
 }
 
@@ -225,6 +267,7 @@ pub(crate) fn command(batch: &mut WriteBatch, db: &str, ui: Option<bson::Uuid>, 
                 ui,
                 o: &o,
                 o2: None,
+                images: None,
             };
             record(batch, change);
         }
@@ -239,47 +282,96 @@ struct Description {
     updated: Document,
     removed: Vec<Bson>,
     truncated: Vec<Bson>,
+    /// The paths with a numeric part, as their parts: array indexes as integers, field
+    /// names as strings (`disambiguatedPaths`: `a.1` says neither).
+    disambiguated: Document,
+}
+
+/// A path as its parts: field names and array indexes.
+type Parts = Vec<Bson>;
+
+fn dotted(parts: &[Bson]) -> String {
+    let names: Vec<String> = parts
+        .iter()
+        .map(|part| match part {
+            Bson::String(name) => name.clone(),
+            other => other.to_string(),
+        })
+        .collect();
+    names.join(".")
 }
 
 impl Description {
-    fn documents(&mut self, old: &Document, new: &Document, prefix: &str) {
+    /// Notes a path's parts when one of them could be read either way.
+    fn note(&mut self, parts: &[Bson]) {
+        let ambiguous = parts.iter().any(|part| match part {
+            Bson::String(name) => !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()),
+            _ => true,
+        });
+        if ambiguous {
+            self.disambiguated
+                .insert(dotted(parts), Bson::Array(parts.to_vec()));
+        }
+    }
+
+    fn set(&mut self, parts: &[Bson], value: &Bson) {
+        self.updated.insert(dotted(parts), value.clone());
+        self.note(parts);
+    }
+
+    fn documents(&mut self, old: &Document, new: &Document, prefix: &[Bson]) {
+        let path = |key: &str| -> Parts {
+            let mut parts = prefix.to_vec();
+            parts.push(Bson::String(key.to_string()));
+            parts
+        };
         for (key, value) in new {
-            let path = format!("{prefix}{key}");
+            let parts = path(key);
             match (old.get(key), value) {
                 (Some(before), after) if before == after => {}
                 (Some(Bson::Document(before)), Bson::Document(after)) => {
-                    self.documents(before, after, &format!("{path}."));
+                    self.documents(before, after, &parts);
                 }
                 (Some(Bson::Array(before)), Bson::Array(after)) => {
-                    self.arrays(before, after, &path);
+                    self.arrays(before, after, &parts);
                 }
-                _ => {
-                    self.updated.insert(path, value.clone());
-                }
+                _ => self.set(&parts, value),
             }
         }
         for key in old.keys() {
             if !new.contains_key(key) {
-                self.removed.push(Bson::String(format!("{prefix}{key}")));
+                let parts = path(key);
+                self.removed.push(Bson::String(dotted(&parts)));
+                self.note(&parts);
             }
         }
     }
 
-    /// An array changed in at most half of the places both sides have is described by
-    /// its elements (those set, those appended, where it was cut); otherwise as a whole.
-    fn arrays(&mut self, old: &[Bson], new: &[Bson], path: &str) {
+    /// An array changed in at most half of the places both sides have, or only in
+    /// embedded documents, is described by its elements (those set or changed within,
+    /// those appended, where it was cut); otherwise as a whole.
+    fn arrays(&mut self, old: &[Bson], new: &[Bson], parts: &[Bson]) {
         let common = old.len().min(new.len());
         let changed: Vec<usize> = (0..common).filter(|&i| old[i] != new[i]).collect();
-        if changed.len() * 2 > common {
-            self.updated.insert(path, Bson::Array(new.to_vec()));
+        let in_place =
+            |&i: &usize| matches!((&old[i], &new[i]), (Bson::Document(_), Bson::Document(_)));
+        if changed.len() * 2 > common && !changed.iter().all(in_place) {
+            self.set(parts, &Bson::Array(new.to_vec()));
             return;
         }
         for i in changed.into_iter().chain(common..new.len()) {
-            self.updated.insert(format!("{path}.{i}"), new[i].clone());
+            let mut element = parts.to_vec();
+            element.push(Bson::Int32(i as i32));
+            match (old.get(i), &new[i]) {
+                (Some(Bson::Document(before)), Bson::Document(after)) => {
+                    self.documents(before, after, &element);
+                }
+                (_, value) => self.set(&element, value),
+            }
         }
         if new.len() < old.len() {
             self.truncated.push(Bson::Document(
-                doc! { "field": path, "newSize": new.len() as i32 },
+                doc! { "field": dotted(parts), "newSize": new.len() as i32 },
             ));
         }
     }
@@ -294,21 +386,22 @@ mod tests {
         let old = doc! { "_id": 1, "a": 1, "b": { "c": 1, "d": 2 }, "e": [1, 2], "gone": true };
         let new = doc! { "_id": 1, "a": 2, "b": { "c": 1, "d": 3, "n": 0 }, "e": [1, 2, 3] };
         let mut change = Description::default();
-        change.documents(&old, &new, "");
+        change.documents(&old, &new, &[]);
         assert_eq!(
             change.updated,
             doc! { "a": 2, "b.d": 3, "b.n": 0, "e.2": 3 }
         );
         assert_eq!(change.removed, vec![Bson::String("gone".into())]);
         let mut cut = Description::default();
-        cut.documents(&doc! { "a": [1, 2, 3, 4] }, &doc! { "a": [1, 9] }, "");
+        cut.documents(&doc! { "a": [1, 2, 3, 4] }, &doc! { "a": [1, 9] }, &[]);
         assert_eq!(cut.updated, doc! { "a.1": 9 });
+        assert_eq!(cut.disambiguated, doc! { "a.1": ["a", 1] });
         assert_eq!(
             cut.truncated,
             vec![Bson::Document(doc! { "field": "a", "newSize": 2 })]
         );
         let mut replaced = Description::default();
-        replaced.documents(&doc! { "a": [1, 2] }, &doc! { "a": [3, 4] }, "");
+        replaced.documents(&doc! { "a": [1, 2] }, &doc! { "a": [3, 4] }, &[]);
         assert_eq!(replaced.updated, doc! { "a": [3, 4] });
     }
 

@@ -108,6 +108,8 @@ error_codes! {
     SNAPSHOT_TOO_OLD = 239, "SnapshotTooOld";
     PREPARED_TRANSACTION_IN_PROGRESS = 267, "PreparedTransactionInProgress";
     CHANGE_STREAM_FATAL_ERROR = 280, "ChangeStreamFatalError";
+    CHANGE_STREAM_HISTORY_LOST = 286, "ChangeStreamHistoryLost";
+    NO_MATCHING_DOCUMENT = 47, "NoMatchingDocument";
     NO_SUCH_TRANSACTION = 251, "NoSuchTransaction";
     TRANSACTION_COMMITTED = 256, "TransactionCommitted";
     TRANSACTION_TOO_LARGE = 257, "TransactionTooLarge";

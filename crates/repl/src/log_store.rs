@@ -16,6 +16,9 @@ const LOG_PREFIX: &[u8] = b"log/";
 const VOTE_KEY: &[u8] = b"vote";
 const COMMITTED_KEY: &[u8] = b"committed";
 const PURGED_KEY: &[u8] = b"purged";
+/// The first log entry whose oplog records the member holds (those before were purged,
+/// or precede the copy it loaded): change streams cannot resume before it.
+pub(crate) const OPLOG_START_KEY: &[u8] = b"oplogStart";
 
 /// A value stored or sent on its own.
 #[derive(Serialize, Deserialize)]
@@ -236,10 +239,8 @@ impl LogStore {
         if let Some(e) = failure {
             return Err(e);
         }
-        if !batch.is_empty() {
-            write(&*self.engine, batch)?;
-        }
-        Ok(())
+        put(&mut batch, OPLOG_START_KEY, index.saturating_add(1))?;
+        write(&*self.engine, batch)
     }
 }
 

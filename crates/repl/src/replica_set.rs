@@ -463,6 +463,14 @@ impl ReplicaSet {
         crate::state_machine::session_reply(&*self.engine, lsid, txn_number).map_err(storage)
     }
 
+    /// The first log entry whose oplog records this member holds: those of earlier
+    /// entries were purged with them, or precede the copy of the data it loaded.
+    pub fn oplog_start(&self) -> Result<u64> {
+        let start = crate::log_store::get::<u64>(&*self.engine, crate::log_store::OPLOG_START_KEY)
+            .map_err(storage)?;
+        Ok(start.unwrap_or(0))
+    }
+
     /// The last entry applied here (= committed: only committed entries are applied).
     pub fn applied(&self) -> OpTime {
         self.shared.applied()

@@ -319,6 +319,9 @@ impl StateMachine {
             .map_err(write_error)?;
         let mut last = WriteBatch::default();
         last.delete(Space::Replication, INSTALLING_KEY.to_vec());
+        // The oplog records of the entries the copy stands for are not in it.
+        let after_copy = meta.last_log_id.map_or(0, |id| id.index).saturating_add(1);
+        put(&mut last, crate::log_store::OPLOG_START_KEY, after_copy)?;
         put(
             &mut last,
             SNAPSHOT_KEY,

@@ -12,9 +12,11 @@
 //! collection's stream ends with an `invalidate` event when the collection is dropped
 //! or renamed, or its database dropped; a database's, when the database is dropped.
 //!
-//! Not yet: pre- and post-images (`fullDocumentBeforeChange`, `fullDocument:
-//! whenAvailable | required`); the expanded DDL events beyond `create` (index and
-//! `collMod` events); ChangeStreamHistoryLost for a token older than the oplog kept.
+//! Pre- and post-images (`fullDocumentBeforeChange`, `fullDocument: whenAvailable |
+//! required`) come from the oplog records of collections with
+//! `changeStreamPreAndPostImages`. With `showExpandedEvents`, the DDL events `create`,
+//! `createIndexes`, `dropIndexes` and `modify` too. A stream that would start before the
+//! oldest entry the member holds gets ChangeStreamHistoryLost (286).
 
 use crate::commands::Ctx;
 use crate::Server;
@@ -41,10 +43,33 @@ enum Watched {
     Cluster,
 }
 
+/// `fullDocument` (of update events) and `fullDocumentBeforeChange`.
 #[derive(Clone, Copy, PartialEq)]
-enum FullDocument {
-    Default,
+enum Image {
+    /// Not shown (`default` / `off`).
+    Off,
+    /// The document as it is when the event is read.
     UpdateLookup,
+    /// The image kept with the change (`changeStreamPreAndPostImages`), else null.
+    WhenAvailable,
+    /// The image kept with the change, else an error.
+    Required,
+}
+
+fn image_option(options: &Document, field: &str, off: &str) -> Result<Image> {
+    match options.get(field) {
+        None => Ok(Image::Off),
+        Some(Bson::String(mode)) => match mode.as_str() {
+            mode if mode == off => Ok(Image::Off),
+            "updateLookup" if field == "fullDocument" => Ok(Image::UpdateLookup),
+            "whenAvailable" => Ok(Image::WhenAvailable),
+            "required" => Ok(Image::Required),
+            _ => Err(Error::bad_value(format!(
+                "'{mode}' is not a valid value for {field}"
+            ))),
+        },
+        Some(_) => Err(Error::type_mismatch(format!("{field} must be a string"))),
+    }
 }
 
 /// Where a stream is: after this record (log entry index, place in the entry).
@@ -55,7 +80,8 @@ pub struct ChangeStream {
     engine: Arc<dyn Engine>,
     set: Arc<ReplicaSet>,
     watched: Watched,
-    full_document: FullDocument,
+    full_document: Image,
+    before_change: Image,
     show_expanded_events: bool,
     pipeline: Option<Pipeline>,
     position: Position,
@@ -126,27 +152,8 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document, stages: &[&Document]) -> Result
         }
         _ => Watched::Database(ctx.db.to_string()),
     };
-    let full_document = match options.get("fullDocument") {
-        None => FullDocument::Default,
-        Some(Bson::String(mode)) if mode == "default" => FullDocument::Default,
-        Some(Bson::String(mode)) if mode == "updateLookup" => FullDocument::UpdateLookup,
-        Some(Bson::String(mode)) => {
-            return Err(Error::bad_value(format!(
-                "fullDocument '{mode}' is not supported: change streams here have no post-images"
-            )))
-        }
-        Some(_) => return Err(Error::type_mismatch("fullDocument must be a string")),
-    };
-    match options.get("fullDocumentBeforeChange") {
-        None => {}
-        Some(Bson::String(mode)) if mode == "off" => {}
-        Some(_) => {
-            return Err(Error::bad_value(
-                "fullDocumentBeforeChange is not supported: change streams here have no \
-                 pre-images",
-            ))
-        }
-    }
+    let full_document = image_option(options, "fullDocument", "default")?;
+    let before_change = image_option(options, "fullDocumentBeforeChange", "off")?;
     let applied = set.applied();
     let position = match (
         options.get("resumeAfter"),
@@ -170,6 +177,15 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document, stages: &[&Document]) -> Result
             ))
         }
     };
+    // The records after the position must all still be there.
+    if position.0.saturating_add(1) < set.oplog_start()? {
+        return Err(Error::new(
+            ErrorCode::CHANGE_STREAM_HISTORY_LOST,
+            "Resume of change stream was not possible, as the resume point may no longer be \
+             in the oplog.",
+        )
+        .with_extra(doc! { "errorLabels": ["NonResumableChangeStreamError"] }));
+    }
     let following: Vec<Document> = stages[1..].iter().map(|stage| (*stage).clone()).collect();
     let pipeline = if following.is_empty() {
         None
@@ -182,6 +198,7 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document, stages: &[&Document]) -> Result
         set: set.clone(),
         watched: watched.clone(),
         full_document,
+        before_change,
         show_expanded_events: options.get_bool("showExpandedEvents").unwrap_or(false),
         pipeline,
         position,
@@ -293,7 +310,13 @@ impl ChangeStream {
                 records += 1;
                 match Document::from_reader(value) {
                     Ok(record) => {
-                        let (event, invalidate) = self.event(&record, position);
+                        let (event, invalidate) = match self.event(&record, position) {
+                            Ok(event) => event,
+                            Err(e) => {
+                                failure = Some(e);
+                                return Ok(ControlFlow::Break(()));
+                            }
+                        };
                         events.extend(event);
                         if let Some(invalidate) = invalidate {
                             events.push(invalidate);
@@ -322,7 +345,7 @@ impl ChangeStream {
             Some(last) if stopped_early => last,
             _ => self.position.max((applied, u32::MAX)),
         };
-        if self.full_document == FullDocument::UpdateLookup {
+        if self.full_document == Image::UpdateLookup {
             for event in &mut events {
                 self.look_up(event)?;
             }
@@ -368,13 +391,17 @@ impl ChangeStream {
 
     /// The event of an oplog record, if the stream watches it, and the invalidate event
     /// that follows it when it ends the stream.
-    fn event(&self, record: &Document, position: Position) -> (Option<Document>, Option<Document>) {
+    fn event(
+        &self,
+        record: &Document,
+        position: Position,
+    ) -> Result<(Option<Document>, Option<Document>)> {
         let ns = record.get_str("ns").unwrap_or("");
         let (db, collection) = ns.split_once('.').unwrap_or((ns, ""));
         let o = record.get_document("o").cloned().unwrap_or_default();
         let mut event = doc! { "_id": token(position) };
         let (kind, invalidates) = match record.get_str("op").unwrap_or("") {
-            "i" | "u" | "d" if !self.watches(db, collection) => return (None, None),
+            "i" | "u" | "d" if !self.watches(db, collection) => return Ok((None, None)),
             "i" => {
                 let key = doc! { "_id": o.get("_id").cloned().unwrap_or(Bson::Null) };
                 event.insert("operationType", "insert");
@@ -394,6 +421,14 @@ impl ChangeStream {
                             "truncatedArrays": o.get_array("truncatedArrays").cloned().unwrap_or_default(),
                         },
                     );
+                    if let (true, Ok(paths)) = (
+                        self.show_expanded_events,
+                        o.get_document("disambiguatedPaths"),
+                    ) {
+                        if let Ok(description) = event.get_document_mut("updateDescription") {
+                            description.insert("disambiguatedPaths", paths.clone());
+                        }
+                    }
                 } else {
                     event.insert("operationType", "replace");
                     event.insert("fullDocument", o);
@@ -408,9 +443,9 @@ impl ChangeStream {
             }
             "c" => match self.command_event(db, &o, &mut event) {
                 Some(invalidates) => ("command", invalidates),
-                None => return (None, None),
+                None => return Ok((None, None)),
             },
-            _ => return (None, None),
+            _ => return Ok((None, None)),
         };
         let target = match kind {
             "command" => event.get_document("ns").cloned().unwrap_or_default(),
@@ -426,6 +461,7 @@ impl ChangeStream {
             ordered.insert("ns", target);
         }
         ordered.extend(event);
+        self.add_images(record, &mut ordered)?;
         if self.show_expanded_events {
             if let Some(uuid) = record.get("ui") {
                 ordered.insert("collectionUUID", uuid.clone());
@@ -444,7 +480,44 @@ impl ChangeStream {
                 "wallTime": record.get("wall").cloned().unwrap_or(Bson::Null),
             }
         });
-        (Some(ordered), invalidate)
+        Ok((Some(ordered), invalidate))
+    }
+
+    /// `fullDocument` of an update event and `fullDocumentBeforeChange` of an update,
+    /// replace or delete event, from the images kept with the change.
+    fn add_images(&self, record: &Document, event: &mut Document) -> Result<()> {
+        let kind = event.get_str("operationType").unwrap_or("").to_string();
+        let mut add = |mode: Image, field: &str, image: &str| -> Result<()> {
+            let value = match (mode, record.get_document(image)) {
+                (Image::Off | Image::UpdateLookup, _) => return Ok(()),
+                (_, Ok(image)) => Bson::Document(image.clone()),
+                (Image::WhenAvailable, Err(_)) => Bson::Null,
+                (Image::Required, Err(_)) => {
+                    return Err(Error::new(
+                        ErrorCode::NO_MATCHING_DOCUMENT,
+                        format!(
+                            "Change stream was configured to require a {} for all update, \
+                             delete and replace events, but it was not found for event: {}",
+                            if image == "preImage" {
+                                "pre-image"
+                            } else {
+                                "post-image"
+                            },
+                            event.get_document("_id").cloned().unwrap_or_default()
+                        ),
+                    ))
+                }
+            };
+            event.insert(field, value);
+            Ok(())
+        };
+        if kind == "update" {
+            add(self.full_document, "fullDocument", "postImage")?;
+        }
+        if ["update", "replace", "delete"].contains(&kind.as_str()) {
+            add(self.before_change, "fullDocumentBeforeChange", "preImage")?;
+        }
+        Ok(())
     }
 
     /// Fills in a command record's event (`drop`, `rename`, `dropDatabase`, `create`);
@@ -466,9 +539,17 @@ impl ChangeStream {
             if !self.watches(from_db, from_collection) {
                 return None;
             }
+            let to = doc! { "db": to_db, "coll": to_collection };
             event.insert("operationType", "rename");
             event.insert("ns", doc! { "db": from_db, "coll": from_collection });
-            event.insert("to", doc! { "db": to_db, "coll": to_collection });
+            event.insert("to", to.clone());
+            if self.show_expanded_events {
+                let mut description = doc! { "to": to };
+                if let Some(target) = o.get("dropTarget") {
+                    description.insert("dropTarget", target.clone());
+                }
+                event.insert("operationDescription", description);
+            }
             return Some(on_collection(from_collection));
         }
         if o.contains_key("dropDatabase") {
@@ -482,6 +563,29 @@ impl ChangeStream {
             event.insert("operationType", "dropDatabase");
             event.insert("ns", doc! { "db": db });
             return Some(!matches!(self.watched, Watched::Cluster));
+        }
+        // Index and collMod events, with showExpandedEvents.
+        for (command, kind) in [
+            ("createIndexes", "createIndexes"),
+            ("dropIndexes", "dropIndexes"),
+            ("collMod", "modify"),
+        ] {
+            let Ok(collection) = o.get_str(command) else {
+                continue;
+            };
+            if !self.show_expanded_events || !self.watches(db, collection) {
+                return None;
+            }
+            event.insert("operationType", kind);
+            event.insert("ns", doc! { "db": db, "coll": collection });
+            let description = match o.get_document("spec") {
+                Ok(spec) => doc! { "indexes": [spec.clone()] },
+                Err(_) => o
+                    .get_document("index")
+                    .map_or_else(|_| Document::new(), |index| doc! { "index": index.clone() }),
+            };
+            event.insert("operationDescription", description);
+            return Some(false);
         }
         if let Ok(collection) = o.get_str("create") {
             if !self.show_expanded_events || !self.watches(db, collection) {
