@@ -445,18 +445,15 @@ pub fn statement(
             )));
         }
         State::Active(txn) => txn,
-        State::Committed(reply) => {
-            return match name {
-                "commitTransaction" => Ok(Statement::Done(reply)),
-                "abortTransaction" => Err(Error::new(
-                    ErrorCode::TRANSACTION_COMMITTED,
-                    format!("Transaction {txn_number} has been committed."),
-                )),
-                _ => Err(Error::new(
-                    ErrorCode::TRANSACTION_COMMITTED,
-                    format!("Transaction {txn_number} has been committed."),
-                )),
-            };
+        // A retried commit gets the first one's answer; anything else is too late.
+        State::Committed(reply) if name == "commitTransaction" => {
+            return Ok(Statement::Done(reply));
+        }
+        State::Committed(_) => {
+            return Err(Error::new(
+                ErrorCode::TRANSACTION_COMMITTED,
+                format!("Transaction {txn_number} has been committed."),
+            ));
         }
         State::Aborted | State::Unknown => {
             if name == "commitTransaction" {
