@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import time
 
+import bson
 import pytest
 from pymongo import ReadPreference
 from pymongo.errors import OperationFailure
 
 from helpers import CODES, raises_code, reader_of, wait_until
 
-CODES.update({"ChangeStreamFatalError": 280, "Location40573": 40573})
+CODES.update({"ChangeStreamFatalError": 280, "Location40573": 40573, "InvalidOptions": 72})
 
 
 @pytest.fixture
@@ -211,3 +212,30 @@ def test_a_token_older_than_the_members_oplog_is_history_lost(one_member_set, ba
         with secondary.watch() as later:
             coll.insert_one({"_id": 3})
             assert next_events(later, 1)[0]["documentKey"] == {"_id": 3}
+
+
+def test_malformed_change_streams_get_mongodbs_errors(client):
+    coll = client.shop.items
+    with raises_code("BadValue"):
+        coll.watch(resume_after={"_data": "not a token"})
+    with pytest.raises(OperationFailure) as info:
+        coll.aggregate(
+            [
+                {
+                    "$changeStream": {
+                        "resumeAfter": {"_data": "0" * 24},
+                        "startAtOperationTime": bson.Timestamp(1, 1),
+                    }
+                }
+            ]
+        )
+    assert info.value.code == 40674
+    with raises_code("BadValue"):
+        coll.watch(full_document="sometimes")
+    with raises_code("InvalidOptions"):
+        client.shop.aggregate([{"$changeStream": {"allChangesForCluster": True}}])
+    with raises_code("InvalidNamespace"):
+        client.admin.watch()
+    with pytest.raises(OperationFailure) as info:
+        coll.aggregate([{"$changeStream": 1}])
+    assert info.value.code == 50808

@@ -407,3 +407,60 @@ def test_a_transaction_is_bounded_in_size(client):
         with raises_code("NoSuchTransaction"):
             session.commit_transaction()
     assert coll.count_documents({}) == 1
+
+
+def test_malformed_transaction_statements_get_mongodbs_errors(client):
+    db = client.shop
+    lsid = {"id": bson.Binary(b"0123456789abcdef", 4)}
+    statement = {"lsid": lsid, "txnNumber": bson.Int64(1), "autocommit": False}
+    with raises_code("InvalidOptions"):
+        db.command("find", "c", lsid=lsid, txnNumber=bson.Int64(1), autocommit=True)
+    with raises_code("InvalidOptions"):
+        db.command({"find": "c", **statement, "startTransaction": False})
+    with raises_code("InvalidOptions"):
+        db.command({"find": "c", "lsid": lsid, "autocommit": False})
+    with raises_code("TypeMismatch"):
+        db.command({"find": "c", **statement, "autocommit": "no"})
+    with raises_code("InvalidOptions"):
+        db.command(
+            {
+                "find": "c",
+                **statement,
+                "startTransaction": True,
+                "readConcern": {"level": "available"},
+            }
+        )
+    db.command({"find": "c", **statement, "txnNumber": bson.Int64(2), "startTransaction": True})
+    with raises_code("InvalidOptions"):
+        db.command(
+            {
+                "insert": "c",
+                "documents": [{}],
+                **statement,
+                "txnNumber": bson.Int64(2),
+                "writeConcern": {"w": 1},
+            }
+        )
+    with raises_code("InvalidOptions"):
+        client.admin.command("commitTransaction")
+    with raises_code("TypeMismatch"):
+        db.command("find", "c", readConcern={"level": "snapshot", "atClusterTime": 5})
+
+
+def test_malformed_apply_ops_get_mongodbs_errors(client):
+    with raises_code("FailedToParse"):
+        client.admin.command("applyOps", 1)
+    with raises_code("FailedToParse"):
+        client.admin.command("applyOps", [{"ns": "a.b", "o": {"_id": 1}}])
+    with raises_code("BadValue"):
+        client.admin.command("applyOps", [{"op": "x", "ns": "a.b", "o": {"_id": 1}}])
+    with raises_code("InvalidNamespace"):
+        client.admin.command("applyOps", [{"op": "i", "ns": "nodot", "o": {"_id": 1}}])
+    with raises_code("FailedToParse"):
+        client.admin.command("applyOps", [{"op": "i", "ns": "a.b", "o": {"x": 1}}])
+    with raises_code("TypeMismatch"):
+        client.admin.command(
+            "applyOps",
+            [{"op": "d", "ns": "a.b", "o": {"_id": 1}, "preImageHash": "h"}],
+        )
+    assert client.a.b.count_documents({}) == 0

@@ -811,8 +811,10 @@ impl Writer<'_> {
                 }
             }
         }
-        crate::oplog::update(&mut batch, &meta, old, new);
         let new_bytes = new.to_vec()?;
+        let new_raw = RawDocument::from_bytes(&new_bytes)
+            .map_err(|e| Error::internal(format!("an updated document: {e}")))?;
+        crate::oplog::update(&mut batch, &meta, old, new, new_raw);
         let size_change = new_bytes.len() as i64 - basalt_value::document_size_bytes(old) as i64;
         batch.put(
             Space::Records,

@@ -101,11 +101,26 @@ struct Change<'a> {
     o: &'a RawDocument,
     o2: Option<Bson>,
     /// The document before and after, with `changeStreamPreAndPostImages`.
-    images: Option<(Document, Option<&'a Document>)>,
+    images: Option<(&'a Document, Option<&'a RawDocument>)>,
+}
+
+impl<'a> Change<'a> {
+    /// A change to a collection's documents.
+    fn of(op: &'static str, meta: &CollectionMeta, o: &'a RawDocument) -> Change<'a> {
+        Change {
+            op,
+            ns: meta.namespace(),
+            ui: Some(meta.uuid),
+            o,
+            o2: None,
+            images: None,
+        }
+    }
 }
 
 /// Adds a record to `batch` when the thread applies a log entry. The record is written
-/// as bytes, with `o` copied in as it is: an insert's document is not decoded.
+/// as bytes, with `o` (and a post-image) copied in as they are: an insert's or a
+/// replacement's document is not encoded again.
 fn record(batch: &mut WriteBatch, change: Change<'_>) {
     ENTRY.with(|entry| {
         let entry = entry.borrow();
@@ -131,11 +146,11 @@ fn record(batch: &mut WriteBatch, change: Change<'_>) {
         if let Some(o2) = change.o2.and_then(|o2| RawBson::try_from(o2).ok()) {
             record.append(cstr!("o2"), o2);
         }
-        if let Some((before, after)) = &change.images {
+        if let Some((before, after)) = change.images {
             if let Ok(before) = RawDocumentBuf::try_from(before) {
                 record.append(cstr!("preImage"), before);
             }
-            if let Some(after) = after.and_then(|after| RawDocumentBuf::try_from(after).ok()) {
+            if let Some(after) = after {
                 record.append(cstr!("postImage"), after);
             }
         }
@@ -158,35 +173,6 @@ fn recording() -> bool {
     ENTRY.with(|entry| entry.borrow().is_some())
 }
 
-/// Records a change whose `o` is a document to encode, with the document's images before
-/// and after when its collection keeps them.
-fn record_document(
-    batch: &mut WriteBatch,
-    op: &'static str,
-    meta: &CollectionMeta,
-    o: &Document,
-    o2: Option<Bson>,
-    images: Option<(&Document, Option<&Document>)>,
-) {
-    let images = images
-        .filter(|_| keeps_images(meta))
-        .map(|(before, after)| (before.clone(), after));
-    if let Ok(o) = RawDocumentBuf::try_from(o) {
-        let ns = meta.namespace();
-        record(
-            batch,
-            Change {
-                op,
-                ns,
-                ui: Some(meta.uuid),
-                o: &o,
-                o2,
-                images,
-            },
-        );
-    }
-}
-
 /// Whether a collection keeps its documents' images for change streams
 /// (`changeStreamPreAndPostImages: {enabled: true}`). Basalt keeps them in the oplog
 /// record itself (`preImage`, `postImage`), where mongod keeps a collection of them.
@@ -196,81 +182,84 @@ fn keeps_images(meta: &CollectionMeta) -> bool {
         .is_ok_and(|option| option.get_bool("enabled").unwrap_or(false))
 }
 
+/// The `{_id}` of a document, encoded (an update's `o2`, a delete's `o`).
+fn id_of(document: &Document) -> Document {
+    doc! { "_id": document.get("_id").cloned().unwrap_or(Bson::Null) }
+}
+
 /// An insert, of the document's bytes (copied into the record as they are).
 pub(crate) fn insert(batch: &mut WriteBatch, meta: &CollectionMeta, document: &[u8]) {
     if recording() {
         if let Ok(o) = RawDocument::from_bytes(document) {
-            let change = Change {
-                op: "i",
-                ns: meta.namespace(),
-                ui: Some(meta.uuid),
-                o,
-                o2: None,
-                images: None,
-            };
-            record(batch, change);
+            record(batch, Change::of("i", meta, o));
         }
     }
 }
 
+/// An update of `old` into `new`, whose bytes are `new_bytes`.
 pub(crate) fn update(
     batch: &mut WriteBatch,
     meta: &CollectionMeta,
     old: &Document,
     new: &Document,
+    new_bytes: &RawDocument,
 ) {
     if !recording() {
         return;
     }
-    let id = new.get("_id").cloned().unwrap_or(Bson::Null);
-    let o2 = Some(Bson::Document(doc! { "_id": id }));
-    let images = Some((old, Some(new)));
-    if REPLACING.with(Cell::get) {
-        record_document(batch, "u", meta, new, o2, images);
-        return;
-    }
-    let mut change = Description::default();
-    change.documents(old, new, &[]);
-    let mut o = doc! {
-        "$v": 2,
-        "updatedFields": change.updated,
-        "removedFields": change.removed,
-        "truncatedArrays": change.truncated,
+    let description;
+    let o = if REPLACING.with(Cell::get) {
+        new_bytes
+    } else {
+        let mut change = Description::default();
+        change.documents(old, new, &[]);
+        let mut o = doc! {
+            "$v": 2,
+            "updatedFields": change.updated,
+            "removedFields": change.removed,
+            "truncatedArrays": change.truncated,
+        };
+        if !change.disambiguated.is_empty() {
+            o.insert("disambiguatedPaths", change.disambiguated);
+        }
+        let Ok(encoded) = RawDocumentBuf::try_from(&o) else {
+            return;
+        };
+        description = encoded;
+        &description
     };
-    if !change.disambiguated.is_empty() {
-        o.insert("disambiguatedPaths", change.disambiguated);
-    }
-    record_document(batch, "u", meta, &o, o2, images);
+    let mut change = Change::of("u", meta, o);
+    change.o2 = Some(Bson::Document(id_of(new)));
+    change.images = keeps_images(meta).then_some((old, Some(new_bytes)));
+    record(batch, change);
 }
 
 pub(crate) fn delete(batch: &mut WriteBatch, meta: &CollectionMeta, old: &Document) {
-    if recording() {
-        let id = old.get("_id").cloned().unwrap_or(Bson::Null);
-        record_document(
-            batch,
-            "d",
-            meta,
-            &doc! { "_id": id },
-            None,
-            Some((old, None)),
-        );
+    if !recording() {
+        return;
+    }
+    if let Ok(o) = RawDocumentBuf::try_from(&id_of(old)) {
+        let mut change = Change::of("d", meta, &o);
+        change.images = keeps_images(meta).then_some((old, None));
+        record(batch, change);
     }
 }
 
 /// A command's record (`drop`, `renameCollection`, `create`, ...), as `db.$cmd`.
 pub(crate) fn command(batch: &mut WriteBatch, db: &str, ui: Option<bson::Uuid>, o: Document) {
-    if recording() {
-        if let Ok(o) = RawDocumentBuf::try_from(&o) {
-            let change = Change {
-                op: "c",
-                ns: format!("{db}.$cmd"),
-                ui,
-                o: &o,
-                o2: None,
-                images: None,
-            };
-            record(batch, change);
-        }
+    if !recording() {
+        return;
+    }
+    if let Ok(o) = RawDocumentBuf::try_from(&o) {
+        let change = Change {
+            op: "c",
+            ns: format!("{db}.$cmd"),
+            ui,
+            o: &o,
+            o2: None,
+            images: None,
+        };
+        record(batch, change);
     }
 }
 

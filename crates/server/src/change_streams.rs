@@ -24,7 +24,8 @@ use basalt_agg::Pipeline;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_repl::ReplicaSet;
 use basalt_storage::{Engine, ScanStart, Space, OPLOG_PREFIX};
-use bson::{doc, Bson, Document, RawDocumentBuf, Timestamp};
+use bson::{doc, Bson, Document, RawDocument, RawDocumentBuf};
+use std::collections::HashSet;
 use std::ops::ControlFlow;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -74,6 +75,32 @@ fn image_option(options: &Document, field: &str, off: &str) -> Result<Image> {
 
 /// Where a stream is: after this record (log entry index, place in the entry).
 type Position = (u64, u32);
+
+/// What an event says besides its token, time and session.
+struct Change {
+    operation_type: &'static str,
+    ns: Document,
+    fields: Document,
+    /// Whether it ends the stream (an `invalidate` event follows it).
+    invalidates: bool,
+}
+
+impl Change {
+    /// A change to a collection (or its documents).
+    fn of_document(
+        operation_type: &'static str,
+        db: &str,
+        collection: &str,
+        fields: Document,
+    ) -> Change {
+        Change {
+            operation_type,
+            ns: doc! { "db": db, "coll": collection },
+            fields,
+            invalidates: false,
+        }
+    }
+}
 
 pub struct ChangeStream {
     server: Weak<Server>,
@@ -308,16 +335,16 @@ impl ChangeStream {
                 }
                 last = Some(position);
                 records += 1;
-                match Document::from_reader(value) {
-                    Ok(record) => {
-                        let (event, invalidate) = match self.event(&record, position) {
-                            Ok(event) => event,
-                            Err(e) => {
-                                failure = Some(e);
-                                return Ok(ControlFlow::Break(()));
-                            }
-                        };
-                        events.extend(event);
+                let shown = RawDocument::from_bytes(value)
+                    .map_err(|e| Error::internal(format!("corrupt oplog record: {e}")))
+                    .and_then(|raw| match self.may_show(raw) {
+                        true => self.event(&Document::try_from(raw)?, position),
+                        false => Ok(None),
+                    });
+                match shown {
+                    Ok(None) => {}
+                    Ok(Some((event, invalidate))) => {
+                        events.push(event);
                         if let Some(invalidate) = invalidate {
                             events.push(invalidate);
                             self.invalidated = true;
@@ -326,7 +353,7 @@ impl ChangeStream {
                         }
                     }
                     Err(e) => {
-                        failure = Some(Error::internal(format!("corrupt oplog record: {e}")));
+                        failure = Some(e);
                         return Ok(ControlFlow::Break(()));
                     }
                 }
@@ -353,15 +380,19 @@ impl ChangeStream {
         let Some(pipeline) = &self.pipeline else {
             return Ok(events);
         };
-        let tokens: Vec<Bson> = events
-            .iter()
-            .filter_map(|e| e.get("_id").cloned())
-            .collect();
+        let data = |event: &Document| {
+            event
+                .get_document("_id")
+                .and_then(|id| id.get_str("_data"))
+                .map(str::to_string)
+                .ok()
+        };
+        let tokens: HashSet<String> = events.iter().filter_map(data).collect();
         let events = pipeline.run(events.into_iter().map(Ok))?;
         // A stage that changed an event's `_id` took away its resume token.
         if events
             .iter()
-            .any(|event| event.get("_id").is_none_or(|id| !tokens.contains(id)))
+            .any(|event| data(event).is_none_or(|token| !tokens.contains(&token)))
         {
             return Err(Error::new(
                 ErrorCode::CHANGE_STREAM_FATAL_ERROR,
@@ -389,98 +420,170 @@ impl ChangeStream {
         }
     }
 
-    /// The event of an oplog record, if the stream watches it, and the invalidate event
+    /// Whether an oplog record may make an event of this stream, read from its bytes:
+    /// a document change in a namespace not watched is skipped without decoding it.
+    fn may_show(&self, record: &RawDocument) -> bool {
+        match (record.get_str("op"), record.get_str("ns")) {
+            (Ok("i" | "u" | "d"), Ok(ns)) => {
+                let (db, collection) = ns.split_once('.').unwrap_or((ns, ""));
+                self.watches(db, collection)
+            }
+            _ => true,
+        }
+    }
+
+    /// The event of an oplog record, if the stream shows it, and the invalidate event
     /// that follows it when it ends the stream.
     fn event(
         &self,
         record: &Document,
         position: Position,
-    ) -> Result<(Option<Document>, Option<Document>)> {
+    ) -> Result<Option<(Document, Option<Document>)>> {
         let ns = record.get_str("ns").unwrap_or("");
         let (db, collection) = ns.split_once('.').unwrap_or((ns, ""));
         let o = record.get_document("o").cloned().unwrap_or_default();
-        let mut event = doc! { "_id": token(position) };
-        let (kind, invalidates) = match record.get_str("op").unwrap_or("") {
-            "i" | "u" | "d" if !self.watches(db, collection) => return Ok((None, None)),
-            "i" => {
-                let key = doc! { "_id": o.get("_id").cloned().unwrap_or(Bson::Null) };
-                event.insert("operationType", "insert");
-                event.insert("fullDocument", o);
-                event.insert("documentKey", key);
-                ("insert", false)
-            }
-            "u" => {
-                let key = record.get_document("o2").cloned().unwrap_or_default();
-                if o.contains_key("$v") {
-                    event.insert("operationType", "update");
-                    event.insert(
-                        "updateDescription",
-                        doc! {
-                            "updatedFields": o.get_document("updatedFields").cloned().unwrap_or_default(),
-                            "removedFields": o.get_array("removedFields").cloned().unwrap_or_default(),
-                            "truncatedArrays": o.get_array("truncatedArrays").cloned().unwrap_or_default(),
-                        },
-                    );
-                    if let (true, Ok(paths)) = (
-                        self.show_expanded_events,
-                        o.get_document("disambiguatedPaths"),
-                    ) {
-                        if let Ok(description) = event.get_document_mut("updateDescription") {
-                            description.insert("disambiguatedPaths", paths.clone());
-                        }
-                    }
-                } else {
-                    event.insert("operationType", "replace");
-                    event.insert("fullDocument", o);
-                }
-                event.insert("documentKey", key);
-                ("update", false)
-            }
-            "d" => {
-                event.insert("operationType", "delete");
-                event.insert("documentKey", o);
-                ("delete", false)
-            }
-            "c" => match self.command_event(db, &o, &mut event) {
-                Some(invalidates) => ("command", invalidates),
-                None => return Ok((None, None)),
-            },
-            _ => return Ok((None, None)),
+        let change = match record.get_str("op").unwrap_or("") {
+            "i" | "u" | "d" if !self.watches(db, collection) => None,
+            "i" => Some(Change::of_document(
+                "insert",
+                db,
+                collection,
+                doc! {
+                    "fullDocument": o.clone(),
+                    "documentKey": { "_id": o.get("_id").cloned().unwrap_or(Bson::Null) },
+                },
+            )),
+            "u" => Some(self.update(db, collection, record, o)),
+            "d" => Some(Change::of_document(
+                "delete",
+                db,
+                collection,
+                doc! { "documentKey": o },
+            )),
+            "c" => self.command(db, &o),
+            _ => None,
         };
-        let target = match kind {
-            "command" => event.get_document("ns").cloned().unwrap_or_default(),
-            _ => doc! { "db": db, "coll": collection },
+        let Some(change) = change else {
+            return Ok(None);
         };
-        let mut ordered = doc! {
-            "_id": event.remove("_id").unwrap_or(Bson::Null),
-            "operationType": event.remove("operationType").unwrap_or(Bson::Null),
-            "clusterTime": record.get("ts").cloned().unwrap_or(Bson::Timestamp(Timestamp { time: 0, increment: 0 })),
-            "wallTime": record.get("wall").cloned().unwrap_or(Bson::Null),
+        let time = |field: &str| record.get(field).cloned().unwrap_or(Bson::Null);
+        let mut event = doc! {
+            "_id": token(position),
+            "operationType": change.operation_type,
+            "clusterTime": time("ts"),
+            "wallTime": time("wall"),
+            "ns": change.ns,
         };
-        if kind != "command" {
-            ordered.insert("ns", target);
-        }
-        ordered.extend(event);
-        self.add_images(record, &mut ordered)?;
+        event.extend(change.fields);
+        self.add_images(record, &mut event)?;
         if self.show_expanded_events {
             if let Some(uuid) = record.get("ui") {
-                ordered.insert("collectionUUID", uuid.clone());
+                event.insert("collectionUUID", uuid.clone());
             }
         }
         for field in ["lsid", "txnNumber"] {
             if let Some(value) = record.get(field) {
-                ordered.insert(field, value.clone());
+                event.insert(field, value.clone());
             }
         }
-        let invalidate = invalidates.then(|| {
+        let invalidate = change.invalidates.then(|| {
             doc! {
                 "_id": token(position),
                 "operationType": "invalidate",
-                "clusterTime": record.get("ts").cloned().unwrap_or(Bson::Null),
-                "wallTime": record.get("wall").cloned().unwrap_or(Bson::Null),
+                "clusterTime": time("ts"),
+                "wallTime": time("wall"),
             }
         });
-        Ok((Some(ordered), invalidate))
+        Ok(Some((event, invalidate)))
+    }
+
+    /// An update record's event: `update` with its description, or `replace` with the
+    /// new document.
+    fn update(&self, db: &str, collection: &str, record: &Document, o: Document) -> Change {
+        let key = record.get_document("o2").cloned().unwrap_or_default();
+        if !o.contains_key("$v") {
+            let fields = doc! { "fullDocument": o, "documentKey": key };
+            return Change::of_document("replace", db, collection, fields);
+        }
+        let copy = |field: &str| o.get(field).cloned().unwrap_or(Bson::Array(Vec::new()));
+        let mut description = doc! {
+            "updatedFields": o.get_document("updatedFields").cloned().unwrap_or_default(),
+            "removedFields": copy("removedFields"),
+            "truncatedArrays": copy("truncatedArrays"),
+        };
+        if let (true, Ok(paths)) = (
+            self.show_expanded_events,
+            o.get_document("disambiguatedPaths"),
+        ) {
+            description.insert("disambiguatedPaths", paths.clone());
+        }
+        let fields = doc! { "updateDescription": description, "documentKey": key };
+        Change::of_document("update", db, collection, fields)
+    }
+
+    /// A command record's event (`drop`, `rename`, `dropDatabase`; with
+    /// `showExpandedEvents` `create`, `createIndexes`, `dropIndexes`, `modify`), when
+    /// the stream shows it.
+    fn command(&self, db: &str, o: &Document) -> Option<Change> {
+        let on_collection = |name: &str| matches!(&self.watched, Watched::Collection { db: d, collection } if d == db && collection == name);
+        if let Ok(collection) = o.get_str("drop") {
+            let mut change = Change::of_document("drop", db, collection, Document::new());
+            change.invalidates = on_collection(collection);
+            return self.watches(db, collection).then_some(change);
+        }
+        if let Ok(from) = o.get_str("renameCollection") {
+            let (from_db, from_collection) = from.split_once('.').unwrap_or((from, ""));
+            let to = o.get_str("to").unwrap_or("");
+            let (to_db, to_collection) = to.split_once('.').unwrap_or((to, ""));
+            let to = doc! { "db": to_db, "coll": to_collection };
+            let mut fields = doc! { "to": to.clone() };
+            if self.show_expanded_events {
+                let mut description = doc! { "to": to };
+                if let Some(target) = o.get("dropTarget") {
+                    description.insert("dropTarget", target.clone());
+                }
+                fields.insert("operationDescription", description);
+            }
+            let mut change = Change::of_document("rename", from_db, from_collection, fields);
+            change.invalidates = on_collection(from_collection);
+            return self.watches(from_db, from_collection).then_some(change);
+        }
+        if o.contains_key("dropDatabase") {
+            let shown = match &self.watched {
+                Watched::Collection { db: d, .. } | Watched::Database(d) => d == db,
+                Watched::Cluster => true,
+            };
+            return shown.then(|| Change {
+                operation_type: "dropDatabase",
+                ns: doc! { "db": db },
+                fields: Document::new(),
+                invalidates: !matches!(self.watched, Watched::Cluster),
+            });
+        }
+        let expanded = [
+            ("create", "create"),
+            ("createIndexes", "createIndexes"),
+            ("dropIndexes", "dropIndexes"),
+            ("collMod", "modify"),
+        ];
+        let (command, operation_type) = expanded
+            .into_iter()
+            .find(|(command, _)| o.contains_key(*command))?;
+        let collection = o.get_str(command).ok()?;
+        if !self.show_expanded_events || !self.watches(db, collection) {
+            return None;
+        }
+        let description = if command == "create" {
+            doc! { "idIndex": { "v": 2, "key": { "_id": 1 }, "name": "_id_" } }
+        } else if let Ok(spec) = o.get_document("spec") {
+            doc! { "indexes": [spec.clone()] }
+        } else if let Ok(index) = o.get_document("index") {
+            doc! { "index": index.clone() }
+        } else {
+            Document::new()
+        };
+        let fields = doc! { "operationDescription": description };
+        Some(Change::of_document(operation_type, db, collection, fields))
     }
 
     /// `fullDocument` of an update event and `fullDocumentBeforeChange` of an update,
@@ -518,88 +621,6 @@ impl ChangeStream {
             add(self.before_change, "fullDocumentBeforeChange", "preImage")?;
         }
         Ok(())
-    }
-
-    /// Fills in a command record's event (`drop`, `rename`, `dropDatabase`, `create`);
-    /// `None` when the stream does not show it, else whether it ends the stream.
-    fn command_event(&self, db: &str, o: &Document, event: &mut Document) -> Option<bool> {
-        let on_collection = |name: &str| matches!(&self.watched, Watched::Collection { db: d, collection } if d == db && collection == name);
-        if let Ok(collection) = o.get_str("drop") {
-            if !self.watches(db, collection) {
-                return None;
-            }
-            event.insert("operationType", "drop");
-            event.insert("ns", doc! { "db": db, "coll": collection });
-            return Some(on_collection(collection));
-        }
-        if let Ok(from) = o.get_str("renameCollection") {
-            let (from_db, from_collection) = from.split_once('.').unwrap_or((from, ""));
-            let to = o.get_str("to").unwrap_or("");
-            let (to_db, to_collection) = to.split_once('.').unwrap_or((to, ""));
-            if !self.watches(from_db, from_collection) {
-                return None;
-            }
-            let to = doc! { "db": to_db, "coll": to_collection };
-            event.insert("operationType", "rename");
-            event.insert("ns", doc! { "db": from_db, "coll": from_collection });
-            event.insert("to", to.clone());
-            if self.show_expanded_events {
-                let mut description = doc! { "to": to };
-                if let Some(target) = o.get("dropTarget") {
-                    description.insert("dropTarget", target.clone());
-                }
-                event.insert("operationDescription", description);
-            }
-            return Some(on_collection(from_collection));
-        }
-        if o.contains_key("dropDatabase") {
-            let shown = match &self.watched {
-                Watched::Collection { db: d, .. } | Watched::Database(d) => d == db,
-                Watched::Cluster => true,
-            };
-            if !shown {
-                return None;
-            }
-            event.insert("operationType", "dropDatabase");
-            event.insert("ns", doc! { "db": db });
-            return Some(!matches!(self.watched, Watched::Cluster));
-        }
-        // Index and collMod events, with showExpandedEvents.
-        for (command, kind) in [
-            ("createIndexes", "createIndexes"),
-            ("dropIndexes", "dropIndexes"),
-            ("collMod", "modify"),
-        ] {
-            let Ok(collection) = o.get_str(command) else {
-                continue;
-            };
-            if !self.show_expanded_events || !self.watches(db, collection) {
-                return None;
-            }
-            event.insert("operationType", kind);
-            event.insert("ns", doc! { "db": db, "coll": collection });
-            let description = match o.get_document("spec") {
-                Ok(spec) => doc! { "indexes": [spec.clone()] },
-                Err(_) => o
-                    .get_document("index")
-                    .map_or_else(|_| Document::new(), |index| doc! { "index": index.clone() }),
-            };
-            event.insert("operationDescription", description);
-            return Some(false);
-        }
-        if let Ok(collection) = o.get_str("create") {
-            if !self.show_expanded_events || !self.watches(db, collection) {
-                return None;
-            }
-            event.insert("operationType", "create");
-            event.insert("ns", doc! { "db": db, "coll": collection });
-            event.insert(
-                "operationDescription",
-                doc! { "idIndex": { "v": 2, "key": { "_id": 1 }, "name": "_id_" } },
-            );
-            return Some(false);
-        }
-        None
     }
 
     /// `fullDocument: updateLookup`: an update event gets the document as it is now.

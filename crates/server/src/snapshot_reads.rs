@@ -34,7 +34,7 @@ const HISTORY_MAX: usize = 1_000;
 const ATTEMPTS: usize = 100;
 
 /// The commands that read at a snapshot outside a transaction, as in MongoDB.
-pub const SNAPSHOT_COMMANDS: &[&str] = &["find", "aggregate", "distinct"];
+const SNAPSHOT_COMMANDS: &[&str] = &["find", "aggregate", "distinct"];
 
 struct Kept {
     time: Timestamp,
@@ -60,12 +60,27 @@ pub fn at_cluster_time(body: &Document) -> Result<Option<Timestamp>> {
     }
 }
 
-/// Whether the command reads at `readConcern: {level: "snapshot"}`.
-pub fn wants_snapshot(body: &Document) -> bool {
-    body.get_document("readConcern")
+/// Whether the command `name` (outside a transaction) reads at `readConcern: {level:
+/// "snapshot"}`; InvalidOptions for a command that cannot, as mongod. A getMore reads
+/// in its cursor's scope, whatever concern it repeats.
+pub fn reads_at_snapshot(name: &str, body: &Document) -> Result<bool> {
+    let level = body
+        .get_document("readConcern")
         .ok()
-        .and_then(|concern| concern.get_str("level").ok())
-        == Some("snapshot")
+        .and_then(|concern| concern.get_str("level").ok());
+    if level != Some("snapshot") || name == "getMore" {
+        return Ok(false);
+    }
+    if !SNAPSHOT_COMMANDS.contains(&name) || crate::replication::writing_stage(body).is_some() {
+        return Err(Error::new(
+            ErrorCode::INVALID_OPTIONS,
+            format!(
+                "Command {name} does not support {{ readConcern: {{ level: \"snapshot\" }} }} \
+                 outside a transaction"
+            ),
+        ));
+    }
+    Ok(true)
 }
 
 impl SnapshotHistory {

@@ -99,10 +99,9 @@ enum State {
     Active(Arc<Transaction>),
     /// Committed, with the commit's reply (given again to a retried commit).
     Committed(Document),
-    Aborted,
-    /// A commit whose outcome this member did not learn (it stepped down meanwhile):
-    /// the replicated session table knows.
-    Unknown,
+    /// Aborted, or a commit whose outcome this member did not learn (it stepped down
+    /// meanwhile): a retried commit finds it in the replicated session table.
+    Ended,
 }
 
 pub struct Transaction {
@@ -170,12 +169,27 @@ impl WriteScope for Scope {
     fn write(&self, batch: WriteBatch) -> Result<()> {
         let txn = &self.transaction;
         let pending = txn.writes.pending();
+        // What is stored now, read once per batch and only for a record the snapshot
+        // has (a new record's id is the transaction's alone).
+        let mut stored: Option<Box<dyn Snapshot>> = None;
         for op in &batch.ops {
             let (space, key) = match op {
                 WriteOp::Put(space, key, _) | WriteOp::Delete(space, key) => (*space, key),
             };
             let lock = match space {
-                Space::Records => [b"r".as_slice(), key].concat(),
+                // A record written before in this transaction is locked already, or new.
+                Space::Records if pending.get(space, key).is_some() => continue,
+                Space::Records => {
+                    let Some(read) = txn.writes.base().get(space, key)? else {
+                        continue;
+                    };
+                    let now =
+                        stored.get_or_insert_with(|| outside_write_scope(|| txn.engine.snapshot()));
+                    if now.get(space, key)?.as_ref() != Some(&read) {
+                        return Err(self.refuse(transient(write_conflict())));
+                    }
+                    [b"r".as_slice(), key].concat()
+                }
                 Space::Indexes if key.len() >= 16 && self.unique_index(key) => {
                     [b"i".as_slice(), &key[..key.len() - 8]].concat()
                 }
@@ -183,12 +197,6 @@ impl WriteScope for Scope {
             };
             if !self.table.lock(txn, lock) {
                 return Err(self.refuse(transient(write_conflict())));
-            }
-            if space == Space::Records && pending.get(space, key).is_none() {
-                let stored = outside_write_scope(|| txn.engine.snapshot().get(space, key))?;
-                if stored != txn.writes.base().get(space, key)? {
-                    return Err(self.refuse(transient(write_conflict())));
-                }
             }
         }
         txn.writes.write(batch)?;
@@ -246,7 +254,7 @@ impl Transactions {
             .or_insert_with(|| {
                 Arc::new(Mutex::new(Session {
                     txn_number: -1,
-                    state: State::Aborted,
+                    state: State::Ended,
                     last_used: Instant::now(),
                 }))
             })
@@ -267,7 +275,7 @@ impl Transactions {
                 }
                 let txn = txn.clone();
                 self.end(&txn);
-                session.state = State::Aborted;
+                session.state = State::Ended;
             }
             session.last_used.elapsed() < SESSION_IDLE_LIMIT
         });
@@ -427,19 +435,19 @@ pub fn statement(
     let state = if txn_number == session.txn_number {
         session.state.clone()
     } else {
-        State::Unknown
+        State::Ended
     };
     let txn = match state {
         State::Active(txn) if txn.started.elapsed() > txn.lifetime => {
             table.end(&txn);
-            session.state = State::Aborted;
+            session.state = State::Ended;
             return Err(no_such_transaction(format!(
                 "Transaction {txn_number} has been aborted because it exceeded \
                  transactionLifetimeLimitSeconds"
             )));
         }
         State::Active(txn) if txn.ended.load(Ordering::SeqCst) => {
-            session.state = State::Aborted;
+            session.state = State::Ended;
             return Err(no_such_transaction(format!(
                 "Transaction {txn_number} has been aborted."
             )));
@@ -455,7 +463,7 @@ pub fn statement(
                 format!("Transaction {txn_number} has been committed."),
             ));
         }
-        State::Aborted | State::Unknown => {
+        State::Ended => {
             if name == "commitTransaction" {
                 if let Some(reply) = set.session_reply(&lsid, txn_number)? {
                     let reply = Document::from_reader(reply.as_slice())?;
@@ -480,14 +488,13 @@ pub fn statement(
             table.end(&txn);
             session.state = match &outcome {
                 Ok(reply) => State::Committed(reply.clone()),
-                Err(e) if e.code == ErrorCode::WRITE_CONFLICT => State::Aborted,
-                Err(_) => State::Unknown,
+                Err(_) => State::Ended,
             };
             return outcome.map(Statement::Done);
         }
         "abortTransaction" => {
             table.end(&txn);
-            session.state = State::Aborted;
+            session.state = State::Ended;
             return Ok(Statement::Done(Document::new()));
         }
         _ => {}
@@ -500,7 +507,7 @@ pub fn statement(
     }
     if !ALLOWED.contains(&name) {
         table.end(&txn);
-        session.state = State::Aborted;
+        session.state = State::Ended;
         return Err(Error::new(
             ErrorCode::OPERATION_NOT_SUPPORTED_IN_TRANSACTION,
             format!("Cannot run '{name}' in a multi-document transaction."),
@@ -683,7 +690,11 @@ fn changes(ctx: &Ctx<'_>, txn: &Transaction) -> Result<Vec<Bson>> {
                 doc! { "op": "i", "ns": ns, "o": decode(after)? },
             )),
             (Some(before), after) => {
-                let id = decode(&before)?.get("_id").cloned().unwrap_or(Bson::Null);
+                let id = bson::RawDocument::from_bytes(&before)
+                    .ok()
+                    .and_then(|raw| raw.get("_id").ok().flatten())
+                    .and_then(|id| Bson::try_from(id).ok())
+                    .unwrap_or(Bson::Null);
                 let hash = pre_image_hash(&before);
                 match after {
                     None => deletes.push(Bson::Document(doc! {

@@ -782,23 +782,8 @@ fn run_command(ctx: &Ctx<'_>, command: &Command, body: &Document) -> Result<Repl
                     Statement::Outside => {}
                 }
             }
-            // A getMore reads in its cursor's scope, whatever concern it repeats.
-            let snapshot_read = snapshot_reads::wants_snapshot(body)
-                && !replication::applying()
-                && command.name != "getMore";
-            if snapshot_read
-                && (!snapshot_reads::SNAPSHOT_COMMANDS.contains(&command.name)
-                    || replication::writing_stage(body).is_some())
-            {
-                return Err(Error::new(
-                    ErrorCode::INVALID_OPTIONS,
-                    format!(
-                        "Command {} does not support {{ readConcern: {{ level: \"snapshot\" }} }} \
-                         outside a transaction",
-                        command.name
-                    ),
-                ));
-            }
+            let snapshot_read =
+                !replication::applying() && snapshot_reads::reads_at_snapshot(command.name, body)?;
             let routed = replication::route(ctx, set, command.name, body)
                 .map_err(|e| replication::label_retryable(command.name, body, e))?;
             if let Some(reply) = routed {

@@ -395,13 +395,12 @@ pub fn label_retryable(name: &str, body: &Document, error: Error) -> Error {
 /// `code`: a retryable write's, or a transaction's commit or abort (whose write concern
 /// it is), as [`error_labels`] gives them.
 pub fn write_concern_error_labels(name: &str, body: &Document, code: i32) -> Vec<&'static str> {
-    let labels = error_labels(name, body, ErrorCode(code));
-    if crate::transactions::in_transaction(body)
-        && !matches!(name, "commitTransaction" | "abortTransaction")
-    {
+    let statement_of_transaction = crate::transactions::in_transaction(body)
+        && !matches!(name, "commitTransaction" | "abortTransaction");
+    if statement_of_transaction {
         return Vec::new();
     }
-    labels
+    error_labels(name, body, ErrorCode(code))
 }
 
 /// Runs committed commands on this member.
