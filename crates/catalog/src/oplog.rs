@@ -11,13 +11,14 @@
 //! they came from.
 //!
 //! Fields: `ts` (the entry's timestamp: its wall-clock seconds, its index as increment),
-//! `op` (`i`, `u`, `d`, `c`), `ns`, `ui` (the collection's UUID), `o`, `o2` (`_id` of an
-//! update), `wall`, and the `lsid`/`txnNumber` of a transaction's or retryable write's
-//! session. An update's `o` is the new document when it replaced the whole document,
-//! else Basalt's description of the change: `{$v: 2, updatedFields, removedFields,
-//! truncatedArrays}` (dotted paths, as change streams report them). With the collection
-//! option `changeStreamPreAndPostImages`, an update's and a delete's record also holds the
-//! document before (`preImage`) and an update's after (`postImage`).
+//! `t` (the entry's term), `v` (2), `op` (`i`, `u`, `d`, `c`), `ns`, `ui` (the
+//! collection's UUID), `o`, `o2` (`_id` of an update), `wall`, and the `lsid`/`txnNumber`
+//! of a transaction's session. An update's `o` is the new document when it replaced the
+//! whole document, else MongoDB's `{$v: 2, diff}` (see [`diff`]): the same form as in
+//! mongod's `local.oplog.rs`, which Basalt presents these records as, and which
+//! `applyOps` applies. With the collection option `changeStreamPreAndPostImages`, an
+//! update's and a delete's record also holds the document before (`preImage`) and an
+//! update's after (`postImage`); `local.oplog.rs` does not show them.
 
 use crate::collection::CollectionMeta;
 use basalt_storage::{Space, WriteBatch, OPLOG_PREFIX};
@@ -27,6 +28,7 @@ use std::cell::{Cell, RefCell};
 /// The log entry a thread applies.
 struct Entry {
     index: u64,
+    term: u64,
     wall_ms: i64,
     session: Option<(Document, i64)>,
     next: Cell<u32>,
@@ -38,10 +40,10 @@ thread_local! {
     static REPLACING: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Runs `f` recording the oplog of the log entry `index` (proposed at `wall_ms`, for the
-/// session and transaction number given, if any).
+/// Runs `f` recording the oplog of the log entry `index` of `term` (proposed at
+/// `wall_ms`, for the session and transaction number given, if any).
 pub fn with_entry<T>(
-    index: u64,
+    (index, term): (u64, u64),
     wall_ms: i64,
     session: Option<(Document, i64)>,
     f: impl FnOnce() -> T,
@@ -55,6 +57,7 @@ pub fn with_entry<T>(
     ENTRY.with(|entry| {
         *entry.borrow_mut() = Some(Entry {
             index,
+            term,
             wall_ms,
             session,
             next: Cell::new(0),
@@ -137,6 +140,8 @@ fn record(batch: &mut WriteBatch, change: Change<'_>) {
                 increment: entry.index as u32,
             },
         );
+        record.append(cstr!("t"), entry.term as i64);
+        record.append(cstr!("v"), 2_i64);
         record.append(cstr!("op"), change.op);
         record.append(cstr!("ns"), change.ns.as_str());
         if let Some(ui) = change.ui {
@@ -211,18 +216,8 @@ pub(crate) fn update(
     let o = if REPLACING.with(Cell::get) {
         new_bytes
     } else {
-        let mut change = Description::default();
-        change.documents(old, new, &[]);
-        let mut o = doc! {
-            "$v": 2,
-            "updatedFields": change.updated,
-            "removedFields": change.removed,
-            "truncatedArrays": change.truncated,
-        };
-        if !change.disambiguated.is_empty() {
-            o.insert("disambiguatedPaths", change.disambiguated);
-        }
-        let Ok(encoded) = RawDocumentBuf::try_from(&o) else {
+        let Ok(encoded) = RawDocumentBuf::try_from(&doc! { "$v": 2, "diff": diff(old, new) })
+        else {
             return;
         };
         description = encoded;
@@ -263,107 +258,147 @@ pub(crate) fn command(batch: &mut WriteBatch, db: &str, ui: Option<bson::Uuid>, 
     }
 }
 
-/// What an update changed, as change streams report it: dotted paths of the values set
-/// (into embedded documents that exist on both sides, and into arrays changed in a few
-/// places), of the fields removed, and the arrays cut short.
-#[derive(Default)]
-struct Description {
-    updated: Document,
-    removed: Vec<Bson>,
-    truncated: Vec<Bson>,
-    /// The paths with a numeric part, as their parts: array indexes as integers, field
-    /// names as strings (`disambiguatedPaths`: `a.1` says neither).
-    disambiguated: Document,
-}
-
-/// A path as its parts: field names and array indexes.
-type Parts = Vec<Bson>;
-
-fn dotted(parts: &[Bson]) -> String {
-    let names: Vec<String> = parts
-        .iter()
-        .map(|part| match part {
-            Bson::String(name) => name.clone(),
-            other => other.to_string(),
-        })
-        .collect();
-    names.join(".")
-}
-
-impl Description {
-    /// Notes a path's parts when one of them could be read either way.
-    fn note(&mut self, parts: &[Bson]) {
-        let ambiguous = parts.iter().any(|part| match part {
-            Bson::String(name) => !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()),
-            _ => true,
-        });
-        if ambiguous {
-            self.disambiguated
-                .insert(dotted(parts), Bson::Array(parts.to_vec()));
+/// What an update changed, in MongoDB's `$v: 2` oplog form: `d` the fields removed
+/// (`{name: false}`), `u` those given a new value, `i` those added, and `s<name>` the
+/// changes within an embedded document or array that exists on both sides. An array's
+/// changes are `{a: true, l: <new length, when cut short>, u<index>: value, s<index>:
+/// changes}`; an array changed in more than half the places both sides have (other than
+/// within embedded documents) is given whole.
+pub fn diff(old: &Document, new: &Document) -> Document {
+    let (mut removed, mut updated, mut inserted) =
+        (Document::new(), Document::new(), Document::new());
+    let mut within = Vec::new();
+    for (key, value) in new {
+        match (old.get(key), value) {
+            (Some(before), after) if before == after => {}
+            (Some(Bson::Document(before)), Bson::Document(after)) => {
+                within.push((format!("s{key}"), diff(before, after)));
+            }
+            (Some(Bson::Array(before)), Bson::Array(after)) => match array_diff(before, after) {
+                Some(changes) => within.push((format!("s{key}"), changes)),
+                None => {
+                    updated.insert(key, value.clone());
+                }
+            },
+            (Some(_), _) => {
+                updated.insert(key, value.clone());
+            }
+            (None, _) => {
+                inserted.insert(key, value.clone());
+            }
         }
     }
-
-    fn set(&mut self, parts: &[Bson], value: &Bson) {
-        self.updated.insert(dotted(parts), value.clone());
-        self.note(parts);
+    for key in old.keys().filter(|key| !new.contains_key(*key)) {
+        removed.insert(key, false);
     }
+    let mut changes = Document::new();
+    for (name, part) in [("d", removed), ("u", updated), ("i", inserted)] {
+        if !part.is_empty() {
+            changes.insert(name, part);
+        }
+    }
+    changes.extend(
+        within
+            .into_iter()
+            .map(|(key, part)| (key, Bson::Document(part))),
+    );
+    changes
+}
 
-    fn documents(&mut self, old: &Document, new: &Document, prefix: &[Bson]) {
-        let path = |key: &str| -> Parts {
-            let mut parts = prefix.to_vec();
-            parts.push(Bson::String(key.to_string()));
-            parts
+/// An array's changes (see [`diff`]), or `None` when it is better given whole.
+fn array_diff(old: &[Bson], new: &[Bson]) -> Option<Document> {
+    let common = old.len().min(new.len());
+    let changed: Vec<usize> = (0..common).filter(|&i| old[i] != new[i]).collect();
+    let in_place =
+        |&i: &usize| matches!((&old[i], &new[i]), (Bson::Document(_), Bson::Document(_)));
+    if changed.len() * 2 > common && !changed.iter().all(in_place) {
+        return None;
+    }
+    let mut changes = doc! { "a": true };
+    if new.len() < old.len() {
+        changes.insert("l", new.len() as i32);
+    }
+    for i in changed.into_iter().chain(common..new.len()) {
+        match (old.get(i), &new[i]) {
+            (Some(Bson::Document(before)), Bson::Document(after)) => {
+                changes.insert(format!("s{i}"), diff(before, after));
+            }
+            (_, value) => {
+                changes.insert(format!("u{i}"), value.clone());
+            }
+        }
+    }
+    Some(changes)
+}
+
+/// Applies a [`diff`] to the document it was taken from (as `applyOps` does with an
+/// update's `{$v: 2, diff}`). Fails on a diff that is not one.
+pub fn apply_diff(document: &mut Document, diff: &Document) -> Result<(), String> {
+    for (key, value) in diff {
+        let fields = match value {
+            Bson::Document(fields) => fields,
+            _ if key == "a" => continue,
+            _ => return Err(format!("diff field '{key}' is not an object")),
         };
-        for (key, value) in new {
-            let parts = path(key);
-            match (old.get(key), value) {
-                (Some(before), after) if before == after => {}
-                (Some(Bson::Document(before)), Bson::Document(after)) => {
-                    self.documents(before, after, &parts);
+        match key.as_str() {
+            "d" => {
+                for name in fields.keys() {
+                    document.remove(name);
                 }
-                (Some(Bson::Array(before)), Bson::Array(after)) => {
-                    self.arrays(before, after, &parts);
-                }
-                _ => self.set(&parts, value),
             }
-        }
-        for key in old.keys() {
-            if !new.contains_key(key) {
-                let parts = path(key);
-                self.removed.push(Bson::String(dotted(&parts)));
-                self.note(&parts);
+            "u" | "i" => {
+                for (name, value) in fields {
+                    document.insert(name, value.clone());
+                }
+            }
+            _ => {
+                let name = key
+                    .strip_prefix('s')
+                    .ok_or_else(|| format!("unknown diff field '{key}'"))?;
+                match document.get_mut(name) {
+                    Some(Bson::Array(array)) if fields.get_bool("a").unwrap_or(false) => {
+                        apply_array_diff(array, fields)?
+                    }
+                    Some(Bson::Document(within)) => apply_diff(within, fields)?,
+                    _ => return Err(format!("diff of '{name}', which is no document or array")),
+                }
             }
         }
     }
+    Ok(())
+}
 
-    /// An array changed in at most half of the places both sides have, or only in
-    /// embedded documents, is described by its elements (those set or changed within,
-    /// those appended, where it was cut); otherwise as a whole.
-    fn arrays(&mut self, old: &[Bson], new: &[Bson], parts: &[Bson]) {
-        let common = old.len().min(new.len());
-        let changed: Vec<usize> = (0..common).filter(|&i| old[i] != new[i]).collect();
-        let in_place =
-            |&i: &usize| matches!((&old[i], &new[i]), (Bson::Document(_), Bson::Document(_)));
-        if changed.len() * 2 > common && !changed.iter().all(in_place) {
-            self.set(parts, &Bson::Array(new.to_vec()));
-            return;
+fn apply_array_diff(array: &mut Vec<Bson>, diff: &Document) -> Result<(), String> {
+    if let Some(length) = diff.get("l") {
+        let length = match length {
+            Bson::Int32(n) => usize::try_from(*n).ok(),
+            Bson::Int64(n) => usize::try_from(*n).ok(),
+            _ => None,
         }
-        for i in changed.into_iter().chain(common..new.len()) {
-            let mut element = parts.to_vec();
-            element.push(Bson::Int32(i as i32));
-            match (old.get(i), &new[i]) {
-                (Some(Bson::Document(before)), Bson::Document(after)) => {
-                    self.documents(before, after, &element);
-                }
-                (_, value) => self.set(&element, value),
+        .ok_or_else(|| "an array diff's 'l' must be a non-negative integer".to_string())?;
+        array.resize(length, Bson::Null);
+    }
+    for (key, value) in diff {
+        if key == "a" || key == "l" {
+            continue;
+        }
+        let (kind, index) = key.split_at(key.len().min(1));
+        let index: usize = index
+            .parse()
+            .map_err(|_| format!("unknown array diff field '{key}'"))?;
+        if index >= array.len() {
+            array.resize(index + 1, Bson::Null);
+        }
+        match (kind, value, &mut array[index]) {
+            ("u", value, element) => *element = value.clone(),
+            ("s", Bson::Document(within), Bson::Document(element)) => apply_diff(element, within)?,
+            ("s", Bson::Document(within), Bson::Array(element)) => {
+                apply_array_diff(element, within)?
             }
-        }
-        if new.len() < old.len() {
-            self.truncated.push(Bson::Document(
-                doc! { "field": dotted(parts), "newSize": new.len() as i32 },
-            ));
+            _ => return Err(format!("array diff field '{key}' does not fit the array")),
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -371,27 +406,60 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_update_is_described_by_dotted_paths() {
+    fn an_update_is_described_as_mongodb_diffs_it() {
         let old = doc! { "_id": 1, "a": 1, "b": { "c": 1, "d": 2 }, "e": [1, 2], "gone": true };
         let new = doc! { "_id": 1, "a": 2, "b": { "c": 1, "d": 3, "n": 0 }, "e": [1, 2, 3] };
-        let mut change = Description::default();
-        change.documents(&old, &new, &[]);
         assert_eq!(
-            change.updated,
-            doc! { "a": 2, "b.d": 3, "b.n": 0, "e.2": 3 }
+            diff(&old, &new),
+            doc! {
+                "d": { "gone": false },
+                "u": { "a": 2 },
+                "sb": { "u": { "d": 3 }, "i": { "n": 0 } },
+                "se": { "a": true, "u2": 3 },
+            }
         );
-        assert_eq!(change.removed, vec![Bson::String("gone".into())]);
-        let mut cut = Description::default();
-        cut.documents(&doc! { "a": [1, 2, 3, 4] }, &doc! { "a": [1, 9] }, &[]);
-        assert_eq!(cut.updated, doc! { "a.1": 9 });
-        assert_eq!(cut.disambiguated, doc! { "a.1": ["a", 1] });
         assert_eq!(
-            cut.truncated,
-            vec![Bson::Document(doc! { "field": "a", "newSize": 2 })]
+            diff(&doc! { "a": [1, 2, 3, 4] }, &doc! { "a": [1, 9] }),
+            doc! { "sa": { "a": true, "l": 2, "u1": 9 } }
         );
-        let mut replaced = Description::default();
-        replaced.documents(&doc! { "a": [1, 2] }, &doc! { "a": [3, 4] }, &[]);
-        assert_eq!(replaced.updated, doc! { "a": [3, 4] });
+        assert_eq!(
+            diff(
+                &doc! { "a": [{ "x": 1 }, 2] },
+                &doc! { "a": [{ "x": 2 }, 2] }
+            ),
+            doc! { "sa": { "a": true, "s0": { "u": { "x": 2 } } } }
+        );
+        assert_eq!(
+            diff(&doc! { "a": [1, 2] }, &doc! { "a": [3, 4] }),
+            doc! { "u": { "a": [3, 4] } }
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_diff_applied_to_the_old_document_gives_the_new(
+            old in proptest::collection::vec((0..4u8, 0..6i32), 0..6),
+            new in proptest::collection::vec((0..4u8, 0..6i32), 0..6),
+        ) {
+            // Small documents whose fields are numbers, documents and arrays of them.
+            let build = |fields: &[(u8, i32)]| {
+                let mut document = Document::new();
+                for (i, (kind, n)) in fields.iter().enumerate() {
+                    let value = match kind {
+                        0 => Bson::Int32(*n),
+                        1 => Bson::Document(doc! { "x": *n, "y": { "z": *n % 2 } }),
+                        2 => Bson::Array((0..*n).map(|k| Bson::Int32(k * (n % 3))).collect()),
+                        _ => Bson::Array(vec![Bson::Document(doc! { "k": *n })]),
+                    };
+                    document.insert(format!("f{}", (i as i32 + n) % 5), value);
+                }
+                document
+            };
+            let (old, new) = (build(&old), build(&new));
+            let mut patched = old.clone();
+            apply_diff(&mut patched, &diff(&old, &new)).unwrap();
+            proptest::prop_assert_eq!(patched, new);
+        }
     }
 
     #[test]
@@ -408,7 +476,7 @@ mod tests {
         let document = doc! { "_id": 1 }.to_vec().unwrap();
         insert(&mut batch, &meta, &document);
         assert!(batch.is_empty());
-        with_entry(42, 5_000, None, || {
+        with_entry((42, 3), 5_000, None, || {
             insert(&mut batch, &meta, &document);
             delete(&mut batch, &meta, &doc! { "_id": 1 });
         });

@@ -1094,6 +1094,11 @@ impl ReplicaSet {
         Ok(())
     }
 
+    /// This member's oplog size, in bytes (`--oplogSizeMB`, `replSetResizeOplog`).
+    pub fn oplog_size_bytes(&self) -> u64 {
+        self.oplog_size.bytes()
+    }
+
     /// `replSetResizeOplog`: this member's oplog size, in force at once.
     pub fn resize_oplog(&self, megabytes: f64) -> Result<Document> {
         if self.raft().is_none() {
@@ -1290,7 +1295,7 @@ mod tests {
     }
 
     impl Applier for CountingApplier {
-        fn apply(&self, _index: u64, _command: &WriteCommand) -> Vec<u8> {
+        fn apply(&self, _index: u64, _term: u64, _command: &WriteCommand) -> Vec<u8> {
             Vec::new()
         }
 

@@ -38,9 +38,9 @@ pub(crate) const INSTALLING_KEY: &[u8] = b"installing";
 
 /// Runs a committed write command on this member: the server's write path.
 pub trait Applier: Send + Sync + 'static {
-    /// Runs the command, the log entry at `index`, and returns its whole reply (`ok`
-    /// included), BSON.
-    fn apply(&self, index: u64, command: &WriteCommand) -> Vec<u8>;
+    /// Runs the command, the log entry at `index` of `term`, and returns its whole reply
+    /// (`ok` included), BSON.
+    fn apply(&self, index: u64, term: u64, command: &WriteCommand) -> Vec<u8>;
 
     /// Reads the member's data afresh (its catalog) after a copy replaced it.
     fn reload(&self);
@@ -144,7 +144,8 @@ impl StateMachine {
             }
         }
         let (reply, stamped) = stamp::with_stamp(vec![applied.clone()], || {
-            self.applier.apply(log_id.index, command)
+            self.applier
+                .apply(log_id.index, log_id.leader_id.term, command)
         });
         if let Some((lsid, txn_number)) = statement {
             let mut record = earlier.unwrap_or(SessionRecord {

@@ -505,17 +505,15 @@ impl ChangeStream {
             let fields = doc! { "fullDocument": o, "documentKey": key };
             return Change::of_document("replace", db, collection, fields);
         }
-        let copy = |field: &str| o.get(field).cloned().unwrap_or(Bson::Array(Vec::new()));
+        let mut change = Description::default();
+        change.document(o.get_document("diff").unwrap_or(&Document::new()), &[]);
         let mut description = doc! {
-            "updatedFields": o.get_document("updatedFields").cloned().unwrap_or_default(),
-            "removedFields": copy("removedFields"),
-            "truncatedArrays": copy("truncatedArrays"),
+            "updatedFields": change.updated,
+            "removedFields": change.removed,
+            "truncatedArrays": change.truncated,
         };
-        if let (true, Ok(paths)) = (
-            self.show_expanded_events,
-            o.get_document("disambiguatedPaths"),
-        ) {
-            description.insert("disambiguatedPaths", paths.clone());
+        if self.show_expanded_events && !change.disambiguated.is_empty() {
+            description.insert("disambiguatedPaths", change.disambiguated);
         }
         let fields = doc! { "updateDescription": description, "documentKey": key };
         Change::of_document("update", db, collection, fields)
@@ -646,5 +644,143 @@ impl ChangeStream {
             found.into_iter().next().map_or(Bson::Null, Bson::Document),
         );
         Ok(())
+    }
+}
+
+/// An update event's `updateDescription`, read from the oplog record's diff
+/// (`basalt_catalog::oplog::diff`): dotted paths of the values set, of the fields
+/// removed, and the arrays cut short.
+#[derive(Default)]
+struct Description {
+    updated: Document,
+    removed: Vec<Bson>,
+    truncated: Vec<Bson>,
+    /// The paths with a numeric part, as their parts: array indexes as integers, field
+    /// names as strings (`disambiguatedPaths`: `a.1` says neither).
+    disambiguated: Document,
+}
+
+fn dotted(parts: &[Bson]) -> String {
+    let names: Vec<String> = parts
+        .iter()
+        .map(|part| match part {
+            Bson::String(name) => name.clone(),
+            other => other.to_string(),
+        })
+        .collect();
+    names.join(".")
+}
+
+fn with_part(parts: &[Bson], part: Bson) -> Vec<Bson> {
+    let mut parts = parts.to_vec();
+    parts.push(part);
+    parts
+}
+
+impl Description {
+    /// Notes a path's parts when one of them could be read either way.
+    fn note(&mut self, parts: &[Bson]) {
+        let ambiguous = parts.iter().any(|part| match part {
+            Bson::String(name) => !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()),
+            _ => true,
+        });
+        if ambiguous {
+            self.disambiguated
+                .insert(dotted(parts), Bson::Array(parts.to_vec()));
+        }
+    }
+
+    fn set(&mut self, parts: &[Bson], value: &Bson) {
+        self.updated.insert(dotted(parts), value.clone());
+        self.note(parts);
+    }
+
+    /// The changes within a document (or an array: `{a: true, ...}`) at `parts`.
+    fn document(&mut self, diff: &Document, parts: &[Bson]) {
+        if diff.get_bool("a").unwrap_or(false) {
+            return self.array(diff, parts);
+        }
+        for (key, value) in diff {
+            let Bson::Document(fields) = value else {
+                continue;
+            };
+            match key.as_str() {
+                "d" => {
+                    for name in fields.keys() {
+                        let path = with_part(parts, Bson::String(name.clone()));
+                        self.removed.push(Bson::String(dotted(&path)));
+                        self.note(&path);
+                    }
+                }
+                "u" | "i" => {
+                    for (name, value) in fields {
+                        self.set(&with_part(parts, Bson::String(name.clone())), value);
+                    }
+                }
+                _ => {
+                    if let Some(name) = key.strip_prefix('s') {
+                        self.document(fields, &with_part(parts, Bson::String(name.into())));
+                    }
+                }
+            }
+        }
+    }
+
+    fn array(&mut self, diff: &Document, parts: &[Bson]) {
+        for (key, value) in diff {
+            if key == "l" {
+                if let Some(size) = basalt_value::as_i64(value) {
+                    self.truncated.push(Bson::Document(
+                        doc! { "field": dotted(parts), "newSize": size as i32 },
+                    ));
+                }
+                continue;
+            }
+            let (kind, index) = key.split_at(key.len().min(1));
+            let Ok(index) = index.parse::<i32>() else {
+                continue;
+            };
+            let path = with_part(parts, Bson::Int32(index));
+            match (kind, value) {
+                ("u", value) => self.set(&path, value),
+                ("s", Bson::Document(within)) => self.document(within, &path),
+                _ => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_update_description_is_read_from_the_diff() {
+        let old = doc! { "_id": 1, "a": 1, "b": { "c": 1, "d": 2 }, "e": [1, 2], "gone": true };
+        let new = doc! { "_id": 1, "a": 2, "b": { "c": 1, "d": 3, "n": 0 }, "e": [1, 2, 3] };
+        let mut change = Description::default();
+        change.document(&basalt_catalog::oplog::diff(&old, &new), &[]);
+        assert_eq!(
+            change.updated,
+            doc! { "a": 2, "b.d": 3, "b.n": 0, "e.2": 3 }
+        );
+        assert_eq!(change.removed, vec![Bson::String("gone".into())]);
+        assert_eq!(change.disambiguated, doc! { "e.2": ["e", 2] });
+        let mut cut = Description::default();
+        let diff = basalt_catalog::oplog::diff(
+            &doc! { "a": [1, 2, 3, { "x": 1, "7": 0 }, 5] },
+            &doc! { "a": [1, 9, 3, { "x": 2 }] },
+        );
+        cut.document(&diff, &[]);
+        assert_eq!(cut.updated, doc! { "a.1": 9, "a.3.x": 2 });
+        assert_eq!(cut.removed, vec![Bson::String("a.3.7".into())]);
+        assert_eq!(
+            cut.truncated,
+            vec![Bson::Document(doc! { "field": "a", "newSize": 4 })]
+        );
+        assert_eq!(
+            cut.disambiguated,
+            doc! { "a.1": ["a", 1], "a.3.7": ["a", 3, "7"], "a.3.x": ["a", 3, "x"] }
+        );
     }
 }

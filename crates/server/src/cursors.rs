@@ -40,6 +40,8 @@ pub enum CursorSource {
     Scan(Box<CollectionScan>),
     /// A change stream: tailable, its getMores wait for changes (`change_streams.rs`).
     ChangeStream(Box<crate::change_streams::ChangeStream>),
+    /// A read of `local.oplog.rs`, maybe tailable (`local_oplog.rs`).
+    Oplog(Box<crate::local_oplog::OplogCursor>),
 }
 
 impl CursorSource {
@@ -92,6 +94,7 @@ impl CursorSource {
                 let (batch, _) = stream.next_batch(Some(max_docs), None)?;
                 Ok((batch, stream.is_exhausted()))
             }
+            CursorSource::Oplog(oplog) => oplog.next_batch(Some(max_docs), None),
         }
     }
 }

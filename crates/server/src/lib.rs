@@ -14,6 +14,7 @@ mod cursors;
 mod exec;
 mod fail_points;
 mod listener;
+mod local_oplog;
 mod log_buffer;
 mod parallel_scan;
 mod replication;

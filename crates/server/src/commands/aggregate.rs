@@ -118,63 +118,79 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf>
         None => Document::new(),
     };
     let input_fields = pipeline.input_fields().map(<[String]>::to_vec);
-    let source = match collection {
-        Some(collection) => {
-            let (path, sorted) = AccessPath::choose_sorted(
-                &collection,
-                &filter,
-                collation.as_ref(),
-                body.get("hint"),
-                pipeline.leading_sort(),
-            )?;
-            if sorted {
-                // The index scan returns documents in the `$sort`'s order.
-                pipeline.remove_leading_sort();
-            }
-            let matcher = Matcher::new(&filter)?.with_collation(collation.as_ref());
-            let parallel = match pipeline.partitioned() {
-                Some(split) if path == AccessPath::CollectionScan => run_partitioned(
-                    ctx,
+    let oplog = name
+        .as_deref()
+        .filter(|name| crate::local_oplog::is_oplog(ctx.db, name))
+        .and_then(|_| ctx.server.replication());
+    let source = if let Some(set) = oplog {
+        let matcher = Matcher::new(&filter)?.with_collation(collation.as_ref());
+        let entries = crate::local_oplog::entries(
+            ctx.server.catalog.engine().clone(),
+            set.clone(),
+            filter,
+            matcher,
+            deadline.clone(),
+        );
+        stream_pipeline(pipeline, collections, entries)
+    } else {
+        match collection {
+            Some(collection) => {
+                let (path, sorted) = AccessPath::choose_sorted(
                     &collection,
-                    &matcher,
-                    &split,
-                    input_fields.as_deref(),
-                    deadline.clone(),
-                )?
-                .map(|merged| (split, merged)),
-                _ => None,
-            };
-            match parallel {
-                Some((split, merged)) => {
-                    let results = split
-                        .finish(merged, &collections)?
-                        .map(|doc| doc.and_then(fits_in_bson))
-                        .collect::<Result<Vec<_>>>()?;
-                    CursorSource::buffered(results)
+                    &filter,
+                    collation.as_ref(),
+                    body.get("hint"),
+                    pipeline.leading_sort(),
+                )?;
+                if sorted {
+                    // The index scan returns documents in the `$sort`'s order.
+                    pipeline.remove_leading_sort();
                 }
-                // Not splittable, or too many groups for memory: one pass (where
-                // $group can spill), streaming to the cursor.
-                None => {
-                    let scan = CollectionScan::new(
-                        collection,
-                        matcher,
-                        path,
-                        None,
-                        0,
-                        None,
+                let matcher = Matcher::new(&filter)?.with_collation(collation.as_ref());
+                let parallel = match pipeline.partitioned() {
+                    Some(split) if path == AccessPath::CollectionScan => run_partitioned(
+                        ctx,
+                        &collection,
+                        &matcher,
+                        &split,
+                        input_fields.as_deref(),
                         deadline.clone(),
-                    )
-                    .with_fields(input_fields);
-                    stream_pipeline(pipeline, collections, scan)
+                    )?
+                    .map(|merged| (split, merged)),
+                    _ => None,
+                };
+                match parallel {
+                    Some((split, merged)) => {
+                        let results = split
+                            .finish(merged, &collections)?
+                            .map(|doc| doc.and_then(fits_in_bson))
+                            .collect::<Result<Vec<_>>>()?;
+                        CursorSource::buffered(results)
+                    }
+                    // Not splittable, or too many groups for memory: one pass (where
+                    // $group can spill), streaming to the cursor.
+                    None => {
+                        let scan = CollectionScan::new(
+                            collection,
+                            matcher,
+                            path,
+                            None,
+                            0,
+                            None,
+                            deadline.clone(),
+                        )
+                        .with_fields(input_fields);
+                        stream_pipeline(pipeline, collections, scan.into_stream())
+                    }
                 }
             }
-        }
-        None => {
-            let results = pipeline
-                .stream(Box::new(std::iter::empty()), &collections)
-                .map(|doc| doc.and_then(fits_in_bson))
-                .collect::<Result<Vec<_>>>()?;
-            CursorSource::buffered(results)
+            None => {
+                let results = pipeline
+                    .stream(Box::new(std::iter::empty()), &collections)
+                    .map(|doc| doc.and_then(fits_in_bson))
+                    .collect::<Result<Vec<_>>>()?;
+                CursorSource::buffered(results)
+            }
         }
     };
     ctx.server.cursors.first_batch_reply(
@@ -241,20 +257,18 @@ impl Iterator for PipelineCursor {
     }
 }
 
-/// `pipeline` over `scan`, as a cursor's source.
+/// `pipeline` over `input`, as a cursor's source.
 fn stream_pipeline(
     pipeline: Pipeline,
     collections: ServerCollections,
-    scan: CollectionScan,
+    input: impl Iterator<Item = Result<Document>> + Send + 'static,
 ) -> CursorSource {
     let run = PipelineRun {
         pipeline,
         collections,
     };
     CursorSource::stream(PipelineCursor::new(run, |run| {
-        let results = run
-            .pipeline
-            .stream(Box::new(scan.into_stream()), &run.collections);
+        let results = run.pipeline.stream(Box::new(input), &run.collections);
         Box::new(results.map(|doc| doc.and_then(fits_in_bson)))
     }))
 }

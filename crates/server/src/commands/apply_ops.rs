@@ -11,9 +11,12 @@
 //! stored document is no longer that version, nothing is applied and the command fails
 //! with WriteConflict.
 //!
-//! Updates are whole-document replacements (`o` the new document, `o2` its `_id`);
-//! update operators in `o` are refused rather than half supported. Collections that an
-//! insert names and that do not exist are created first, each in its own write.
+//! An update is a whole-document replacement (`o` the new document, `o2` its `_id`) or,
+//! as in MongoDB 5+'s oplog, `o: {$v: 2, diff}` (`basalt_catalog::oplog::apply_diff`):
+//! so the entries of Basalt's `local.oplog.rs` replay here, as `mongorestore
+//! --oplogReplay` replays them. Older update forms (`$set`/`$unset`) are refused rather
+//! than half supported. Collections that an insert names and that do not exist are
+//! created first, each in its own write.
 
 use super::Ctx;
 use basalt_error::{Error, ErrorCode, Result};
@@ -29,6 +32,11 @@ enum Operation {
         id: Bson,
         document: Document,
         pre_image_hash: Option<i64>,
+    },
+    /// `{$v: 2, diff}`.
+    Update {
+        id: Bson,
+        diff: Document,
     },
     Delete {
         id: Bson,
@@ -77,18 +85,29 @@ fn parse(entry: &Bson) -> Result<Op> {
         }
         "u" => {
             let document = object()?;
-            if document.keys().any(|key| key.starts_with('$')) {
-                return Err(Error::bad_value(
-                    "applyOps: only whole-document replacements are supported in 'u' entries",
-                ));
-            }
             let target = entry
                 .get_document("o2")
                 .map_err(|_| Error::failed_to_parse("applyOps 'u' entry needs an object 'o2'"))?;
-            Operation::Replace {
-                id: id_of(target)?,
-                document,
-                pre_image_hash,
+            let id = id_of(target)?;
+            match (document.get("$v"), document.get("diff")) {
+                (Some(version), Some(Bson::Document(diff)))
+                    if basalt_value::as_i64(version) == Some(2) =>
+                {
+                    Operation::Update {
+                        id,
+                        diff: diff.clone(),
+                    }
+                }
+                _ if document.keys().any(|key| key.starts_with('$')) => {
+                    return Err(Error::bad_value(
+                        "applyOps: a 'u' entry is a replacement or {$v: 2, diff: {...}}",
+                    ))
+                }
+                _ => Operation::Replace {
+                    id,
+                    document,
+                    pre_image_hash,
+                },
             }
         }
         "d" => Operation::Delete {
@@ -173,6 +192,7 @@ fn apply(ctx: &Ctx<'_>, op: &Op) -> Result<()> {
             id, pre_image_hash, ..
         }
         | Operation::Delete { id, pre_image_hash } => (id, *pre_image_hash),
+        Operation::Update { id, .. } => (id, None),
     };
     let written = catalog.write(&op.db, &op.collection, false, |writer| {
         let collection = writer.collection();
@@ -206,6 +226,12 @@ fn apply(ctx: &Ctx<'_>, op: &Op) -> Result<()> {
         match &op.operation {
             Operation::Replace { document, .. } => {
                 writer.replace(record_id, &old, document, Durability::Process)
+            }
+            Operation::Update { diff, .. } => {
+                let mut new = old.clone();
+                basalt_catalog::oplog::apply_diff(&mut new, diff)
+                    .map_err(|e| Error::bad_value(format!("applyOps: {e}")))?;
+                writer.replace(record_id, &old, &new, Durability::Process)
             }
             _ => writer.delete(record_id, &old, Durability::Process),
         }

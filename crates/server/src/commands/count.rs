@@ -20,10 +20,29 @@ pub fn count(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     // A negative limit counts like a positive one, as in MongoDB.
     let limit = fields.i64_opt("limit")?.map(i64::abs).filter(|l| *l > 0);
     let deadline = ctx.deadline();
+    let wanted = limit.map(|l| l + skip);
+    if let Some(set) = ctx
+        .server
+        .replication()
+        .filter(|_| crate::local_oplog::is_oplog(ctx.db, name))
+    {
+        let entries = crate::local_oplog::entries(
+            ctx.server.catalog.engine().clone(),
+            set.clone(),
+            filter,
+            matcher,
+            deadline,
+        );
+        let mut matched = 0i64;
+        for entry in entries.take(wanted.map_or(usize::MAX, |w| w as usize)) {
+            entry?;
+            matched += 1;
+        }
+        return Ok(counted(matched - skip));
+    }
     let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
         return Ok(doc! { "n": 0 });
     };
-    let wanted = limit.map(|l| l + skip);
     // Without a filter the kept document count answers, as MongoDB answers from its
     // collection metadata.
     let matched = if filter.is_empty() && body.get("hint").is_none() {
@@ -40,8 +59,13 @@ pub fn count(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             ctx.server.scan_workers(),
         )?
     };
-    let n = (matched - skip).max(0);
-    Ok(doc! { "n": i32::try_from(n).map_or(bson::Bson::Int64(n), bson::Bson::Int32) })
+    Ok(counted(matched - skip))
+}
+
+/// The reply of a count of `n` (never below 0).
+fn counted(n: i64) -> Document {
+    let n = n.max(0);
+    doc! { "n": i32::try_from(n).map_or(bson::Bson::Int64(n), bson::Bson::Int32) }
 }
 
 /// Matches of a filter, stopping at `wanted`.

@@ -211,7 +211,7 @@ fn parse_query(inner: &Document) -> Result<Query<'_>> {
     match command.as_str() {
         "find" => {
             // Refused as the find itself would refuse them.
-            super::find::check_fields(inner, fields.collection()?)?;
+            super::find::check_fields(inner, fields.collection()?, false)?;
             query.filter = fields.document_opt("filter")?.cloned().unwrap_or_default();
             query.sort = fields.document_opt("sort")?.filter(|s| !s.is_empty());
             query.projection = fields.document_opt("projection")?.filter(|p| !p.is_empty());

@@ -6,6 +6,7 @@
 use super::Ctx;
 use crate::cursors::CursorSource;
 use crate::exec::{collect_matches, let_scope, AccessPath, CollectionScan};
+use crate::local_oplog;
 use crate::request::{is_requested, Fields, GENERIC_COMMAND_FIELDS};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_query::{Matcher, Projection, SortSpec};
@@ -41,8 +42,9 @@ const FIND_FIELDS: &[&str] = &[
 const UNSUPPORTED_FIND_FIELDS: &[&str] = &["returnKey", "showRecordId", "min", "max"];
 
 /// Refuses unknown fields (40415, as mongod's parser does), options not built yet, and
-/// tailable cursors, which need a capped collection (Basalt has none yet).
-pub(super) fn check_fields(body: &Document, namespace: &str) -> Result<()> {
+/// tailable cursors on any collection but the oplog (the one capped collection Basalt
+/// has yet).
+pub(super) fn check_fields(body: &Document, namespace: &str, capped: bool) -> Result<()> {
     for (key, value) in body.iter().skip(1) {
         let key = key.as_str();
         if UNSUPPORTED_FIND_FIELDS.contains(&key) {
@@ -59,7 +61,7 @@ pub(super) fn check_fields(body: &Document, namespace: &str) -> Result<()> {
                     "Cannot set 'awaitData' without also setting 'tailable'",
                 ));
             }
-            if tailable {
+            if tailable && !capped {
                 return Err(Error::bad_value(format!(
                     "error processing query: ns={namespace} tailable cursor requested on non capped collection"
                 )));
@@ -151,7 +153,10 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
     let fields = Fields::new(body);
     let name = fields.collection()?;
     let namespace = format!("{}.{name}", ctx.db);
-    check_fields(body, &namespace)?;
+    let oplog = crate::local_oplog::is_oplog(ctx.db, name)
+        .then(|| ctx.server.replication())
+        .flatten();
+    check_fields(body, &namespace, oplog.is_some())?;
     let filter = fields.document_opt("filter")?.cloned().unwrap_or_default();
     let scope = let_scope(&fields)?;
     let collation = fields.collation()?;
@@ -169,6 +174,67 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
     let batch_size = fields.non_negative_opt("batchSize")?.map(|n| n as usize);
     let single_batch = fields.bool_or("singleBatch", false)?;
     let deadline = ctx.deadline();
+    if let Some(set) = oplog {
+        let read = local_oplog::Read {
+            filter,
+            matcher,
+            projection,
+            direction: local_oplog::Direction::Forward,
+            tailable: fields.bool_or("tailable", false)?,
+            await_data: fields.bool_or("awaitData", false)?,
+            skip,
+            limit,
+            deadline: deadline.clone(),
+        };
+        let engine = ctx.server.catalog.engine().clone();
+        let source = match order {
+            Order::Natural => local_oplog::source(engine, set.clone(), read),
+            _ if read.tailable => {
+                return Err(Error::bad_value(
+                    "cannot use tailable option with a sort other than {$natural: 1}",
+                ))
+            }
+            Order::ReverseNatural => local_oplog::source(
+                engine,
+                set.clone(),
+                local_oplog::Read {
+                    direction: local_oplog::Direction::Backward,
+                    ..read
+                },
+            ),
+            Order::Sorted(spec) => {
+                let entries = local_oplog::entries(
+                    engine,
+                    set.clone(),
+                    read.filter,
+                    read.matcher,
+                    deadline.clone(),
+                );
+                let sorted = crate::blocking_sort::sort_for_find(
+                    &spec,
+                    entries,
+                    limit.map(|l| (skip + l) as usize),
+                    fields.bool_or("allowDiskUse", true)?,
+                    &ctx.server.options.dbpath,
+                )?;
+                let window = sorted
+                    .skip(skip as usize)
+                    .take(limit.map_or(usize::MAX, |l| l as usize));
+                match read.projection {
+                    Some(p) => CursorSource::stream(window.map(move |d| p.apply(&d?))),
+                    None => CursorSource::stream(window),
+                }
+            }
+        };
+        return ctx.server.cursors.first_batch_reply(
+            namespace,
+            source,
+            batch_size,
+            single_batch,
+            deadline,
+            crate::security::cursor_owner(ctx),
+        );
+    }
 
     let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
         return crate::cursors::cursor_reply(0, &namespace, Vec::new(), true);

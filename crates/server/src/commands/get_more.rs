@@ -47,6 +47,23 @@ pub fn get_more(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
         };
         return crate::change_streams::reply(reply_id, &namespace, batch, false, token);
     }
+    if let CursorSource::Oplog(oplog) = &mut cursor.source {
+        if oplog.awaits_data() {
+            // A tailable awaitData cursor: maxTimeMS is how long to wait for an entry.
+            let wait = ctx
+                .max_time_ms
+                .filter(|ms| *ms > 0)
+                .map_or(AWAIT_DATA_DEFAULT, |ms| Duration::from_millis(ms as u64));
+            let (batch, exhausted) = oplog.next_batch(limit, Some(wait))?;
+            let reply_id = if exhausted {
+                0
+            } else {
+                ctx.server.cursors.restore(id, cursor);
+                id
+            };
+            return cursor_reply(reply_id, &namespace, batch, false);
+        }
+    }
     if body.contains_key("maxTimeMS") {
         // Only tailable awaitData cursors take one, as in MongoDB.
         ctx.server.cursors.restore(id, cursor);

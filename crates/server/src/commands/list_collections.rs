@@ -45,6 +45,27 @@ pub fn list_collections(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocum
             });
         }
     }
+    // A replica set member's oplog, a capped collection without an `_id` index.
+    if let Some(set) = ctx.server.replication().filter(|_| {
+        ctx.db == crate::local_oplog::DB
+            && visible
+                .as_ref()
+                .is_none_or(|v| v.shows(ctx.db, Some(crate::local_oplog::COLLECTION)))
+    }) {
+        let full = doc! {
+            "name": crate::local_oplog::COLLECTION,
+            "type": "collection",
+            "options": { "capped": true, "size": set.oplog_size_bytes() as i64 },
+            "info": { "readOnly": false },
+        };
+        if matcher.matches(&full) {
+            entries.push(if name_only {
+                doc! { "name": crate::local_oplog::COLLECTION, "type": "collection" }
+            } else {
+                full
+            });
+        }
+    }
     let namespace = format!("{}.$cmd.listCollections", ctx.db);
     ctx.server.cursors.first_batch_reply(
         namespace,

@@ -28,6 +28,13 @@ pub fn coll_stats(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let name = fields.collection()?;
     let scale = scale(&fields)?;
     let namespace = format!("{}.{name}", ctx.db);
+    if let Some(set) = ctx
+        .server
+        .replication()
+        .filter(|_| crate::local_oplog::is_oplog(ctx.db, name))
+    {
+        return crate::local_oplog::stats(&**ctx.server.catalog.engine(), set, scale);
+    }
     let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
         return Err(Error::new(
             ErrorCode::NAMESPACE_NOT_FOUND,

@@ -44,6 +44,23 @@ pub fn role_of(name: &str, body: &Document) -> Role {
     }
 }
 
+/// Whether a write command changes `local.oplog.rs`, which only the member itself
+/// writes.
+fn writes_oplog(db: &str, name: &str, body: &Document) -> bool {
+    let named = |value: Option<&Bson>, full: bool| match value {
+        Some(Bson::String(target)) if full => target
+            .split_once('.')
+            .is_some_and(|(d, c)| crate::local_oplog::is_oplog(d, c)),
+        Some(Bson::String(target)) => crate::local_oplog::is_oplog(db, target),
+        _ => false,
+    };
+    match name {
+        "renameCollection" => named(body.get(name), true) || named(body.get("to"), true),
+        "applyOps" | "dropDatabase" => false,
+        _ => named(body.get(name), false),
+    }
+}
+
 /// The stage an aggregation ends in when it writes: `$out` or `$merge`.
 pub fn writing_stage(body: &Document) -> Option<&str> {
     let stage = body.get_array("pipeline").ok()?.last()?.as_document()?;
@@ -97,7 +114,12 @@ pub fn route(
     body: &Document,
 ) -> Result<Option<RawDocumentBuf>> {
     match role_of(name, body) {
-        Role::Write if !applying() => propose(ctx, set, name, body).map(Some),
+        Role::Write if !applying() => {
+            if writes_oplog(ctx.db, name, body) {
+                return Err(crate::local_oplog::refuse_write());
+            }
+            propose(ctx, set, name, body).map(Some)
+        }
         Role::Read => {
             if wants_linearizable(body) {
                 set.check_readable(false)?;
@@ -415,12 +437,12 @@ impl ServerApplier {
 }
 
 impl Applier for ServerApplier {
-    fn apply(&self, index: u64, command: &WriteCommand) -> Vec<u8> {
+    fn apply(&self, index: u64, term: u64, command: &WriteCommand) -> Vec<u8> {
         let Some(server) = self.server.upgrade() else {
             return Vec::new();
         };
         let reply = match Document::from_reader(command.body.as_slice()) {
-            Ok(body) => run_applied(&server, index, command, &body),
+            Ok(body) => run_applied(&server, (index, term), command, &body),
             Err(e) => crate::commands::error_reply(&Error::internal(format!(
                 "a replicated command that cannot be decoded: {e}"
             ))),
@@ -445,7 +467,7 @@ impl Applier for ServerApplier {
 
 fn run_applied(
     server: &Arc<Server>,
-    index: u64,
+    (index, term): (u64, u64),
     command: &WriteCommand,
     body: &Document,
 ) -> RawDocumentBuf {
@@ -478,7 +500,7 @@ fn run_applied(
         _ => None,
     };
     let reply = crate::connection::run_guarded(|| {
-        basalt_catalog::oplog::with_entry(index, command.wall_ms, session, || {
+        basalt_catalog::oplog::with_entry((index, term), command.wall_ms, session, || {
             basalt_value::clock::with_fixed(command.wall_ms, index, || dispatch(&ctx, body))
         })
     });

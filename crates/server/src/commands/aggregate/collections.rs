@@ -244,6 +244,16 @@ impl Collections for ServerCollections {
                 crate::commands::stats::coll_stats(&self.ctx(), &body)?,
             );
             out.insert("latencyStats", collection.latency().to_document(histograms));
+        } else if let Some(set) = self
+            .server
+            .replication()
+            .filter(|_| self.namespace == "local.oplog.rs")
+        {
+            let engine = self.server.catalog.engine();
+            out.insert(
+                "storageStats",
+                crate::local_oplog::stats(&**engine, set, scale)?,
+            );
         }
         Ok(out)
     }
