@@ -6,8 +6,14 @@ kills the primary (`kill -9`) or pauses it (SIGSTOP, then SIGCONT) once per tria
 Each trial reports the client operations that failed, the acknowledged inserts that are
 missing afterwards, whether every counter holds each acknowledged increment exactly once
 (none lost, none applied twice; an increment whose call failed may or may not count),
-and the time from the fault to the first acknowledged insert that was sent after it.
-Results go to --out as JSON.
+the time from the fault to the first acknowledged insert that was sent after it, and
+the time until another member says it is primary (asked directly every 10 ms: the
+server's failover, apart from what the driver takes to notice). Results go to --out as
+JSON.
+
+The clients use the driver's defaults (no socket timeout), as applications do: an
+operation caught on a paused primary waits until it resumes, steps down and answers
+NotWritablePrimary, then is retried on the new primary.
 
     scripts/failover.py --binary target/release/basalt --trials 20
 """
@@ -15,6 +21,7 @@ Results go to --out as JSON.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import signal
@@ -90,28 +97,56 @@ class Workload:
             t.join(TRIAL_LIMIT_S)
 
 
+def elected_after(others: list, faulted_at: float, deadline: float) -> float | None:
+    """Seconds from the fault until one of `others` (direct clients) says it is primary."""
+    while time.monotonic() < deadline:
+        for member in others:
+            try:
+                if member.admin.command("hello").get("isWritablePrimary"):
+                    return time.monotonic() - faulted_at
+            except pymongo.errors.PyMongoError:
+                pass
+        time.sleep(0.01)
+    return None
+
+
 def run_trial(cluster: ReplicaSet, client: pymongo.MongoClient, trial: int, fault: str) -> dict:
     client.failover.counters.delete_many({})
     with Workload(client, trial) as work:
         time.sleep(SETTLE_S)
         primary = cluster.wait_for_primary()
+        others = [
+            pymongo.MongoClient(
+                f"mongodb://127.0.0.1:{m.port}/?directConnection=true",
+                serverSelectionTimeoutMS=300,
+                socketTimeoutMS=300,
+            )
+            for m in cluster.members
+            if m is not primary
+        ]
+        resume = None
         if fault == "kill":
             primary.kill()
         else:
             os.kill(primary.proc.pid, signal.SIGSTOP)
+            resume = threading.Timer(PAUSE_S, os.kill, (primary.proc.pid, signal.SIGCONT))
+            resume.start()
         # After the fault took hold (a killed process has been reaped): an insert sent
         # from now on can only be acknowledged by another member.
         faulted_at = time.monotonic()
+        faulted_wall = datetime.datetime.now(datetime.timezone.utc).isoformat()
         deadline = faulted_at + TRIAL_LIMIT_S
+        elected = elected_after(others, faulted_at, deadline)
+        for member in others:
+            member.close()
         first_ack = None
         while time.monotonic() < deadline and first_ack is None:
             with work.lock:
                 after = [acked for sent, acked, _, _ in work.acked_inserts if sent > faulted_at]
             first_ack = min(after) - faulted_at if after else None
             time.sleep(0.005)
-        if fault == "pause":
-            time.sleep(max(0.0, PAUSE_S - (time.monotonic() - faulted_at)))
-            os.kill(primary.proc.pid, signal.SIGCONT)
+        if resume is not None:
+            resume.join()
         time.sleep(SETTLE_S)
     if fault == "kill":
         primary.start()
@@ -136,7 +171,9 @@ def run_trial(cluster: ReplicaSet, client: pymongo.MongoClient, trial: int, faul
         "lost_acknowledged_writes": len(lost),
         "counters_exact": counters_exact,
         "counters": {str(k): [counters.get(k, 0), work.increments[k]] for k in range(COUNTERS)},
+        "faulted_at": faulted_wall,
         "first_write_after_fault_s": first_ack,
+        "new_primary_after_s": elected,
     }
 
 
@@ -145,16 +182,17 @@ def main() -> int:
     parser.add_argument("--binary", type=Path, default=default_binary())
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--out", type=Path, default=Path("failover-results.json"))
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="keep the members' data and logs in this directory (default: a temporary one)",
+    )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="basalt-failover-") as directory:
+    with tempfile.TemporaryDirectory(prefix="basalt-failover-") as temporary:
+        directory = args.keep or temporary
         cluster = ReplicaSet(args.binary, Path(directory), 3)
         cluster.start()
-        # A paused primary keeps its connections open: without a socket timeout an
-        # operation in flight would wait for SIGCONT. With one, it fails over as after a
-        # kill (a timed-out retryable write is retried once on the new primary).
-        client = cluster.client(
-            retryWrites=True, retryReads=True, w="majority", socketTimeoutMS=2_000
-        )
+        client = cluster.client(retryWrites=True, retryReads=True, w="majority")
         results = []
         try:
             for trial in range(args.trials):
@@ -165,6 +203,13 @@ def main() -> int:
         finally:
             cluster.kill()
     times = [r["first_write_after_fault_s"] for r in results if r["first_write_after_fault_s"]]
+
+    def spread(fault: str, field: str) -> dict:
+        values = [r[field] for r in results if r["fault"] == fault and r[field] is not None]
+        if not values:
+            return {}
+        return {"median_s": statistics.median(values), "max_s": max(values)}
+
     summary = {
         "trials": len(results),
         "failed_operations": sum(r["failed_operations"] for r in results),
@@ -172,6 +217,10 @@ def main() -> int:
         "counters_exact_in_every_trial": all(r["counters_exact"] for r in results),
         "first_write_after_fault_median_s": statistics.median(times) if times else None,
         "first_write_after_fault_max_s": max(times) if times else None,
+        "first_write_after_kill": spread("kill", "first_write_after_fault_s"),
+        "first_write_after_pause": spread("pause", "first_write_after_fault_s"),
+        "new_primary_after_kill": spread("kill", "new_primary_after_s"),
+        "new_primary_after_pause": spread("pause", "new_primary_after_s"),
         "trials_without_a_write_after_fault": sum(
             1 for r in results if r["first_write_after_fault_s"] is None
         ),

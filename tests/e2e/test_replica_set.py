@@ -17,7 +17,7 @@ import pytest
 from bson import Binary, ObjectId
 from bson.int64 import Int64
 from pymongo.errors import NotPrimaryError, OperationFailure, PyMongoError, WriteConcernError
-from pymongo.read_preferences import ReadPreference
+from pymongo.read_preferences import ReadPreference, Secondary
 from pymongo.write_concern import WriteConcern
 
 from basalt_server import ReplicaSet
@@ -510,3 +510,60 @@ def test_maintenance_mode_makes_a_secondary_recovering(start_replica_set):
         with pytest.raises(OperationFailure) as out:
             admin.command("replSetMaintenance", False)
         assert out.value.code == 96  # OperationFailed
+
+
+def test_tags_write_modes_and_a_delayed_member(start_replica_set):
+    cluster = start_replica_set(3)
+    primary = cluster.wait_for_primary()
+    east, west = [m for m in cluster.members if m is not primary]
+    client = cluster.client(retryWrites=False)
+    config = client.admin.command("replSetGetConfig")["config"]
+    config["version"] += 1
+    for member in config["members"]:
+        host = member["host"]
+        member["tags"] = {"dc": "west" if host.endswith(f":{west.port}") else "east"}
+        if host.endswith(f":{west.port}"):
+            member.update(priority=0, hidden=True, secondaryDelaySecs=2)
+    config["settings"]["getLastErrorModes"] = {"twoDCs": {"dc": 2}}
+    client.admin.command("replSetReconfig", config)
+    shown = client.admin.command("replSetGetConfig")["config"]
+    assert shown["settings"]["getLastErrorModes"] == {"twoDCs": {"dc": 2}}
+    assert {m["secondaryDelaySecs"] for m in shown["members"]} == {0, 2}
+    with cluster.direct(primary) as direct:
+        assert direct.admin.command("hello")["tags"] == {"dc": "east"}
+    # A write mode waits for members with two distinct `dc` values; an unknown one is
+    # mongod's writeConcernError.
+    coll = client.test.get_collection(
+        "tagged", write_concern=WriteConcern(w="twoDCs", wtimeout=10_000)
+    )
+    coll.insert_one({"_id": 1})
+    unknown = client.test.get_collection("tagged", write_concern=WriteConcern(w="nowhere"))
+    with pytest.raises(WriteConcernError) as no_mode:
+        unknown.insert_one({"_id": 2})
+    assert no_mode.value.code == 79
+    # Read preference tag sets select by the tags hello reports.
+    by_tag = client.test.get_collection(
+        "tagged", read_preference=Secondary(tag_sets=[{"dc": "east"}])
+    )
+    cursor = by_tag.find({"_id": 1})
+    assert next(cursor)["_id"] == 1
+    assert cursor.address[1] == east.port
+    # The delayed member holds new writes but applies them two seconds late.
+    written = time.monotonic()
+    client.test.get_collection("tagged", write_concern=WriteConcern(w=3)).insert_one(
+        {"_id": "late"}
+    )
+    with cluster.direct(west) as delayed:
+        assert delayed.test.tagged.count_documents({"_id": "late"}) == 0
+        wait_until(lambda: delayed.test.tagged.count_documents({"_id": "late"}) == 1, timeout_s=15)
+    assert time.monotonic() - written >= 1.5
+    # Without the west member, the mode cannot be satisfied: WriteConcernFailed, the
+    # write stays.
+    west.kill()
+    short = client.test.get_collection(
+        "tagged", write_concern=WriteConcern(w="twoDCs", wtimeout=300)
+    )
+    with pytest.raises(WriteConcernError) as timed_out:
+        short.insert_one({"_id": 3})
+    assert timed_out.value.code == 64
+    assert client.test.tagged.count_documents({"_id": 3}) == 1

@@ -21,5 +21,5 @@ pub use optimization::optimize;
 pub use partitioned::{Partial, Partitioned};
 pub use pipeline::{
     stage_documents, Collections, DocumentStream, ExecContext, MergeTarget, MergeWrite,
-    NoCollections, Pipeline,
+    NoCollections, Pipeline, SessionUsers,
 };

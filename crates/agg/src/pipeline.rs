@@ -25,6 +25,17 @@ use bson::{Bson, Document};
 /// A stream of documents flowing between stages; an `Err` ends the stream.
 pub type DocumentStream<'a> = Box<dyn Iterator<Item = Result<Document>> + Send + 'a>;
 
+/// Whose logical sessions `$listSessions`/`$listLocalSessions` list.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SessionUsers {
+    /// `{}`: the current user's (everyone's without access control).
+    Current,
+    /// `{allUsers: true}`.
+    All,
+    /// `{users: [{user, db}]}`.
+    Listed(Vec<(String, String)>),
+}
+
 /// The pipeline's window on the rest of the server: other collections, for the stages that
 /// read them (`$lookup`, `$graphLookup`, `$unionWith`) or write them (`$out`, `$merge`),
 /// and the server state that `$listLocalSessions`, `$currentOp`, `$collStats` and
@@ -59,8 +70,13 @@ pub trait Collections: Sync {
         on: &[String],
     ) -> Result<Box<dyn MergeTarget + '_>>;
 
-    /// `$listLocalSessions`: the sessions this server has seen.
+    /// `$listLocalSessions`: the sessions this server holds, as `config.system.sessions`
+    /// documents.
     fn local_sessions(&self) -> Result<Vec<Document>>;
+
+    /// The `uid`s of the users whose sessions `$listSessions`/`$listLocalSessions` ask
+    /// for; `None` for every user's.
+    fn session_owners(&self, users: &SessionUsers) -> Result<Option<Vec<Vec<u8>>>>;
 
     /// `$currentOp`: the operations in progress.
     fn current_ops(&self) -> Result<Vec<Document>>;
@@ -147,6 +163,10 @@ impl Collections for NoCollections {
     }
 
     fn local_sessions(&self) -> Result<Vec<Document>> {
+        Err(Self::unavailable("the session cache"))
+    }
+
+    fn session_owners(&self, _users: &SessionUsers) -> Result<Option<Vec<Vec<u8>>>> {
         Err(Self::unavailable("the session cache"))
     }
 

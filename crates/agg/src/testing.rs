@@ -145,6 +145,22 @@ impl Collections for MemoryCollections {
         Ok(vec![doc! {"_id": {"id": "session"}}])
     }
 
+    /// Every session without access control; the user "me" owns those of uid "me".
+    fn session_owners(
+        &self,
+        users: &crate::pipeline::SessionUsers,
+    ) -> Result<Option<Vec<Vec<u8>>>> {
+        Ok(match users {
+            crate::pipeline::SessionUsers::Listed(users) => Some(
+                users
+                    .iter()
+                    .map(|(user, _)| user.as_bytes().to_vec())
+                    .collect(),
+            ),
+            _ => None,
+        })
+    }
+
     fn current_ops(&self) -> Result<Vec<Document>> {
         Ok(vec![doc! {"op": "command"}])
     }

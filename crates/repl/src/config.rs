@@ -18,6 +18,10 @@ pub struct MemberConfig {
     pub priority: f64,
     pub votes: i32,
     pub hidden: bool,
+    /// `tags`: name → value, for write concern modes and read preference tag sets.
+    pub tags: BTreeMap<String, String>,
+    /// `secondaryDelaySecs`: how long after the primary it applies each entry.
+    pub delay_secs: u64,
 }
 
 impl MemberConfig {
@@ -118,6 +122,11 @@ impl SetConfig {
                     member.host
                 )));
             }
+            let tags: Document = member
+                .tags
+                .iter()
+                .map(|(name, value)| (name.clone(), Bson::String(value.clone())))
+                .collect();
             completed.push(Bson::Document(doc! {
                 "_id": member.id as i32,
                 "host": member.host.clone(),
@@ -125,8 +134,8 @@ impl SetConfig {
                 "buildIndexes": true,
                 "hidden": member.hidden,
                 "priority": member.priority,
-                "tags": entry.get_document("tags").cloned().unwrap_or_default(),
-                "secondaryDelaySecs": entry.get("secondaryDelaySecs").and_then(number).unwrap_or(0.0) as i64,
+                "tags": tags,
+                "secondaryDelaySecs": member.delay_secs as i64,
                 "votes": member.votes,
             }));
             members.push(member);
@@ -166,6 +175,7 @@ impl SetConfig {
         for (key, value) in given {
             settings.insert(key, value);
         }
+        check_write_modes(&settings, &members)?;
         for key in ["electionTimeoutMillis", "heartbeatIntervalMillis"] {
             let valid = settings
                 .get(key)
@@ -207,6 +217,34 @@ impl SetConfig {
 
     pub fn heartbeat_interval_ms(&self) -> u64 {
         self.setting_ms("heartbeatIntervalMillis", HEARTBEAT_INTERVAL_MS_DEFAULT)
+    }
+
+    /// The write concern mode `name` of `settings.getLastErrorModes`: how many distinct
+    /// values of each tag the members holding a write must have.
+    pub fn write_mode(&self, name: &str) -> Option<Vec<(String, usize)>> {
+        let modes = self
+            .document
+            .get_document("settings")
+            .ok()?
+            .get_document("getLastErrorModes")
+            .ok()?;
+        let mode = modes.get_document(name).ok()?;
+        Some(
+            mode.iter()
+                .map(|(tag, n)| (tag.clone(), number(n).unwrap_or(0.0) as usize))
+                .collect(),
+        )
+    }
+
+    /// Whether the members `holders` satisfy the write mode `mode`.
+    pub fn satisfies(&self, mode: &[(String, usize)], holders: &[u64]) -> bool {
+        mode.iter().all(|(tag, wanted)| {
+            let values: BTreeSet<&String> = holders
+                .iter()
+                .filter_map(|id| self.member(*id)?.tags.get(tag))
+                .collect();
+            values.len() >= *wanted
+        })
     }
 
     pub fn member(&self, id: u64) -> Option<&MemberConfig> {
@@ -272,13 +310,89 @@ fn parse_member(entry: &Document, position: usize) -> Result<MemberConfig> {
             "priority must be 0 when non-voting (votes:0) (members.{position})"
         )));
     }
+    let mut tags = BTreeMap::new();
+    match entry.get("tags") {
+        None => {}
+        Some(Bson::Document(given)) => {
+            for (name, value) in given {
+                let Bson::String(value) = value else {
+                    return Err(invalid(format!(
+                        "tags.{name} field value of members.{position} must be a string"
+                    )));
+                };
+                tags.insert(name.clone(), value.clone());
+            }
+        }
+        Some(_) => {
+            return Err(invalid(format!(
+                "members.{position}.tags must be a document"
+            )))
+        }
+    }
+    let delay_secs = match entry.get("secondaryDelaySecs") {
+        None => 0,
+        Some(value) => number(value)
+            .filter(|v| v.fract() == 0.0 && (0.0..=MAX_DELAY_SECS).contains(v))
+            .ok_or_else(|| {
+                invalid(format!(
+                    "members.{position}.secondaryDelaySecs must be a whole number of seconds \
+                     between 0 and {MAX_DELAY_SECS}"
+                ))
+            })? as u64,
+    };
+    if delay_secs > 0 && priority > 0.0 {
+        return Err(invalid(format!(
+            "priority must be 0 when secondaryDelaySecs is used (members.{position})"
+        )));
+    }
     Ok(MemberConfig {
         id,
         host: normalize_host(host),
         priority,
         votes,
         hidden,
+        tags,
+        delay_secs,
     })
+}
+
+/// The longest `secondaryDelaySecs`, as mongod's (a year of 366 days).
+const MAX_DELAY_SECS: f64 = 3600.0 * 24.0 * 366.0;
+
+/// Checks `settings.getLastErrorModes`: each mode names tags and a positive number of
+/// distinct values of each, which the members' tags must be able to satisfy.
+fn check_write_modes(settings: &Document, members: &[MemberConfig]) -> Result<()> {
+    let modes = match settings.get("getLastErrorModes") {
+        None => return Ok(()),
+        Some(Bson::Document(modes)) => modes,
+        Some(_) => return Err(invalid("settings.getLastErrorModes must be a document")),
+    };
+    for (name, mode) in modes {
+        let Bson::Document(mode) = mode else {
+            return Err(invalid(format!(
+                "getLastErrorModes.{name} must be a document"
+            )));
+        };
+        for (tag, wanted) in mode {
+            let wanted = number(wanted)
+                .filter(|n| n.fract() == 0.0 && *n >= 1.0)
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "getLastErrorModes.{name}.{tag} must be a positive whole number"
+                    ))
+                })? as usize;
+            let values: BTreeSet<&String> =
+                members.iter().filter_map(|m| m.tags.get(tag)).collect();
+            if values.len() < wanted {
+                return Err(invalid(format!(
+                    "mode {name} requires {wanted} distinct values of tag \"{tag}\", but the \
+                     members have {}",
+                    values.len()
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -308,6 +422,27 @@ mod tests {
     }
 
     #[test]
+    fn write_modes_count_distinct_tag_values() {
+        let config = SetConfig::parse(
+            &doc! {"_id": "rs0", "members": [
+                {"_id": 0, "host": "a:1", "tags": {"dc": "east", "rack": "1"}},
+                {"_id": 1, "host": "a:2", "tags": {"dc": "east", "rack": "2"}},
+                {"_id": 2, "host": "a:3", "tags": {"dc": "west"}, "priority": 0, "secondaryDelaySecs": 60},
+            ], "settings": {"getLastErrorModes": {"twoDCs": {"dc": 2}, "twoRacks": {"rack": 2}}}},
+            "rs0",
+        )
+        .unwrap();
+        assert_eq!(config.members[2].delay_secs, 60);
+        let two_dcs = config.write_mode("twoDCs").unwrap();
+        assert!(!config.satisfies(&two_dcs, &[0, 1]));
+        assert!(config.satisfies(&two_dcs, &[0, 2]));
+        let two_racks = config.write_mode("twoRacks").unwrap();
+        assert!(!config.satisfies(&two_racks, &[0, 2]));
+        assert!(config.satisfies(&two_racks, &[0, 1]));
+        assert!(config.write_mode("none").is_none());
+    }
+
+    #[test]
     fn mongod_s_errors() {
         let code = |d: Document, name: &str| SetConfig::parse(&d, name).unwrap_err().code;
         assert_eq!(
@@ -332,6 +467,23 @@ mod tests {
             doc! {"_id": "rs0", "members": [{"_id": 0, "host": "a:1", "priority": 0}]};
         assert_eq!(
             code(none_electable, "rs0"),
+            ErrorCode::INVALID_REPLICA_SET_CONFIG
+        );
+        let delayed_electable = doc! {"_id": "rs0", "members": [{"_id": 0, "host": "a:1"}, {"_id": 1, "host": "a:2", "secondaryDelaySecs": 5}]};
+        assert_eq!(
+            code(delayed_electable, "rs0"),
+            ErrorCode::INVALID_REPLICA_SET_CONFIG
+        );
+        let tag_not_string =
+            doc! {"_id": "rs0", "members": [{"_id": 0, "host": "a:1", "tags": {"dc": 1}}]};
+        assert_eq!(
+            code(tag_not_string, "rs0"),
+            ErrorCode::INVALID_REPLICA_SET_CONFIG
+        );
+        let unsatisfiable = doc! {"_id": "rs0", "members": [{"_id": 0, "host": "a:1", "tags": {"dc": "east"}}],
+        "settings": {"getLastErrorModes": {"twoDCs": {"dc": 2}}}};
+        assert_eq!(
+            code(unsatisfiable, "rs0"),
             ErrorCode::INVALID_REPLICA_SET_CONFIG
         );
         let arbiter = doc! {"_id": "rs0", "members": [{"_id": 0, "host": "a:1"}, {"_id": 1, "host": "a:2", "arbiterOnly": true}]};

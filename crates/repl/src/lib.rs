@@ -32,7 +32,7 @@ mod types;
 
 pub use config::{MemberConfig, SetConfig};
 pub use network::{PeerSecurity, PAYLOAD_SEQUENCE, RAFT_COMMAND};
-pub use replica_set::{MemberOptions, MemberState, OpTime, ReplicaSet};
+pub use replica_set::{MemberOptions, MemberState, OpTime, ReplicaSet, WriteMembers};
 pub use stamp::StampedEngine;
 pub use state_machine::Applier;
 pub use types::{Member, Proposal, Sequence, WriteCommand};

@@ -18,7 +18,8 @@ use basalt_error::{Error, ErrorCode, Result};
 use basalt_storage::{Durability, Engine, WriteBatch};
 use bson::{doc, Bson, Document};
 use openraft::error::{ClientWriteError, RaftError};
-use openraft::{RaftMetrics, ServerState, SnapshotPolicy};
+use openraft::raft::{VoteRequest, VoteResponse};
+use openraft::{LogId, RaftMetrics, ServerState, SnapshotPolicy};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -58,6 +59,33 @@ pub struct MemberOptions {
     pub oplog_size_mb: Option<f64>,
     /// The key file and TLS of this member's connections to the others.
     pub security: PeerSecurity,
+}
+
+/// openraft's election timeouts (min, max) in milliseconds for a member of `config`. A
+/// follower that knows a leader stands for election after openraft's leader lease (=
+/// `election_timeout_max`) plus a random timeout in [min, max]: with these, 0.75 to 1 ×
+/// electionTimeoutMillis after the last heartbeat, as mongod's members call an election
+/// after electionTimeoutMillis.
+fn election_timeouts(config: &SetConfig) -> (u64, u64) {
+    let election_ms = config.election_timeout_ms();
+    let heartbeat_ms = config.heartbeat_interval_ms();
+    (
+        (election_ms / 4).max(heartbeat_ms * 2),
+        (election_ms / 2).max(heartbeat_ms * 3),
+    )
+}
+
+/// A duration drawn uniformly from [min_ms, max_ms).
+fn jittered(min_ms: u64, max_ms: u64) -> Duration {
+    Duration::from_millis(rand::random_range(min_ms..max_ms.max(min_ms + 1)))
+}
+
+/// Which members a write concern waits for.
+pub enum WriteMembers {
+    /// `w: N`: that many members.
+    Count(usize),
+    /// `w: "<mode>"`: members with that many distinct values of each tag.
+    Mode(Vec<(String, usize)>),
 }
 
 /// The position of an entry in the replicated log, as MongoDB's optime.
@@ -174,6 +202,14 @@ pub struct ReplicaSet {
     peers: Mutex<BTreeMap<u64, PeerStatus>>,
     /// The key file and TLS of connections to other members.
     security: PeerSecurity,
+    /// When the leader's last append (or heartbeat) reached this member.
+    last_append: Mutex<Option<Instant>>,
+    /// When this member stands for election unless an append arrives first (see
+    /// `stand_when_due`).
+    election_due: Mutex<Option<Instant>>,
+    /// When the watcher last ran, and until when this member must not claim to be
+    /// primary after it found that it had not run for long (see `is_writable_leader`).
+    watched: Mutex<(Instant, Option<Instant>)>,
 }
 
 fn not_primary(message: &str) -> Error {
@@ -209,6 +245,9 @@ impl ReplicaSet {
             started: Instant::now(),
             elections: Mutex::new(Elections::default()),
             peers: Mutex::new(BTreeMap::new()),
+            last_append: Mutex::new(None),
+            election_due: Mutex::new(None),
+            watched: Mutex::new((Instant::now(), None)),
         });
         let identity: Option<Identity> = get(&*set.engine, IDENTITY_KEY).map_err(storage)?;
         let config = stored_config(&*set.engine).map_err(storage)?;
@@ -245,17 +284,12 @@ impl ReplicaSet {
 
     /// Starts this member's Raft node as member `id` of `config`.
     async fn start(&self, id: u64, config: &SetConfig) -> Result<Raft> {
-        let election_ms = config.election_timeout_ms();
-        let heartbeat_ms = config.heartbeat_interval_ms();
-        // A follower that knows a leader stands for election after openraft's leader lease
-        // (= election_timeout_max) plus a random timeout in [min, max]: with these, 0.75
-        // to 1 × electionTimeoutMillis after the last heartbeat, as mongod's members call
-        // an election after electionTimeoutMillis.
+        let (election_timeout_min, election_timeout_max) = election_timeouts(config);
         let raft_config = openraft::Config {
             cluster_name: self.set_name.clone(),
-            heartbeat_interval: heartbeat_ms,
-            election_timeout_min: (election_ms / 4).max(heartbeat_ms * 2),
-            election_timeout_max: (election_ms / 2).max(heartbeat_ms * 3),
+            heartbeat_interval: config.heartbeat_interval_ms(),
+            election_timeout_min,
+            election_timeout_max,
             // Copies are built and the log purged by oplog.rs, by size, not by count.
             snapshot_policy: SnapshotPolicy::Never,
             max_in_snapshot_log_to_keep: u64::MAX,
@@ -267,6 +301,7 @@ impl ReplicaSet {
         .map_err(|e| Error::new(ErrorCode::INVALID_REPLICA_SET_CONFIG, e.to_string()))?;
         self.shared.set_config(config.document.clone());
         let state_machine = StateMachine {
+            id,
             engine: self.engine.clone(),
             applier: self.applier.clone(),
             shared: self.shared.clone(),
@@ -337,13 +372,25 @@ impl ReplicaSet {
         }
         let voters = config.members.iter().filter(|m| m.votes > 0).count();
         let quorum_fresh = voters == 1
-            || metrics
+            || (metrics
                 .millis_since_quorum_ack
-                .is_some_and(|ms| ms <= config.election_timeout_ms());
+                .is_some_and(|ms| ms <= config.election_timeout_ms())
+                && !self.was_stalled(config));
         let caught_up = metrics
             .last_applied
             .is_some_and(|applied| applied.leader_id.term == metrics.current_term);
         quorum_fresh && caught_up
+    }
+
+    /// Whether this process did not run for a while (it was paused, SIGSTOP, or starved)
+    /// or just came back from such a gap. Raft's metrics are then as old as the gap: a
+    /// leader paused for longer than an election may have been deposed without knowing
+    /// it yet, so it must not say it is primary until its own heartbeats have had time to
+    /// find out (half an election timeout; a leader that was not deposed goes on).
+    fn was_stalled(&self, config: &SetConfig) -> bool {
+        let grace = Duration::from_millis(config.election_timeout_ms() / 2);
+        let (watched, until) = *self.watched.lock();
+        watched.elapsed() > grace || until.is_some_and(|until| Instant::now() < until)
     }
 
     fn host_of(&self, config: &SetConfig, id: Option<u64>) -> Option<String> {
@@ -421,30 +468,45 @@ impl ReplicaSet {
         }
     }
 
-    /// Waits until `members` members (this one included) hold the log through entry
-    /// `index`, as `w: N` asks, for `timeout` at most (`None`: as long as it takes, as
-    /// mongod without `wtimeout`); says whether they did.
-    pub fn await_replication(&self, index: u64, members: usize, timeout: Option<Duration>) -> bool {
+    /// Waits until the members that hold the log through entry `index` (this one
+    /// included) satisfy the write concern `w`: a number of members, or a mode of the
+    /// config's `getLastErrorModes`; for `timeout` at most (`None`: as long as it takes,
+    /// as mongod without `wtimeout`). Says whether they did.
+    pub fn await_replication(
+        &self,
+        index: u64,
+        w: &WriteMembers,
+        timeout: Option<Duration>,
+    ) -> bool {
         let Some((id, raft)) = self.raft() else {
             return false;
         };
         let deadline = timeout.map(|timeout| Instant::now() + timeout);
         loop {
-            let holding = {
+            let holders: Vec<u64> = {
                 let metrics = raft.metrics();
                 let metrics = metrics.borrow();
                 let Some(replication) = &metrics.replication else {
                     return false;
                 };
-                let others = replication
+                replication
                     .iter()
                     .filter(|(member, matched)| {
-                        **member != id && matched.is_some_and(|m| m.index >= index)
+                        **member == id || matched.is_some_and(|m| m.index >= index)
                     })
-                    .count();
-                others + 1
+                    .map(|(member, _)| *member)
+                    .chain(std::iter::once(id))
+                    .collect::<BTreeSet<u64>>()
+                    .into_iter()
+                    .collect()
             };
-            if holding >= members {
+            let satisfied = match w {
+                WriteMembers::Count(members) => holders.len() >= *members,
+                WriteMembers::Mode(mode) => self
+                    .config()
+                    .is_some_and(|config| config.satisfies(mode, &holders)),
+            };
+            if satisfied {
                 return true;
             }
             if deadline.is_some_and(|deadline| Instant::now() >= deadline)
@@ -504,6 +566,11 @@ impl ReplicaSet {
             .map_or(0, |c| c.members.iter().filter(|m| m.votes > 0).count())
     }
 
+    /// The write concern mode `name` of the config (`settings.getLastErrorModes`).
+    pub fn write_mode(&self, name: &str) -> Option<WriteMembers> {
+        self.config()?.write_mode(name).map(WriteMembers::Mode)
+    }
+
     /// Number of members, for write concerns asking for `w: N`.
     pub fn members(&self) -> usize {
         self.config().map_or(0, |c| c.members.len())
@@ -552,6 +619,14 @@ impl ReplicaSet {
         }
         if let Some(me) = config.member(id) {
             reply.insert("me", me.host.clone());
+            if !me.tags.is_empty() {
+                let tags: Document = me
+                    .tags
+                    .iter()
+                    .map(|(name, value)| (name.clone(), Bson::String(value.clone())))
+                    .collect();
+                reply.insert("tags", tags);
+            }
             if me.hidden {
                 reply.insert("hidden", true);
             }
@@ -849,11 +924,28 @@ impl ReplicaSet {
             .ok_or_else(|| Error::bad_value("replSetRaft needs a payload sequence"))?;
         let payload = payload.as_slice();
         let answer = match kind {
-            "append" => self.answer(payload, |request| raft.append_entries(request)),
+            "append" => {
+                let now = Instant::now();
+                *self.last_append.lock() = Some(now);
+                if let Some(config) = self.config() {
+                    let (min, max) = election_timeouts(&config);
+                    *self.election_due.lock() = Some(now + jittered(min + max, 2 * max));
+                }
+                self.answer(payload, |request| raft.append_entries(request))
+            }
             "snapshot" => self.answer(payload, |piece: CopyPiece| {
                 raft.install_snapshot(piece.into())
             }),
-            "vote" => self.answer(payload, |request| raft.vote(request)),
+            "vote" => self.answer(payload, |request: VoteRequest<u64>| {
+                let candidate = (request.vote.leader_id().term, request.last_log_id);
+                async move {
+                    let outcome = raft.vote(request).await;
+                    if let Ok(response) = &outcome {
+                        self.take_over_from(&raft, candidate, response);
+                    }
+                    outcome
+                }
+            }),
             other => Err(Error::bad_value(format!(
                 "unknown replSetRaft message {other}"
             ))),
@@ -861,6 +953,89 @@ impl ReplicaSet {
         Ok(doc! {
             "payload": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: answer },
         })
+    }
+
+    /// After refusing a candidate whose log is behind this member's: once the leader has
+    /// gone quiet here too, this member stands at once, where it can win, rather than
+    /// when its own election timer fires (which openraft delays further for a member
+    /// that once stood with a shorter log). It stands twice in a row: the first term is
+    /// the one the candidate has voted itself in, so only the second can be granted (the
+    /// candidate grants it, its log being behind). Elections are safe at any time; this
+    /// only changes when one is held.
+    fn take_over_from(
+        &self,
+        raft: &Raft,
+        (term, candidate_log): (u64, Option<LogId<u64>>),
+        response: &VoteResponse<u64>,
+    ) {
+        if response.vote_granted
+            || response.last_log_id <= candidate_log
+            || term <= raft.metrics().borrow().current_term
+        {
+            return;
+        }
+        let (Some((id, _)), Some(config)) = (self.raft(), self.config()) else {
+            return;
+        };
+        let lease = Duration::from_millis(election_timeouts(&config).1);
+        let leader_quiet = self
+            .last_append
+            .lock()
+            .is_some_and(|at| at.elapsed() > lease);
+        if !leader_quiet || !self.may_stand(&self.elections.lock(), &config, id) {
+            return;
+        }
+        tracing::info!("a candidate with a shorter log stood in term {term}: standing instead");
+        let raft = raft.clone();
+        self.runtime.spawn(async move {
+            for _ in 0..2 {
+                if raft.trigger().elect().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Stands for election once no append has come from the leader for an election
+    /// timeout (0.75–1 × electionTimeoutMillis, drawn afresh after every append), and
+    /// again every 0.25–0.5 × while no leader emerges. openraft's own timer does the same,
+    /// but it draws its random timeout once per process, so two members that drew close
+    /// values split the vote after every failover; and it adds a full second to the
+    /// timer of a member that once stood with a shorter log, for good. Both made some
+    /// failovers take over 2 s; this clock has neither. (A member with a shorter log
+    /// that stands first is overtaken at once: `take_over_from`.)
+    fn stand_when_due(&self, raft: &Raft, config: &SetConfig) {
+        if raft.metrics().borrow().state == ServerState::Leader {
+            return;
+        }
+        let now = Instant::now();
+        {
+            let mut due = self.election_due.lock();
+            if !due.is_some_and(|due| now >= due) {
+                return;
+            }
+            let (min, max) = election_timeouts(config);
+            *due = Some(now + jittered(min, max));
+        }
+        tracing::info!("no append from a leader for an election timeout: standing");
+        let raft = raft.clone();
+        self.runtime.spawn(async move {
+            let _ = raft.trigger().elect().await;
+        });
+    }
+
+    /// Whether this member may stand for election now: electable by its config, not
+    /// frozen or stepping down, not in maintenance, not loading a copy of the data.
+    fn may_stand(&self, elections: &Elections, config: &SetConfig, id: u64) -> bool {
+        let frozen = elections
+            .unelectable_until
+            .is_some_and(|until| Instant::now() < until);
+        // A member loading a copy has no data to stand with, and must not disturb the
+        // primary by calling an election while it loads.
+        !frozen
+            && elections.maintenance == 0
+            && !self.shared.installing()
+            && config.member(id).is_some_and(|m| m.electable())
     }
 
     /// Decodes a Raft request, has the Raft node answer it, and encodes the outcome.
@@ -1126,9 +1301,19 @@ impl ReplicaSet {
     async fn watch(self: Arc<Self>) {
         loop {
             tokio::time::sleep(Duration::from_millis(PRIMARY_CHECK_MS)).await;
+            let gap = {
+                let mut watched = self.watched.lock();
+                let now = Instant::now();
+                now.duration_since(std::mem::replace(&mut watched.0, now))
+            };
             let (Some((id, raft)), Some(config)) = (self.raft(), self.config()) else {
                 continue;
             };
+            let grace = Duration::from_millis(config.election_timeout_ms() / 2);
+            if gap > grace {
+                tracing::info!("this member did not run for {} ms", gap.as_millis());
+                self.watched.lock().1 = Some(Instant::now() + grace);
+            }
             let state = self.state();
             let leader = raft.metrics().borrow().current_leader;
             let mut elections = self.elections.lock();
@@ -1138,15 +1323,13 @@ impl ReplicaSet {
             if !frozen {
                 elections.unelectable_until = None;
             }
-            // A member loading a copy has no data to stand with, and must not disturb
-            // the primary by calling an election while it loads.
-            let electable = !frozen
-                && elections.maintenance == 0
-                && !self.shared.installing()
-                && config.member(id).is_some_and(|m| m.electable());
+            let electable = self.may_stand(&elections, &config, id);
             if elections.electable != Some(electable) {
                 elections.electable = Some(electable);
                 raft.runtime_config().elect(electable);
+            }
+            if electable {
+                self.stand_when_due(&raft, &config);
             }
             if elections.last_state != Some(state) || elections.last_leader != leader {
                 if state == MemberState::Primary {

@@ -26,6 +26,7 @@ use openraft::{Entry, EntryPayload, LogId, SnapshotMeta, StorageError, StoredMem
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 const APPLIED_KEY: &[u8] = b"applied";
 const MEMBERSHIP_KEY: &[u8] = b"membership";
@@ -62,6 +63,8 @@ struct SessionRecord {
 }
 
 pub struct StateMachine {
+    /// This member's id in the set.
+    pub(crate) id: u64,
     pub(crate) engine: Arc<dyn Engine>,
     pub(crate) applier: Arc<dyn Applier>,
     pub(crate) shared: Arc<Shared>,
@@ -167,6 +170,44 @@ impl StateMachine {
         Ok((reply, stamped))
     }
 
+    /// This member's `secondaryDelaySecs`.
+    fn delay(&self) -> Duration {
+        let delay_secs = self
+            .shared
+            .config()
+            .and_then(|config| config.member(self.id).map(|member| member.delay_secs))
+            .unwrap_or(0);
+        Duration::from_secs(delay_secs)
+    }
+
+    /// Applies entries in order, returning their replies.
+    fn apply_entries(
+        &self,
+        entries: &[Entry<TypeConfig>],
+    ) -> Result<Vec<Applied>, StorageError<u64>> {
+        let mut replies = Vec::with_capacity(entries.len());
+        let mut last_stamped = true;
+        for entry in entries {
+            let (applied, stamped) = self.apply_entry(entry)?;
+            replies.push(applied);
+            last_stamped = stamped;
+            let wall_ms = match &entry.payload {
+                EntryPayload::Normal(Proposal::Command(command)) => Some(command.wall_ms),
+                _ => None,
+            };
+            self.shared.note_applied(entry.log_id, wall_ms);
+        }
+        // Entries that wrote nothing: their ids are recorded once, after the last.
+        if let (false, Some(last)) = (last_stamped, entries.last()) {
+            let mut batch = WriteBatch::default();
+            put(&mut batch, APPLIED_KEY, Some(last.log_id))?;
+            self.engine
+                .write(batch, Durability::Process)
+                .map_err(write_error)?;
+        }
+        Ok(replies)
+    }
+
     /// Applies one entry; says whether its id reached the disk with its writes.
     fn apply_entry(&self, entry: &Entry<TypeConfig>) -> Result<(Applied, bool), StorageError<u64>> {
         let mut batch = WriteBatch::default();
@@ -211,30 +252,27 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I::IntoIter: Send,
     {
         let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
-        // Commands run the server's blocking write path; this task's thread is lent to it.
-        tokio::task::block_in_place(|| {
-            let mut replies = Vec::with_capacity(entries.len());
-            let mut last_stamped = true;
-            for entry in &entries {
-                let (applied, stamped) = self.apply_entry(entry)?;
-                replies.push(applied);
-                last_stamped = stamped;
-                let wall_ms = match &entry.payload {
-                    EntryPayload::Normal(Proposal::Command(command)) => Some(command.wall_ms),
-                    _ => None,
-                };
-                self.shared.note_applied(entry.log_id, wall_ms);
+        let delay = self.delay();
+        if delay.is_zero() {
+            // Commands run the server's blocking write path; this task's thread is lent
+            // to it.
+            return tokio::task::block_in_place(|| self.apply_entries(&entries));
+        }
+        // A delayed member (`secondaryDelaySecs`) applies each entry once that long has
+        // passed since the primary proposed it; it holds them in its log meanwhile.
+        let mut replies = Vec::with_capacity(entries.len());
+        for entry in entries {
+            if let EntryPayload::Normal(Proposal::Command(command)) = &entry.payload {
+                let due = command.wall_ms.saturating_add(delay.as_millis() as i64);
+                let wait = due.saturating_sub(bson::DateTime::now().timestamp_millis());
+                if wait > 0 {
+                    tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+                }
             }
-            // Entries that wrote nothing: their ids are recorded once, after the last.
-            if let (false, Some(last)) = (last_stamped, entries.last()) {
-                let mut batch = WriteBatch::default();
-                put(&mut batch, APPLIED_KEY, Some(last.log_id))?;
-                self.engine
-                    .write(batch, Durability::Process)
-                    .map_err(write_error)?;
-            }
-            Ok(replies)
-        })
+            let applied = tokio::task::block_in_place(|| self.apply_entries(&[entry]))?;
+            replies.extend(applied);
+        }
+        Ok(replies)
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {

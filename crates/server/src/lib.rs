@@ -20,6 +20,7 @@ mod parallel_scan;
 mod replication;
 mod request;
 mod security;
+mod sessions;
 mod snapshot_reads;
 mod stats;
 mod system_js;
@@ -115,6 +116,8 @@ pub struct Server {
     rw_concern_defaults: commands::rw_concern_defaults::Cache,
     /// Open multi-document transactions, per logical session.
     transactions: Arc<transactions::Transactions>,
+    /// The logical sessions seen (`sessions.rs`).
+    sessions: sessions::LogicalSessions,
     /// Snapshots kept for reads at `readConcern: snapshot`.
     snapshot_history: snapshot_reads::SnapshotHistory,
     /// Access control.
@@ -151,6 +154,7 @@ impl Server {
             fail_points: fail_points::FailPoints::default(),
             rw_concern_defaults: Default::default(),
             transactions: Default::default(),
+            sessions: Default::default(),
             snapshot_history: Default::default(),
         })
     }
@@ -205,6 +209,7 @@ impl Server {
         });
         let ttl = self.clone();
         tokio::spawn(ttl_monitor::run(ttl, self.options.ttl_monitor_interval_ms));
+        tokio::spawn(sessions::run(self.clone()));
         shutdown.await;
         tracing::info!("shutting down: flushing storage");
         let catalog_engine = self.catalog.engine().clone();

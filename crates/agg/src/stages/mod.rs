@@ -16,7 +16,7 @@ pub(crate) mod group;
 mod index_stats;
 mod keyed_sort;
 mod limit;
-mod list_local_sessions;
+mod list_sessions;
 mod lookup;
 mod match_stage;
 mod merge;
@@ -57,7 +57,8 @@ pub(crate) enum Stage {
     ReplaceRoot(Expression),
     /// `$documents`: the expression giving the documents.
     Documents(Expression),
-    ListLocalSessions,
+    ListLocalSessions(crate::pipeline::SessionUsers),
+    ListSessions(crate::pipeline::SessionUsers),
     CurrentOp,
     Lookup(Box<lookup::Lookup>),
     GraphLookup(Box<graph_lookup::GraphLookup>),
@@ -118,10 +119,8 @@ impl Stage {
                 set_window_fields::SetWindowFields::parse(args, ctx)?,
             )),
             "$documents" => Stage::Documents(documents::parse(args, ctx)?),
-            "$listLocalSessions" => {
-                list_local_sessions::parse(args)?;
-                Stage::ListLocalSessions
-            }
+            "$listLocalSessions" => Stage::ListLocalSessions(list_sessions::parse(name, args)?),
+            "$listSessions" => Stage::ListSessions(list_sessions::parse(name, args)?),
             "$currentOp" => {
                 current_op::parse(args)?;
                 Stage::CurrentOp
@@ -165,7 +164,8 @@ impl Stage {
                 replace_root::apply(e, &doc, ctx.vars).map(Some)
             }),
             Stage::Documents(e) => finished(documents::evaluate(e, ctx.vars)),
-            Stage::ListLocalSessions => finished(ctx.collections.local_sessions()),
+            Stage::ListLocalSessions(users) => list_sessions::local(users, ctx),
+            Stage::ListSessions(users) => list_sessions::stored(users, input, ctx),
             Stage::CurrentOp => finished(current_op::run(ctx)),
             Stage::Lookup(l) => l.apply(input, ctx),
             Stage::GraphLookup(g) => g.apply(input, ctx),
@@ -201,7 +201,7 @@ impl Stage {
     pub(crate) fn is_source(&self) -> bool {
         matches!(
             self,
-            Stage::Documents(_) | Stage::ListLocalSessions | Stage::CurrentOp
+            Stage::Documents(_) | Stage::ListLocalSessions(_) | Stage::CurrentOp
         )
     }
 }
@@ -236,7 +236,7 @@ pub(crate) fn check_placement(
     let writes = matches!(name, "$out" | "$merge");
     let source = is_collectionless_source(name);
     // Stages that report on the server or the aggregated collection stand first.
-    let first_only = source || matches!(name, "$collStats" | "$indexStats");
+    let first_only = source || matches!(name, "$collStats" | "$indexStats" | "$listSessions");
     if let (Place::Aggregate { collectionless }, 0) = (place, position) {
         check_namespace(name, collectionless)?;
     }
@@ -287,7 +287,7 @@ pub(crate) fn check_placement(
 
 /// A streaming stage: each input document becomes zero or one output document. Errors
 /// from upstream pass through.
-fn map_documents<'a>(
+pub(crate) fn map_documents<'a>(
     input: DocumentStream<'a>,
     mut f: impl FnMut(Document) -> Result<Option<Document>> + Send + 'a,
 ) -> DocumentStream<'a> {
@@ -306,7 +306,7 @@ fn drain(input: DocumentStream<'_>, mut f: impl FnMut(Document) -> Result<()>) -
 }
 
 /// The output of a blocking stage: its documents, or the error that stopped it.
-fn finished<'a>(result: Result<Vec<Document>>) -> DocumentStream<'a> {
+pub(crate) fn finished<'a>(result: Result<Vec<Document>>) -> DocumentStream<'a> {
     match result {
         Ok(docs) => Box::new(docs.into_iter().map(Ok)),
         Err(e) => Box::new(std::iter::once(Err(e))),

@@ -182,33 +182,73 @@ pub fn connection_status(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     Ok(doc! { "authInfo": crate::security::auth_info(ctx, show_privileges)? })
 }
 
-pub fn start_session(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+/// `startSession`: a new session, held from now on (`sessions.rs`).
+pub fn start_session(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+    let id = doc! { "id": bson::Binary::from_uuid(bson::Uuid::new()) };
+    ctx.server
+        .sessions
+        .touch(&id, crate::security::cursor_owner(ctx));
     Ok(doc! {
-        "id": { "id": bson::Binary::from_uuid(bson::Uuid::new()) },
+        "id": id,
         "timeoutMinutes": super::hello::LOGICAL_SESSION_TIMEOUT_MINUTES,
     })
 }
 
-/// Sessions hold no server state yet (no transactions), so ending, refreshing or killing
-/// them is a no-op.
-/// `endSessions` / `killSessions`: the sessions' open transactions are aborted and
-/// their state forgotten.
+/// `endSessions` / `killSessions`: the sessions' open transactions are aborted, their
+/// state forgotten, and their `config.system.sessions` documents deleted at the next
+/// refresh.
 pub fn end_sessions(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let field = body.keys().next().map_or("endSessions", String::as_str);
     let lsids = crate::transactions::named_sessions(body, field);
     ctx.server.transactions.end_sessions(&lsids);
+    let named: Vec<Document> = body
+        .get_array(field)
+        .map(|lsids| {
+            lsids
+                .iter()
+                .filter_map(Bson::as_document)
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    ctx.server
+        .sessions
+        .end(&named, crate::security::cursor_owner(ctx).as_ref());
     Ok(Document::new())
 }
 
-/// `killAllSessions`: every session's open transaction is aborted.
+/// `killAllSessions`: every session's open transaction is aborted, every session
+/// forgotten.
 pub fn kill_all_sessions(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
     ctx.server.transactions.end_all_sessions();
+    ctx.server.sessions.end_all();
     Ok(Document::new())
 }
 
-/// `refreshSessions`: sessions do not expire here while a client holds them, so there
-/// is nothing to refresh.
-pub fn refresh_sessions(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+/// `refreshSessions`: the sessions named are marked used now.
+pub fn refresh_sessions(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let user = crate::security::cursor_owner(ctx);
+    for lsid in body
+        .get_array("refreshSessions")
+        .into_iter()
+        .flatten()
+        .filter_map(Bson::as_document)
+    {
+        ctx.server.sessions.touch(lsid, user.clone());
+    }
+    Ok(Document::new())
+}
+
+/// `refreshLogicalSessionCacheNow` (a test command): writes the sessions held to
+/// `config.system.sessions` at once.
+pub fn refresh_logical_session_cache_now(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+    if !ctx.server.options.enable_test_commands {
+        return Err(Error::new(
+            ErrorCode::COMMAND_NOT_FOUND,
+            "no such command: 'refreshLogicalSessionCacheNow'",
+        ));
+    }
+    ctx.server.sessions.refresh(ctx.server)?;
     Ok(Document::new())
 }
 

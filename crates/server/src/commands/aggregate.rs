@@ -61,6 +61,16 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf>
         return crate::change_streams::aggregate(ctx, body, &stages);
     }
     refuse_linearizable_writes(body)?;
+    if stages
+        .first()
+        .is_some_and(|stage| stage.contains_key("$listSessions"))
+        && (ctx.db != "config" || name.as_deref() != Some("system.sessions"))
+    {
+        return Err(Error::new(
+            ErrorCode::INVALID_NAMESPACE,
+            "$listSessions may only be run against config.system.sessions",
+        ));
+    }
     if fields.document_opt("cursor")?.is_none() && !fields.bool_or("explain", false)? {
         return Err(Error::failed_to_parse(
             "The 'cursor' option is required, except for aggregate with the explain argument",

@@ -183,6 +183,11 @@ static COMMANDS: &[Command] = &[
         search_not_enabled,
         "Atlas Search indexes: refused, as by mongod without a search engine",
     ),
+    command(
+        "refreshLogicalSessionCacheNow",
+        admin::refresh_logical_session_cache_now,
+        "writes the logical sessions held to config.system.sessions (with enableTestCommands)",
+    ),
     admin_only(command(
         "configureFailPoint",
         admin::configure_fail_point,
@@ -662,6 +667,13 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
         hello::record_client(ctx.connection, body);
     }
     crate::security::check(ctx, command.name, body)?;
+    if !ctx.connection.is_internal() {
+        if let Ok(lsid) = body.get_document("lsid") {
+            ctx.server
+                .sessions
+                .touch(lsid, crate::security::cursor_owner(ctx));
+        }
+    }
     let fail_point = fail_point(ctx, name, body)?;
     let reply = run_command(ctx, command, body);
     // Users and roles live in `admin`: a write there (here, or applied from the log)

@@ -12,7 +12,7 @@ mod batches;
 use crate::commands::{dispatch, Ctx};
 use crate::Server;
 use basalt_error::{Error, ErrorCode, Result};
-use basalt_repl::{Applier, MemberState, ReplicaSet, Sequence, WriteCommand};
+use basalt_repl::{Applier, MemberState, ReplicaSet, Sequence, WriteCommand, WriteMembers};
 use basalt_wire::DocumentSequence;
 use bson::{doc, Bson, Document, RawDocumentBuf};
 use std::cell::Cell;
@@ -260,9 +260,10 @@ fn propose_entry(
 
 /// The `writeConcernError` of a write that is done (as mongod, the write stays):
 /// UnsatisfiableWriteConcern (100) for `w` above the number of members,
-/// UnknownReplWriteConcern (79) for a tag mode the config does not define, and
-/// WriteConcernFailed (64, `errInfo.wtimeout`) when fewer than `w: N` members hold the
-/// write's last entry within `wtimeout` (or the command's `maxTimeMS`). `w: "majority"`
+/// UnknownReplWriteConcern (79) for a mode the config's `getLastErrorModes` does not
+/// define, and WriteConcernFailed (64, `errInfo.wtimeout`) when the members holding the
+/// write's last entry are fewer than `w: N`, or lack the distinct tag values of the mode
+/// `w` names, within `wtimeout` (or the command's `maxTimeMS`). `w: "majority"`
 /// and any `w` up to a majority are satisfied by the commit the write waited for. A write
 /// that gives no concern has the set's default one.
 fn write_concern_error(
@@ -277,44 +278,59 @@ fn write_concern_error(
         Err(_) => crate::commands::rw_concern_defaults::default_write_concern(ctx)?,
     };
     let concern = &concern;
-    let (code, message) = match concern.get("w")? {
+    let members = match concern.get("w")? {
         w if basalt_value::is_number(w) => {
             let wanted = basalt_value::as_i64(w).unwrap_or(0);
             if wanted > set.members() as i64 {
-                (
+                return Some(concern_error(
                     ErrorCode::UNSATISFIABLE_WRITE_CONCERN,
-                    "Not enough data-bearing nodes".to_string(),
-                )
-            } else if wanted > (set.voting_members() / 2 + 1) as i64
-                && !set.await_replication(last_index, wanted as usize, wtimeout(body, concern))
-            {
-                let message = if set.state() == MemberState::Primary {
-                    "waiting for replication timed out"
-                } else {
-                    "primary stepped down while waiting for replication"
-                };
-                return Some(doc! {
-                    "code": ErrorCode::WRITE_CONCERN_FAILED.0,
-                    "codeName": ErrorCode::WRITE_CONCERN_FAILED.name(),
-                    "errmsg": message,
-                    "errInfo": { "wtimeout": true, "writeConcern": concern.clone() },
-                });
-            } else {
+                    "Not enough data-bearing nodes",
+                    concern,
+                ));
+            }
+            if wanted <= (set.voting_members() / 2 + 1) as i64 {
                 return None;
             }
+            WriteMembers::Count(wanted as usize)
         }
-        Bson::String(mode) if mode != "majority" => (
-            ErrorCode::UNKNOWN_REPL_WRITE_CONCERN,
-            format!("No write concern mode named '{mode}' found in replica set configuration"),
-        ),
+        Bson::String(mode) if mode != "majority" => match set.write_mode(mode) {
+            Some(members) => members,
+            None => {
+                return Some(concern_error(
+                    ErrorCode::UNKNOWN_REPL_WRITE_CONCERN,
+                    &format!(
+                        "No write concern mode named '{mode}' found in replica set configuration"
+                    ),
+                    concern,
+                ))
+            }
+        },
         _ => return None,
     };
+    if set.await_replication(last_index, &members, wtimeout(body, concern)) {
+        return None;
+    }
+    let message = if set.state() == MemberState::Primary {
+        "waiting for replication timed out"
+    } else {
+        "primary stepped down while waiting for replication"
+    };
     Some(doc! {
+        "code": ErrorCode::WRITE_CONCERN_FAILED.0,
+        "codeName": ErrorCode::WRITE_CONCERN_FAILED.name(),
+        "errmsg": message,
+        "errInfo": { "wtimeout": true, "writeConcern": concern.clone() },
+    })
+}
+
+/// A `writeConcernError` the write concern itself causes.
+fn concern_error(code: ErrorCode, message: &str, concern: &Document) -> Document {
+    doc! {
         "code": code.0,
         "codeName": code.name(),
         "errmsg": message,
         "errInfo": { "writeConcern": concern.clone() },
-    })
+    }
 }
 
 /// How long a write may wait for `w: N` members: `wtimeout` (0 or absent: no limit, as

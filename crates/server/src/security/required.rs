@@ -43,8 +43,13 @@ pub fn required(command: &str, db: &str, body: &Document) -> Option<Need> {
         | "logout" | "connectionStatus" | "whatsmyuri" | "listCommands" | "endSessions" => {
             Need::Nothing
         }
-        "startSession" | "killSessions" | "refreshSessions" | "configureFailPoint"
-        | "commitTransaction" | "abortTransaction" => Need::Authenticated,
+        "startSession"
+        | "killSessions"
+        | "refreshSessions"
+        | "configureFailPoint"
+        | "refreshLogicalSessionCacheNow"
+        | "commitTransaction"
+        | "abortTransaction" => Need::Authenticated,
         "killAllSessions" => on_cluster(A::KillAnySession),
         "getMore" | "killCursors" | "listDatabases" | "listCollections" | "usersInfo"
         | "rolesInfo" | "updateUser" => Need::Checked,
@@ -306,7 +311,11 @@ fn pipeline_needs(db: &str, pipeline: &[Bson], needs: &mut Vec<(Resource, Action
                 }
             }
             ("$currentOp", _) => needs.push((Resource::Cluster, Action::Inprog)),
-            ("$listSessions" | "$listLocalSessions", _) => {
+            // A user lists its own sessions freely; everyone's or named users' need
+            // listSessions on the cluster.
+            ("$listSessions" | "$listLocalSessions", Bson::Document(spec))
+                if spec.get_bool("allUsers").unwrap_or(false) || spec.contains_key("users") =>
+            {
                 needs.push((Resource::Cluster, Action::ListSessions));
             }
             _ => {}

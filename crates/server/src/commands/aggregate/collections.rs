@@ -7,8 +7,9 @@ use crate::commands::insert::{check_document_size, prepare_for_insert};
 use crate::commands::Ctx;
 use crate::connection::ConnectionInfo;
 use crate::exec::{AccessPath, CollectionScan, Deadline};
+use crate::security::UserName;
 use crate::Server;
-use basalt_agg::{Collections, DocumentStream, MergeTarget, MergeWrite};
+use basalt_agg::{Collections, DocumentStream, MergeTarget, MergeWrite, SessionUsers};
 use basalt_catalog::{validate_collection_name, Collection, CollectionMeta, IndexSpec};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_query::Matcher;
@@ -20,13 +21,6 @@ use std::sync::Arc;
 const OUT_BATCH_DOCS_MAX: usize = 1000;
 /// ... or of this many bytes, whichever comes first.
 const OUT_BATCH_BYTES_MAX: usize = 16 * 1024 * 1024;
-
-/// SHA-256 of the empty string: the `uid` of sessions without an authenticated user, as
-/// mongod reports it when authentication is off.
-const ANONYMOUS_USER_DIGEST: [u8; 32] = [
-    0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f, 0xb9, 0x24,
-    0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b, 0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52, 0xb8, 0x55,
-];
 
 /// Owns what it reaches the server through, so that a pipeline streaming to a cursor
 /// can outlive the command that started it.
@@ -181,24 +175,24 @@ impl Collections for ServerCollections {
     }
 
     fn local_sessions(&self) -> Result<Vec<Document>> {
-        // Sessions are not tracked across commands: the one of this command is the
-        // session the server is sure to know.
-        let Some(id) = self
-            .command
-            .get_document("lsid")
-            .ok()
-            .and_then(|l| l.get("id"))
-        else {
-            return Ok(Vec::new());
-        };
-        let uid = bson::Binary {
-            subtype: bson::spec::BinarySubtype::Generic,
-            bytes: ANONYMOUS_USER_DIGEST.to_vec(),
-        };
-        Ok(vec![doc! {
-            "_id": { "id": id.clone(), "uid": uid },
-            "lastUse": bson::DateTime::now(),
-        }])
+        Ok(self.server.sessions.list())
+    }
+
+    fn session_owners(&self, users: &SessionUsers) -> Result<Option<Vec<Vec<u8>>>> {
+        let digest = |user: Option<&UserName>| crate::sessions::user_digest(user).to_vec();
+        Ok(match users {
+            SessionUsers::All => None,
+            SessionUsers::Listed(users) => Some(
+                users
+                    .iter()
+                    .map(|(user, db)| digest(Some(&UserName::new(user, db))))
+                    .collect(),
+            ),
+            // Without access control every session is the current user's.
+            SessionUsers::Current => {
+                crate::security::cursor_owner(&self.ctx()).map(|user| vec![digest(Some(&user))])
+            }
+        })
     }
 
     fn spill_directory(&self) -> Option<std::path::PathBuf> {
