@@ -174,82 +174,162 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
     let batch_size = fields.non_negative_opt("batchSize")?.map(|n| n as usize);
     let single_batch = fields.bool_or("singleBatch", false)?;
     let deadline = ctx.deadline();
-    if let Some(set) = oplog {
-        let read = local_oplog::Read {
-            filter,
-            matcher,
-            projection,
-            direction: local_oplog::Direction::Forward,
-            tailable: fields.bool_or("tailable", false)?,
-            await_data: fields.bool_or("awaitData", false)?,
-            skip,
-            limit,
-            deadline: deadline.clone(),
-        };
-        let engine = ctx.server.catalog.engine().clone();
-        let source = match order {
-            Order::Natural => local_oplog::source(engine, set.clone(), read),
-            _ if read.tailable => {
-                return Err(Error::bad_value(
-                    "cannot use tailable option with a sort other than {$natural: 1}",
-                ))
-            }
-            Order::ReverseNatural => local_oplog::source(
+    let window = Window {
+        skip,
+        limit,
+        allow_disk_use: fields.bool_or("allowDiskUse", true)?,
+        dbpath: &ctx.server.options.dbpath,
+    };
+    let source = match oplog {
+        Some(set) => {
+            let read = local_oplog::Read {
+                filter,
+                matcher,
+                projection,
+                direction: local_oplog::Direction::Forward,
+                tailable: fields.bool_or("tailable", false)?,
+                await_data: fields.bool_or("awaitData", false)?,
+                skip,
+                limit,
+                deadline: deadline.clone(),
+            };
+            oplog_source(ctx, set, read, order, &window)?
+        }
+        None => {
+            let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
+                return crate::cursors::cursor_reply(0, &namespace, Vec::new(), true);
+            };
+            let collection_find = CollectionFind {
+                filter: &filter,
+                matcher,
+                projection,
+                collation: collation.as_ref(),
+                deadline: deadline.clone(),
+            };
+            collection_source(ctx, &fields, collection, collection_find, order, &window)?
+        }
+    };
+    ctx.server.cursors.first_batch_reply(
+        namespace,
+        source,
+        batch_size,
+        single_batch,
+        deadline,
+        crate::security::cursor_owner(ctx),
+    )
+}
+
+/// Where a find's results start and end, and how a blocking sort may spill.
+struct Window<'a> {
+    skip: u64,
+    limit: Option<u64>,
+    allow_disk_use: bool,
+    dbpath: &'a std::path::Path,
+}
+
+impl Window<'_> {
+    /// `matches` sorted by `spec` (spilling beyond the sort's memory limit), cut to the
+    /// window and shaped by `projection`, as a cursor's source: the sorted result
+    /// streams out as the cursor is read.
+    fn sorted(
+        &self,
+        spec: &SortSpec,
+        matches: impl Iterator<Item = Result<Document>>,
+        projection: Option<Projection>,
+    ) -> Result<CursorSource> {
+        let keep = self.limit.map(|l| (self.skip + l) as usize);
+        let sorted = crate::blocking_sort::sort_for_find(
+            spec,
+            matches,
+            keep,
+            self.allow_disk_use,
+            self.dbpath,
+        )?;
+        let window = sorted
+            .skip(self.skip as usize)
+            .take(self.limit.map_or(usize::MAX, |l| l as usize));
+        Ok(match projection {
+            Some(p) => CursorSource::stream(window.map(move |d| p.apply(&d?))),
+            None => CursorSource::stream(window),
+        })
+    }
+}
+
+/// A find on `local.oplog.rs`: forward (maybe tailable), backward, or sorted.
+fn oplog_source(
+    ctx: &Ctx<'_>,
+    set: &std::sync::Arc<basalt_repl::ReplicaSet>,
+    read: local_oplog::Read,
+    order: Order,
+    window: &Window<'_>,
+) -> Result<CursorSource> {
+    let engine = ctx.server.catalog.engine().clone();
+    Ok(match order {
+        Order::Natural => local_oplog::source(engine, set.clone(), read),
+        _ if read.tailable => {
+            return Err(Error::bad_value(
+                "cannot use tailable option with a sort other than {$natural: 1}",
+            ))
+        }
+        Order::ReverseNatural => local_oplog::source(
+            engine,
+            set.clone(),
+            local_oplog::Read {
+                direction: local_oplog::Direction::Backward,
+                ..read
+            },
+        ),
+        Order::Sorted(spec) => {
+            let entries = local_oplog::entries(
                 engine,
                 set.clone(),
-                local_oplog::Read {
-                    direction: local_oplog::Direction::Backward,
-                    ..read
-                },
-            ),
-            Order::Sorted(spec) => {
-                let entries = local_oplog::entries(
-                    engine,
-                    set.clone(),
-                    read.filter,
-                    read.matcher,
-                    deadline.clone(),
-                );
-                let sorted = crate::blocking_sort::sort_for_find(
-                    &spec,
-                    entries,
-                    limit.map(|l| (skip + l) as usize),
-                    fields.bool_or("allowDiskUse", true)?,
-                    &ctx.server.options.dbpath,
-                )?;
-                let window = sorted
-                    .skip(skip as usize)
-                    .take(limit.map_or(usize::MAX, |l| l as usize));
-                match read.projection {
-                    Some(p) => CursorSource::stream(window.map(move |d| p.apply(&d?))),
-                    None => CursorSource::stream(window),
-                }
-            }
-        };
-        return ctx.server.cursors.first_batch_reply(
-            namespace,
-            source,
-            batch_size,
-            single_batch,
-            deadline,
-            crate::security::cursor_owner(ctx),
-        );
-    }
+                read.filter,
+                read.matcher,
+                read.deadline,
+            );
+            window.sorted(&spec, entries, read.projection)?
+        }
+    })
+}
 
-    let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
-        return crate::cursors::cursor_reply(0, &namespace, Vec::new(), true);
-    };
+/// What a find on a collection reads with.
+struct CollectionFind<'a> {
+    filter: &'a Document,
+    matcher: Matcher,
+    projection: Option<Projection>,
+    collation: Option<&'a Collation>,
+    deadline: crate::exec::Deadline,
+}
+
+/// A find on a collection: a resumable scan in natural (or an index's) order, a
+/// blocking sort, or natural order backwards.
+fn collection_source(
+    ctx: &Ctx<'_>,
+    fields: &Fields<'_>,
+    collection: std::sync::Arc<basalt_catalog::Collection>,
+    find: CollectionFind<'_>,
+    order: Order,
+    window: &Window<'_>,
+) -> Result<CursorSource> {
+    let CollectionFind {
+        filter,
+        matcher,
+        projection,
+        collation,
+        deadline,
+    } = find;
+    let (skip, limit) = (window.skip, window.limit);
     let sort = fields.document_opt("sort")?;
-    let hint = body.get("hint");
+    let hint = fields.body.get("hint");
     let (path, index_sorted) =
-        AccessPath::choose_sorted(&collection, &filter, collation.as_ref(), hint, sort)?;
+        AccessPath::choose_sorted(&collection, filter, collation, hint, sort)?;
     // An index scan in sort order streams like a natural-order scan: no blocking sort.
     let order = if index_sorted { Order::Natural } else { order };
     // The top-level fields the projection reads, when it names stored fields only.
     let read = fields
         .document_opt("projection")?
         .and_then(projected_fields);
-    let source = match order {
+    Ok(match order {
         Order::Natural => CursorSource::Scan(Box::new(
             CollectionScan::new(
                 collection,
@@ -269,25 +349,9 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
             // The sort reads its fields, the projection the rest: a covering index or
             // a partial decoding serves both.
             let read = read.map(|read| with_sort_fields(read, sort));
-            let matches =
-                CollectionScan::new(collection, matcher, path, None, 0, None, deadline.clone())
-                    .with_fields(read);
-            let keep = limit.map(|l| (skip + l) as usize);
-            let allow_disk_use = fields.bool_or("allowDiskUse", true)?;
-            let sorted = crate::blocking_sort::sort_for_find(
-                &spec,
-                matches.into_stream(),
-                keep,
-                allow_disk_use,
-                &ctx.server.options.dbpath,
-            )?;
-            let window = sorted
-                .skip(skip as usize)
-                .take(limit.map_or(usize::MAX, |l| l as usize));
-            match projection {
-                Some(p) => CursorSource::stream(window.map(move |d| p.apply(&d?))),
-                None => CursorSource::stream(window),
-            }
+            let matches = CollectionScan::new(collection, matcher, path, None, 0, None, deadline)
+                .with_fields(read);
+            window.sorted(&spec, matches.into_stream(), projection)?
         }
         Order::ReverseNatural => {
             let mut docs: Vec<Document> =
@@ -306,15 +370,7 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
             };
             CursorSource::buffered(shaped)
         }
-    };
-    ctx.server.cursors.first_batch_reply(
-        namespace,
-        source,
-        batch_size,
-        single_batch,
-        deadline,
-        crate::security::cursor_owner(ctx),
-    )
+    })
 }
 
 #[cfg(test)]
