@@ -80,6 +80,17 @@ def test_entries_have_mongodbs_shape(client):
     assert len(drops) == 1 and drops[0]["op"] == "c"
 
 
+def test_entries_never_show_the_images_kept_for_change_streams(client):
+    client.shop.create_collection("imaged", changeStreamPreAndPostImages={"enabled": True})
+    client.shop.imaged.insert_one({"_id": 1, "v": 1})
+    client.shop.imaged.update_one({"_id": 1}, {"$set": {"v": 2}})
+    oplog = client.local["oplog.rs"]
+    update = {"ns": "shop.imaged", "op": "u"}
+    assert oplog.count_documents({**update, "preImage": {"$exists": False}}) == 1
+    assert oplog.count_documents({**update, "preImage": {"$exists": True}}) == 0
+    assert "postImage" not in oplog.find_one(update)
+
+
 def test_natural_order_reverse_order_and_ts_filter(client):
     coll = client.shop.seq
     for i in range(20):

@@ -92,6 +92,9 @@ pub struct OplogCursor {
     engine: Arc<dyn Engine>,
     set: Arc<ReplicaSet>,
     matcher: Matcher,
+    /// Whether records the filter certainly rejects may be skipped from their bytes:
+    /// when it reads neither of the image fields the records hold and entries do not.
+    skips_raw: bool,
     projection: Option<Projection>,
     direction: Direction,
     tailable: bool,
@@ -158,10 +161,16 @@ impl OplogCursor {
             Direction::Forward => start_of(&read.filter),
             Direction::Backward => None,
         };
+        let skips_raw = read.matcher.top_level_fields().is_some_and(|fields| {
+            !fields
+                .iter()
+                .any(|field| field == "preImage" || field == "postImage")
+        });
         OplogCursor {
             end: set.applied().index,
             engine,
             set,
+            skips_raw,
             matcher: read.matcher,
             projection: read.projection,
             direction: read.direction,
@@ -210,11 +219,16 @@ impl OplogCursor {
             records += 1;
             let shown = RawDocument::from_bytes(value)
                 .map_err(|e| Error::internal(format!("corrupt oplog record: {e}")))
-                .and_then(entry)
-                .and_then(|entry| Ok((self.matcher.try_matches(&entry)?, entry)));
+                .and_then(|raw| {
+                    if self.skips_raw && self.matcher.rejects_raw(raw) {
+                        return Ok(None);
+                    }
+                    let entry = entry(raw)?;
+                    Ok(self.matcher.try_matches(&entry)?.then_some(entry))
+                });
             match shown {
-                Ok((true, entry)) => matched.push(entry),
-                Ok((false, _)) => {}
+                Ok(Some(entry)) => matched.push(entry),
+                Ok(None) => {}
                 Err(e) => {
                     failure = Some(e);
                     return Ok(ControlFlow::Break(()));
