@@ -1006,6 +1006,9 @@ impl ReplicaSet {
     /// that stands first is overtaken at once: `take_over_from`.)
     fn stand_when_due(&self, raft: &Raft, config: &SetConfig) {
         if raft.metrics().borrow().state == ServerState::Leader {
+            // A leader's clock is stale by the time it steps down: it waits for the
+            // first append of whoever leads next.
+            *self.election_due.lock() = None;
             return;
         }
         let now = Instant::now();
