@@ -968,11 +968,17 @@ impl ReplicaSet {
         (term, candidate_log): (u64, Option<LogId<u64>>),
         response: &VoteResponse<u64>,
     ) {
-        if response.vote_granted
-            || response.last_log_id <= candidate_log
-            || term <= raft.metrics().borrow().current_term
         {
-            return;
+            let metrics = raft.metrics();
+            let metrics = metrics.borrow();
+            // A leader hears no appends: its refusal says nothing of a leader gone quiet.
+            if response.vote_granted
+                || response.last_log_id <= candidate_log
+                || term <= metrics.current_term
+                || metrics.state == ServerState::Leader
+            {
+                return;
+            }
         }
         let (Some((id, _)), Some(config)) = (self.raft(), self.config()) else {
             return;

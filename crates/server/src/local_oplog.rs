@@ -132,14 +132,10 @@ fn start_of(filter: &Document) -> Option<Position> {
 /// A record as a `local.oplog.rs` entry: without the images Basalt keeps in it for
 /// change streams.
 fn entry(record: &RawDocument) -> Result<Document> {
-    let mut shown = RawDocumentBuf::new();
-    for element in record {
-        let (name, value) = element?;
-        if !matches!(name.as_str(), "preImage" | "postImage") {
-            shown.append(name, value);
-        }
-    }
-    Ok(Document::try_from(shown.as_ref())?)
+    let mut entry = Document::try_from(record)?;
+    entry.remove("preImage");
+    entry.remove("postImage");
+    Ok(entry)
 }
 
 /// What a find or aggregate reads the oplog with.

@@ -51,8 +51,13 @@ pub struct LogicalSessions {
 
 /// MongoDB's `uid` of a user: the SHA-256 of `name@db`, of "" for no user.
 pub fn user_digest(user: Option<&UserName>) -> [u8; 32] {
-    let name = user.map_or_else(String::new, |u| format!("{}@{}", u.user, u.db));
-    Sha256::digest(name.as_bytes()).into()
+    // Without access control every command's session has this one: computed once.
+    static ANONYMOUS: std::sync::LazyLock<[u8; 32]> =
+        std::sync::LazyLock::new(|| Sha256::digest(b"").into());
+    match user {
+        None => *ANONYMOUS,
+        Some(u) => Sha256::digest(format!("{}@{}", u.user, u.db).as_bytes()).into(),
+    }
 }
 
 fn binary(bytes: &[u8]) -> Bson {
