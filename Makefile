@@ -1,5 +1,5 @@
 # Basalt's developer entry points. `make test` is the whole suite, exactly as CI runs it;
-# it needs only rustup, python3, node and npm (everything else installs itself).
+# it needs only rustup, python3, node, npm and go (everything else installs itself).
 #
 #   make test                  every step below, then a pass/fail summary with timings
 #   make lint                  cargo fmt --check, clippy -D warnings, ruff on the Python code
@@ -7,6 +7,7 @@
 #   make cargo-test            unit tests and the Rust-driver end-to-end tests
 #   make pytest                pymongo end-to-end tests (tests/e2e); PYTEST_ARGS=-k... to narrow
 #   make node-test             Node.js driver and mongosh tests (tests/node)
+#   make go-test               gofmt, vet and the tests of the linearizability checker (tools/)
 #   make conformance           MongoDB driver-spec conformance run, checked against the baseline
 #   make conformance-baseline  the same, then write the new passed count to the baseline file
 #   make documentdb-ft         DocumentDB's ~53,000-test functional suite, checked against the baseline
@@ -14,7 +15,8 @@
 #   make fuzz                  fuzz the wire decoder and the SCRAM parsers, FUZZ_SECONDS each (nightly + cargo-fuzz)
 #   make soak                  normal and hostile traffic for SOAK_SECONDS against a release build
 #   make cluster               a local three-member replica set (CLUSTER_MEMBERS, CLUSTER_DIR)
-#   make failover              kill -9 / SIGSTOP trials against a three-member set (FAILOVER_TRIALS)
+#   make failover              kill -9, SIGSTOP and partition trials against a three-member set,
+#                              histories checked for linearizability (FAILOVER_TRIALS)
 #   make bank                  the bank test of transactions, with and without a killed primary
 #   make change-stream-bench   change events' latency at 10 k writes/s, an open stream's cost
 #   make replica-bench         W1 load, W4 and a new member's initial sync on a three-member set
@@ -33,7 +35,7 @@ NODE_DIR := tests/node
 FUZZ_SECONDS ?= 60
 PYTEST_ARGS ?=
 
-.PHONY: test lint fmt fmt-check clippy py-lint cargo-test build venv node-deps pytest node-test \
+.PHONY: test lint fmt fmt-check clippy py-lint cargo-test go-test build venv node-deps pytest node-test \
 	conformance conformance-baseline fuzz
 
 test:
@@ -58,6 +60,10 @@ py-lint: venv
 
 cargo-test:
 	cargo test --workspace
+
+# The linearizability checker of `make failover` (Go, Porcupine pinned in its go.sum).
+go-test:
+	cd tools/linearizability && test -z "$$(gofmt -l .)" && go vet ./... && go test ./...
 
 # The server binary the Python, Node and conformance runs start. `cargo test --workspace`
 # leaves a fresh one at the same path (built with the tests' feature set, so building

@@ -13,6 +13,7 @@ STEPS=(
   "rustfmt|fmt-check|no"
   "clippy|clippy|no"
   "cargo test (unit + Rust driver e2e)|cargo-test|no"
+  "go test (linearizability checker)|go-test|no"
   "build basalt binary|build|no"
   "python venv|venv|no"
   "ruff (python lint)|py-lint|no"

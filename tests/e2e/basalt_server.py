@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pymongo
+from fault_proxy import FaultProxy
 from pymongo.errors import PyMongoError
 
 STARTUP_TIMEOUT_S = 60.0
@@ -204,7 +205,8 @@ class ReplicaSet:
     `directory`, started with `--replSet name` and initiated with every member.
 
     Used by the replica set tests, `scripts/cluster.py` (`make cluster`) and the failover
-    trials, so all of them start a set the same way.
+    trials, so all of them start a set the same way. With `partitionable`, the members
+    reach each other through a `FaultProxy` (`self.proxy`) that can cut them apart.
     """
 
     def __init__(
@@ -215,6 +217,7 @@ class ReplicaSet:
         name: str = "rs0",
         extra_args: list[str] | None = None,
         client_options: dict | None = None,
+        partitionable: bool = False,
     ):
         self.name = name
         self.directory = Path(directory)
@@ -223,6 +226,11 @@ class ReplicaSet:
         self.client_options = dict(client_options or {})
         self.members = [self._member(binary, i) for i in range(members)]
         self._clients: list[pymongo.MongoClient] = []
+        self.proxy: FaultProxy | None = None
+        if partitionable:
+            self.proxy = FaultProxy([m.port for m in self.members])
+            for i, member in enumerate(self.members):
+                member.extra_args += self.proxy.args(i)
 
     def _member(self, binary: Path, i: int) -> BasaltServer:
         return BasaltServer(
@@ -309,6 +317,8 @@ class ReplicaSet:
         self._clients.clear()
         for member in self.members:
             member.kill()
+        if self.proxy is not None:
+            self.proxy.close()
 
     def panics(self) -> list[str]:
         return [line for member in self.members for line in member.panics()]

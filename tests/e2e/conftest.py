@@ -111,10 +111,16 @@ def start_replica_set(basalt_binary, tmp_path):
     started = []
 
     def start(
-        members: int = 3, name: str = "rs0", extra_args=None, client_options=None
+        members: int = 3,
+        name: str = "rs0",
+        extra_args=None,
+        client_options=None,
+        partitionable: bool = False,
     ) -> ReplicaSet:
         directory = tmp_path / f"set{len(started)}"
-        cluster = ReplicaSet(basalt_binary, directory, members, name, extra_args, client_options)
+        cluster = ReplicaSet(
+            basalt_binary, directory, members, name, extra_args, client_options, partitionable
+        )
         started.append(cluster)
         return cluster.start()
 

@@ -340,6 +340,42 @@ def test_failover_after_kill_loses_no_acknowledged_write(start_replica_set):
     assert cluster.wait_for_primary() is new
 
 
+def test_a_partitioned_primary_steps_down_and_the_majority_goes_on(start_replica_set):
+    cluster = start_replica_set(3, partitionable=True)
+    client = cluster.client(retryWrites=True, w="majority")
+    client.test.c.insert_many([{"_id": i} for i in range(10)])
+    old = cluster.wait_for_primary()
+    index = cluster.members.index(old)
+    cluster.proxy.isolate(index)
+    # The majority side elects another member; clients still reach the old primary,
+    # which stops saying it is primary once it cannot hear a majority.
+    new = wait_until(
+        lambda: (p := cluster.primary()) is not None and p is not old and p,
+        timeout_s=10,
+        what="a primary on the majority side",
+    )
+    stranded = cluster.direct(old, serverSelectionTimeoutMS=2_000)
+    wait_until(
+        lambda: not stranded.admin.command("hello")["isWritablePrimary"],
+        timeout_s=10,
+        what="the isolated primary stepping down",
+    )
+    client.test.c.insert_one({"_id": "during"})
+    # The isolated member refuses writes and linearizable reads; it serves no stale
+    # majority write either.
+    with pytest.raises(PyMongoError):
+        stranded.test.c.insert_one({"_id": "stranded"})
+    with pytest.raises(PyMongoError):
+        stranded.test.get_collection(
+            "c", read_concern=pymongo.read_concern.ReadConcern("linearizable")
+        ).find_one({"_id": 0})
+    cluster.proxy.heal()
+    wait_until(lambda: count_on(old) == 11, what="the healed member caught up")
+    assert cluster.wait_for_primary() is new
+    assert client.test.c.find_one({"_id": "stranded"}) is None
+    assert stranded.admin.command("replSetGetStatus")["myState"] == 2
+
+
 def test_a_member_added_by_reconfig_copies_the_data(start_replica_set, basalt_binary):
     cluster = start_replica_set(3)
     client = cluster.client()

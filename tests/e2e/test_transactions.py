@@ -191,14 +191,72 @@ def test_a_standalone_refuses_transactions(start_server):
 
 def test_collections_and_indexes_made_in_a_transaction(client):
     db = client.shop
-    with client.start_session() as session, session.start_transaction():
+    with client.start_session() as session:
+        session.start_transaction()
+        db.orders.insert_one({"_id": 1, "sku": "a"}, session=session)
+        db.create_collection("audit", session=session)
+        db.audit.create_index("at", unique=True, session=session)
+        db.audit.insert_one({"_id": 1, "at": 1}, session=session)
+        # The transaction sees its collections and enforces its unique index...
+        assert db.audit.find_one({"at": 1}, session=session) == {"_id": 1, "at": 1}
+        with pytest.raises(OperationFailure) as info:
+            db.audit.insert_one({"_id": 2, "at": 1}, session=session)
+        assert info.value.code == 11000
+    # ...which aborted it: nothing of it exists, inside or out.
+    assert set(db.list_collection_names()) == set()
+    with client.start_session() as session:
+        session.start_transaction()
         db.orders.insert_one({"_id": 1, "sku": "a"}, session=session)
         db.create_collection("audit", session=session)
         db.audit.create_index("at", session=session)
         db.audit.insert_one({"_id": 1, "at": 1}, session=session)
+        # Nobody else sees them before the commit.
+        assert db.list_collection_names() == []
+        assert client.shop.audit.find_one() is None
+        session.commit_transaction()
     assert db.orders.find_one() == {"_id": 1, "sku": "a"}
     assert db.audit.find_one() == {"_id": 1, "at": 1}
     assert "at_1" in db.audit.index_information()
+    # An abort leaves no collection behind.
+    with client.start_session() as session:
+        session.start_transaction()
+        db.drafts.insert_one({"_id": 1}, session=session)
+        db.notes.create_index("n", session=session)
+        session.abort_transaction()
+    assert sorted(db.list_collection_names()) == ["audit", "orders"]
+    # Indexes only on an empty collection the transaction created, as mongod.
+    for prepare in (None, "insert"):
+        with client.start_session() as session:
+            session.start_transaction()
+            if prepare:
+                db.fresh.insert_one({"_id": 1}, session=session)
+                target = db.fresh
+            else:
+                target = db.orders
+            with raises_code("OperationNotSupportedInTransaction") as info:
+                target.create_index("x", session=session)
+            word = "non-empty" if prepare else "existing"
+            assert f"Cannot create new indexes on {word} collection" in str(info.value)
+            with raises_code("NoSuchTransaction"):
+                session.commit_transaction()
+    # An index that exists already is no change, and allowed.
+    with client.start_session() as session, session.start_transaction():
+        db.audit.create_index("at", session=session)
+    assert "fresh" not in db.list_collection_names()
+
+
+def test_a_collection_created_meanwhile_fails_the_commit(client):
+    db = client.shop
+    with client.start_session() as session:
+        session.start_transaction()
+        db.create_collection("late", session=session)
+        db.late.insert_one({"_id": 1}, session=session)
+        db.create_collection("late")
+        with pytest.raises(OperationFailure) as info:
+            session.commit_transaction()
+        assert info.value.code == CODES["WriteConflict"]
+        assert info.value.has_error_label("TransientTransactionError")
+    assert db.late.count_documents({}) == 0
 
 
 def test_unique_indexes_and_many_documents(client):
@@ -237,10 +295,17 @@ def test_a_commit_reaches_every_member(start_replica_set):
     with client.start_session() as session, session.start_transaction(write_concern=majority):
         coll.insert_many([{"_id": i} for i in range(10)], session=session)
         coll.delete_one({"_id": 0}, session=session)
+        client.bank.create_collection("ledger", session=session)
+        client.bank.ledger.create_index("at", session=session)
+        client.bank.ledger.insert_one({"_id": 1, "at": 5}, session=session)
     secondary = coll.with_options(read_preference=ReadPreference.SECONDARY)
     with client.start_session(causal_consistency=True) as session:
         coll.find_one({}, session=session)
         assert secondary.count_documents({}, session=session) == 9
+        ledger = client.bank.ledger.with_options(read_preference=ReadPreference.SECONDARY)
+        assert ledger.find_one({}, session=session) == {"_id": 1, "at": 5}
+        explained = ledger.find({"at": 5}, session=session).explain()
+        assert "at_1" in str(explained["queryPlanner"]["winningPlan"])
 
 
 def test_apply_ops_is_all_or_nothing(client):
@@ -275,6 +340,39 @@ def test_apply_ops_is_all_or_nothing(client):
         client.admin.command(
             "applyOps", [{"op": "u", "ns": "ops.c", "o": {"$set": {"v": 3}}, "o2": {"_id": 1}}]
         )
+
+
+def test_apply_ops_creates_collections_and_indexes_in_its_batch(start_server):
+    client = start_server().client()
+    create = [
+        {"op": "c", "ns": "ops.$cmd", "o": {"create": "made"}},
+        {
+            "op": "c",
+            "ns": "ops.$cmd",
+            "o": {"createIndexes": "made", "v": 2, "key": {"k": 1}, "name": "k_1", "unique": True},
+        },
+        {"op": "i", "ns": "ops.made", "o": {"_id": 1, "k": 1}},
+        {"op": "i", "ns": "ops.implicit", "o": {"_id": 1}},
+    ]
+    # A failing entry leaves nothing behind: no collection, no index, no document.
+    with raises_code("DuplicateKey"):
+        client.admin.command(
+            "applyOps", [*create, {"op": "i", "ns": "ops.made", "o": {"_id": 2, "k": 1}}]
+        )
+    assert client.ops.list_collection_names() == []
+    assert client.admin.command("applyOps", create)["applied"] == 4
+    assert sorted(client.ops.list_collection_names()) == ["implicit", "made"]
+    assert client.ops.made.index_information()["k_1"]["unique"] is True
+    assert list(client.ops.made.find()) == [{"_id": 1, "k": 1}]
+    with raises_code("NamespaceExists"):
+        client.admin.command("applyOps", create[:1])
+    # An index that exists is no change; a new one only on a collection created there.
+    assert client.admin.command("applyOps", [create[1]])["applied"] == 1
+    new_index = {"createIndexes": "made", "v": 2, "key": {"j": 1}, "name": "j_1"}
+    with raises_code("OperationNotSupportedInTransaction"):
+        client.admin.command("applyOps", [{"op": "c", "ns": "ops.$cmd", "o": new_index}])
+    with raises_code("BadValue"):
+        client.admin.command("applyOps", [{"op": "c", "ns": "ops.$cmd", "o": {"drop": "made"}}])
 
 
 def test_transfers_keep_the_total_in_every_snapshot(client):

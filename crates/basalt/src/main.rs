@@ -8,6 +8,7 @@ use basalt_bench::{BenchArgs, ImportArgs};
 use basalt_server::{bind, LogBuffer, Server, ServerOptions};
 use basalt_storage::FjallEngine;
 use clap::{Parser, Subcommand};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tracing_subscriber::filter::LevelFilter;
@@ -128,7 +129,8 @@ struct Args {
     #[arg(long = "oplogSizeMB", value_name = "MB")]
     oplog_size_mb: Option<f64>,
     /// A server parameter, NAME=VALUE (repeatable). Known: ttlMonitorSleepSecs, scanWorkers,
-    /// operationMemoryBudgetMB, enableTestCommands, transactionLifetimeLimitSeconds.
+    /// operationMemoryBudgetMB, enableTestCommands, transactionLifetimeLimitSeconds,
+    /// peerRoutes (fault tests: HOST>VIA,... reaches the member HOST through VIA).
     #[arg(long = "setParameter", value_name = "NAME=VALUE")]
     set_parameter: Vec<String>,
 }
@@ -156,6 +158,9 @@ struct Parameters {
     enable_test_commands: bool,
     /// `transactionLifetimeLimitSeconds`: an open transaction older is aborted.
     transaction_lifetime_limit_secs: u64,
+    /// `peerRoutes=HOST>VIA,...`: this member reaches the member HOST through VIA (a
+    /// fault-injecting proxy); only with `enableTestCommands`.
+    peer_routes: BTreeMap<String, String>,
 }
 
 /// The memory operations may hold together: `operationMemoryBudgetMB`, else half of
@@ -177,6 +182,7 @@ fn parameters(given: &[String]) -> Result<Parameters, String> {
         operation_memory_budget_bytes: None,
         enable_test_commands: false,
         transaction_lifetime_limit_secs: basalt_server::TRANSACTION_LIFETIME_LIMIT_SECS,
+        peer_routes: BTreeMap::new(),
     };
     let positive = |name: &str, value: &str| {
         value
@@ -206,8 +212,22 @@ fn parameters(given: &[String]) -> Result<Parameters, String> {
             Some((name @ "transactionLifetimeLimitSeconds", secs)) => {
                 parameters.transaction_lifetime_limit_secs = positive(name, secs)?;
             }
+            Some((name @ "peerRoutes", routes)) => {
+                for route in routes.split(',') {
+                    let (host, via) = route
+                        .split_once('>')
+                        .filter(|(host, via)| !host.is_empty() && !via.is_empty())
+                        .ok_or_else(|| format!("bad {name}: {route} (HOST>VIA)"))?;
+                    parameters
+                        .peer_routes
+                        .insert(host.to_string(), via.to_string());
+                }
+            }
             _ => return Err(format!("unknown or malformed --setParameter {parameter}")),
         }
+    }
+    if !parameters.peer_routes.is_empty() && !parameters.enable_test_commands {
+        return Err("peerRoutes is a test parameter: it needs enableTestCommands=1".into());
     }
     Ok(parameters)
 }
@@ -333,6 +353,7 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
         oplog_size_mb: args.oplog_size_mb,
         enable_test_commands: parameters.enable_test_commands,
         transaction_lifetime_limit_secs: parameters.transaction_lifetime_limit_secs,
+        peer_routes: parameters.peer_routes,
         auth: args.auth && !args.noauth,
         key: args.key_file.as_deref().map(read_key_file).transpose()?,
         tls: basalt_server::tls::TlsOptions {
@@ -361,11 +382,10 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
     let engine =
         FjallEngine::open_with_cache(&args.dbpath, cache_bytes).map_err(|e| e.to_string())?;
     let engine: Arc<dyn basalt_storage::Engine> = Arc::new(engine);
-    // A replica set member's catalog writes carry the id of the log entry they apply.
-    let catalog_engine: Arc<dyn basalt_storage::Engine> = match options.repl_set {
-        Some(_) => Arc::new(basalt_repl::StampedEngine::new(engine.clone())),
-        None => engine.clone(),
-    };
+    // The catalog's writes honour the thread's write scope (a transaction, `applyOps`),
+    // and on a replica set member carry the id of the log entry they apply.
+    let catalog_engine: Arc<dyn basalt_storage::Engine> =
+        Arc::new(basalt_repl::StampedEngine::new(engine.clone()));
     let server =
         Arc::new(Server::new(catalog_engine, options.clone(), log).map_err(|e| e.to_string())?);
     server
@@ -438,6 +458,7 @@ mod tests {
                 "operationMemoryBudgetMB=512".into(),
                 "enableTestCommands=1".into(),
                 "transactionLifetimeLimitSeconds=5".into(),
+                "peerRoutes=127.0.0.1:1>127.0.0.1:2,127.0.0.1:3>127.0.0.1:4".into(),
             ]),
             Ok(Parameters {
                 ttl_monitor_interval_ms: 2000,
@@ -445,6 +466,10 @@ mod tests {
                 operation_memory_budget_bytes: Some(512 << 20),
                 enable_test_commands: true,
                 transaction_lifetime_limit_secs: 5,
+                peer_routes: BTreeMap::from([
+                    ("127.0.0.1:1".to_string(), "127.0.0.1:2".to_string()),
+                    ("127.0.0.1:3".to_string(), "127.0.0.1:4".to_string()),
+                ]),
             })
         );
         assert_eq!(operation_memory_budget_bytes(Some(1 << 30), 0), 1 << 30);
@@ -456,6 +481,8 @@ mod tests {
             "operationMemoryBudgetMB=0",
             "enableTestCommands=yes",
             "transactionLifetimeLimitSeconds=0",
+            "peerRoutes=127.0.0.1:1>127.0.0.1:2",
+            "peerRoutes=127.0.0.1:1",
             "nope=1",
             "nope",
         ] {

@@ -380,6 +380,11 @@ impl Collection {
 
     /// The highest record id handed out: the number of documents ever inserted, an
     /// upper bound on the current count that costs nothing.
+    /// Whether it holds no record (as this thread's scope sees it).
+    pub(crate) fn is_empty(&self) -> Result<bool> {
+        Ok(last_record_id(&*self.snapshot(), &self.meta())?.is_none())
+    }
+
     pub fn record_id_high_water(&self) -> u64 {
         self.next_record_id.load(Ordering::SeqCst).saturating_sub(1)
     }

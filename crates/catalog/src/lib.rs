@@ -16,6 +16,7 @@ mod plan_cache;
 #[cfg(test)]
 mod testing;
 mod ttl;
+mod uncommitted;
 mod validate;
 
 use collection::{delete_prefix, delete_record_ids};
@@ -28,6 +29,7 @@ pub use latency_stats::{LatencyStats, OperationClass};
 pub use namespace::{validate_collection_name, validate_database_name};
 pub use plan_cache::{CachedPlan, PlanCache};
 pub use ttl::expired_filter;
+pub use uncommitted::{with_uncommitted, Uncommitted};
 pub use validate::{IndexValidation, Validation};
 
 use basalt_error::{Error, ErrorCode, Result};
@@ -111,7 +113,12 @@ impl Catalog {
         &self.engine
     }
 
+    /// The collection `db.collection`: this thread's uncommitted one first (see
+    /// `uncommitted.rs`), else the catalog's.
     pub fn get(&self, db: &str, collection: &str) -> Option<Arc<Collection>> {
+        if let Some(created) = uncommitted::current().and_then(|u| u.get(db, collection)) {
+            return Some(created);
+        }
         self.collections
             .read()
             .get(&(db.to_string(), collection.to_string()))
@@ -159,7 +166,8 @@ impl Catalog {
         }
     }
 
-    /// Creates a collection; NamespaceExists if it is already there.
+    /// Creates a collection; NamespaceExists if it is already there. Inside
+    /// [`with_uncommitted`], the collection stays this thread's until published.
     pub fn create(&self, db: &str, collection: &str, options: Document) -> Result<Arc<Collection>> {
         validate_collection_name(db, collection)?;
         let mut next_id = self.ddl.lock();
@@ -169,7 +177,8 @@ impl Catalog {
                 format!("Collection {db}.{collection} already exists."),
             ));
         }
-        let collection_id = *next_id;
+        let provisional = uncommitted::provisional_ids(2);
+        let collection_id = provisional.unwrap_or(*next_id);
         // A clustered collection names its `_id` index in its options.
         let id_index_name = options
             .get_document("clusteredIndex")
@@ -177,7 +186,9 @@ impl Catalog {
             .and_then(|c| c.get_str("name").ok())
             .unwrap_or(IndexSpec::ID_INDEX_NAME);
         let id_index = IndexSpec::id_index(collection_id + 1, id_index_name);
-        *next_id += 2;
+        if provisional.is_none() {
+            *next_id += 2;
+        }
         let meta = CollectionMeta {
             id: collection_id,
             db: db.to_string(),
@@ -205,10 +216,26 @@ impl Catalog {
         );
         self.engine.write(batch, Durability::Process)?;
         let created = Arc::new(Collection::open(self.engine.clone(), meta)?);
-        self.collections
-            .write()
-            .insert((db.to_string(), collection.to_string()), created.clone());
+        match uncommitted::current() {
+            Some(uncommitted) => uncommitted.add(created.clone()),
+            None => {
+                self.collections
+                    .write()
+                    .insert((db.to_string(), collection.to_string()), created.clone());
+            }
+        }
         Ok(created)
+    }
+
+    /// Makes the collections of `uncommitted` part of the catalog, once the write scope
+    /// they were created in is stored.
+    pub fn publish(&self, uncommitted: &Uncommitted) {
+        let _ddl = self.ddl.lock();
+        let mut collections = self.collections.write();
+        for created in uncommitted.take() {
+            let meta = created.meta();
+            collections.insert((meta.db.clone(), meta.name.clone()), created.clone());
+        }
     }
 
     /// Drops a collection and all its data; false when it did not exist.
@@ -270,12 +297,35 @@ impl Catalog {
 
     /// Adds an index to a collection, building its entries from the existing documents.
     /// Writers wait while it builds.
+    /// Inside [`with_uncommitted`] (a transaction), only an empty collection created
+    /// there takes new indexes, as in MongoDB.
     pub fn add_index(&self, collection: &Collection, mut spec: IndexSpec) -> Result<()> {
         // Catalog lock before the collection's write lock, as in drop and rename.
         let mut next_id = self.ddl.lock();
         check_live(collection)?;
-        spec.id = *next_id;
-        *next_id += 1;
+        if let Some(uncommitted) = uncommitted::current() {
+            let ns = collection.meta().namespace();
+            let refuse = |what: &str| {
+                Err(Error::new(
+                    ErrorCode::OPERATION_NOT_SUPPORTED_IN_TRANSACTION,
+                    format!(
+                        "Cannot create new indexes on {what} collection {ns} in a \
+                         multi-document transaction."
+                    ),
+                ))
+            };
+            if !uncommitted.holds(collection) {
+                return refuse("existing");
+            }
+            if !collection.is_empty()? {
+                return refuse("non-empty");
+            }
+        }
+        let provisional = uncommitted::provisional_ids(1);
+        spec.id = provisional.unwrap_or(*next_id);
+        if provisional.is_none() {
+            *next_id += 1;
+        }
         let mut writer = collection.writer();
         let meta = collection.meta();
         let build = self.builds.start(
@@ -293,7 +343,8 @@ impl Catalog {
         let mut meta = (*collection.meta()).clone();
         let change = bson::doc! { "createIndexes": &meta.name, "spec": spec.to_list_document() };
         meta.indexes.push(spec);
-        self.write_meta(collection, meta, Some(*next_id), Some(change))
+        let next_id = provisional.is_none().then_some(*next_id);
+        self.write_meta(collection, meta, next_id, Some(change))
     }
 
     /// Replaces a collection's options (collMod).

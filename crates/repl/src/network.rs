@@ -20,6 +20,7 @@ use openraft::raft::{
 use openraft::{Entry, EntryPayload, LogId, SnapshotMeta, Vote};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,12 +53,12 @@ pub struct Peer {
     host: String,
     stream: Option<Box<dyn Stream>>,
     request_id: i32,
-    security: PeerSecurity,
+    options: PeerOptions,
 }
 
-/// How a member's connections to the others are secured.
+/// How a member's connections to the others are made and secured.
 #[derive(Clone, Debug, Default)]
-pub struct PeerSecurity {
+pub struct PeerOptions {
     /// With `--keyFile`: each new connection first authenticates as the internal user.
     pub key: Option<Arc<str>>,
     /// With `--tlsMode preferTLS` or `requireTLS`: connections use TLS, presenting this
@@ -66,6 +67,10 @@ pub struct PeerSecurity {
     /// With `--clusterAuthMode x509`: each new connection authenticates with that
     /// certificate (MONGODB-X509) instead of the key file.
     pub x509: bool,
+    /// For fault tests only (`--setParameter peerRoutes`, with enableTestCommands):
+    /// another member's address (as the set's config names it) → the address this
+    /// member connects to instead, a fault-injecting proxy that can cut the two apart.
+    pub routes: Arc<BTreeMap<String, String>>,
 }
 
 /// A connection's byte stream, plain or TLS.
@@ -73,23 +78,24 @@ trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + Sync
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + Sync> Stream for T {}
 
 impl Peer {
-    pub fn new(host: &str, security: PeerSecurity) -> Peer {
+    pub fn new(host: &str, options: PeerOptions) -> Peer {
         Peer {
             host: host.to_string(),
             stream: None,
             request_id: 0,
-            security,
+            options,
         }
     }
 
     /// Connects to the member, over TLS when this member uses it.
     async fn connect(&self) -> io::Result<Box<dyn Stream>> {
-        let connect = TcpStream::connect(&self.host);
+        let address = self.options.routes.get(&self.host).unwrap_or(&self.host);
+        let connect = TcpStream::connect(address);
         let stream = tokio::time::timeout(Duration::from_millis(CONNECT_TIMEOUT_MS), connect)
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
         stream.set_nodelay(true)?;
-        let Some(config) = &self.security.tls else {
+        let Some(config) = &self.options.tls else {
             return Ok(Box::new(stream));
         };
         let host = self
@@ -148,9 +154,9 @@ impl Peer {
     ) -> io::Result<Document> {
         if self.stream.is_none() {
             self.stream = Some(self.connect().await?);
-            if self.security.x509 {
+            if self.options.x509 {
                 self.authenticate_x509().await?;
-            } else if let Some(key) = self.security.key.clone() {
+            } else if let Some(key) = self.options.key.clone() {
                 self.authenticate(&key).await?;
             }
         }
@@ -407,7 +413,7 @@ pub fn payload_of(sequences: &[DocumentSequence]) -> Option<Vec<u8>> {
 
 /// Makes a [`Peer`] per member Raft talks to.
 pub struct Network {
-    pub security: PeerSecurity,
+    pub peer_options: PeerOptions,
 }
 
 /// The Raft connection to one member.
@@ -422,7 +428,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     async fn new_client(&mut self, target: u64, node: &Member) -> RaftPeer {
         RaftPeer {
             target,
-            peer: Peer::new(&node.host, self.security.clone()),
+            peer: Peer::new(&node.host, self.peer_options.clone()),
         }
     }
 }

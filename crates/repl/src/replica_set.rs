@@ -7,7 +7,7 @@
 use crate::config::SetConfig;
 use crate::initial_sync;
 use crate::log_store::{get, put, LogStore, Record};
-use crate::network::{CopyPiece, Network, Peer, PeerSecurity};
+use crate::network::{CopyPiece, Network, Peer, PeerOptions};
 use crate::oplog::{self, OplogSize};
 use crate::state_machine::{
     config_proposal, stored_config, Applier, StateMachine, INSTALLING_KEY, SNAPSHOT_KEY,
@@ -58,7 +58,7 @@ pub struct MemberOptions {
     /// `--oplogSizeMB`: the log's size when the member first starts.
     pub oplog_size_mb: Option<f64>,
     /// The key file and TLS of this member's connections to the others.
-    pub security: PeerSecurity,
+    pub peer_options: PeerOptions,
 }
 
 /// openraft's election timeouts (min, max) in milliseconds for a member of `config`. A
@@ -201,7 +201,7 @@ pub struct ReplicaSet {
     elections: Mutex<Elections>,
     peers: Mutex<BTreeMap<u64, PeerStatus>>,
     /// The key file and TLS of connections to other members.
-    security: PeerSecurity,
+    peer_options: PeerOptions,
     /// When the leader's last append (or heartbeat) reached this member.
     last_append: Mutex<Option<Instant>>,
     /// When this member stands for election unless an append arrives first (see
@@ -233,7 +233,7 @@ impl ReplicaSet {
         let set = Arc::new(ReplicaSet {
             set_name: set_name.to_string(),
             port: options.port,
-            security: options.security.clone(),
+            peer_options: options.peer_options.clone(),
             oplog_size: OplogSize::open(&*engine, options.oplog_size_mb)?,
             engine,
             applier,
@@ -314,7 +314,7 @@ impl ReplicaSet {
             id,
             Arc::new(raft_config),
             Network {
-                security: self.security.clone(),
+                peer_options: self.peer_options.clone(),
             },
             log,
             state_machine,
@@ -414,15 +414,30 @@ impl ReplicaSet {
     }
 
     /// A linearizable read: confirms with a majority that this member is still primary
-    /// and that everything committed is applied, before the read runs.
+    /// and that everything committed is applied, before the read runs. While the
+    /// majority does not answer, it tries again for as long as this member says it is
+    /// primary (at most an election timeout past its last majority), as mongod's
+    /// linearizable read waits for its no-op write: the error comes once `hello` no
+    /// longer names this member, so the driver's one retry goes to another.
     pub fn confirm_primary(&self) -> Result<()> {
         let Some((_, raft)) = self.raft() else {
             return Err(not_primary("not primary"));
         };
-        self.runtime
-            .block_on(raft.ensure_linearizable())
-            .map(|_| ())
-            .map_err(|_| not_primary("not primary: could not confirm with a majority"))
+        let limit = self.config().map_or(Duration::from_secs(10), |c| {
+            2 * Duration::from_millis(c.election_timeout_ms())
+        });
+        let deadline = Instant::now() + limit;
+        loop {
+            if self.runtime.block_on(raft.ensure_linearizable()).is_ok() {
+                return Ok(());
+            }
+            if self.state() != MemberState::Primary || Instant::now() >= deadline {
+                return Err(not_primary(
+                    "not primary: could not confirm with a majority",
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// Proposes a write command and waits until it is committed and applied here;
@@ -888,7 +903,7 @@ impl ReplicaSet {
             "config": config.document.clone(),
             "$db": "admin",
         };
-        let mut peer = Peer::new(host, self.security.clone());
+        let mut peer = Peer::new(host, self.peer_options.clone());
         let reply = self
             .runtime
             .block_on(peer.run(&body, Duration::from_millis(MEMBER_COMMAND_TIMEOUT_MS)));
@@ -1365,7 +1380,7 @@ impl ReplicaSet {
             for member in config.members.iter().filter(|m| m.id != my_id) {
                 let peer = connections
                     .entry(member.id)
-                    .or_insert_with(|| Peer::new(&member.host, self.security.clone()));
+                    .or_insert_with(|| Peer::new(&member.host, self.peer_options.clone()));
                 let sent = Instant::now();
                 let reply = peer
                     .run(

@@ -2,10 +2,11 @@
 //! entry's id reaches the disk in the same atomic batch as the writes it caused.
 //!
 //! The write path does not know it runs under replication: the engine the catalog is
-//! given on a replica set member is a [`StampedEngine`], which adds the stamp of the
-//! applying thread, if any, to each batch it writes. It also honours the thread's
-//! [`basalt_storage::WriteScope`]: a thread inside one (a transaction's statement, a
-//! committed transaction being applied) reads the scope's snapshot and writes into it.
+//! given is a [`StampedEngine`], which adds the stamp of the applying thread, if any, to
+//! each batch it writes (only a replica set member's applier sets one). It also honours
+//! the thread's [`basalt_storage::WriteScope`], on any server: a thread inside one (a
+//! transaction's statement, an `applyOps` being applied) reads the scope's snapshot and
+//! writes into it.
 
 use basalt_error::Result;
 use basalt_storage::{Durability, Engine, Snapshot, Space, WriteBatch};
@@ -57,8 +58,9 @@ fn add_stamp(batch: &mut WriteBatch) {
     });
 }
 
-/// The engine of a replica set member: the disk engine, with the applying thread's stamp
-/// added to its batches.
+/// The engine the catalog writes through: the disk engine, honouring the thread's write
+/// scope, with the applying thread's stamp (on a replica set member) added to its
+/// batches.
 pub struct StampedEngine {
     inner: Arc<dyn Engine>,
 }

@@ -38,6 +38,7 @@ use basalt_error::Result;
 use basalt_storage::Engine;
 use cursors::CursorManager;
 use stats::Stats;
+use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -80,6 +81,10 @@ pub struct ServerOptions {
     /// mongod's `transactionLifetimeLimitSeconds`: an open transaction older than this
     /// is aborted.
     pub transaction_lifetime_limit_secs: u64,
+    /// For fault tests (`peerRoutes`, only with `enableTestCommands`): the address this
+    /// member connects to for each other member named here (see
+    /// `basalt_repl::PeerOptions::routes`).
+    pub peer_routes: BTreeMap<String, String>,
     /// mongod's `--auth`: clients must authenticate, and commands are authorized.
     pub auth: bool,
     /// The key of mongod's `--keyFile` (its text without whitespace): members prove
@@ -170,10 +175,11 @@ impl Server {
             port: self.options.port,
             dbpath: self.options.dbpath.clone(),
             oplog_size_mb: self.options.oplog_size_mb,
-            security: basalt_repl::PeerSecurity {
+            peer_options: basalt_repl::PeerOptions {
                 key: self.security.key().map(Arc::from),
                 tls: tls::member_client_config(&self.options.tls)?,
                 x509: self.options.cluster_auth_x509,
+                routes: Arc::new(self.options.peer_routes.clone()),
             },
         };
         let set = basalt_repl::ReplicaSet::open(&name, &member, engine, applier).await?;

@@ -17,12 +17,15 @@
 //! not at all, and the commit fails with WriteConflict. The reply is kept in the
 //! replicated session table, so a commit retried on a new primary learns the outcome.
 //!
-//! Collections a transaction creates (`create`, `createIndexes`, or an insert into a
-//! missing collection) are created at once through the log, outside the transaction:
-//! an aborted transaction leaves them behind, empty.
+//! Collections and indexes a transaction creates (`create`, `createIndexes`, an insert
+//! into a missing collection) are its own until it commits, as in MongoDB 4.4+
+//! (`basalt_catalog::Uncommitted`): its statements see them, nobody else does, an abort
+//! leaves no trace, and the commit's `applyOps` creates them first, in the same atomic
+//! batch as the documents. Indexes go only on a collection the transaction created, while
+//! it is empty (OperationNotSupportedInTransaction otherwise, as mongod).
 
 use crate::commands::Ctx;
-use basalt_catalog::Collection;
+use basalt_catalog::{Collection, Uncommitted};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_repl::{MemberState, ReplicaSet};
 use basalt_storage::{outside_write_scope, Buffered, Engine, Snapshot, Space, WriteBatch};
@@ -113,6 +116,8 @@ pub struct Transaction {
     /// The unique indexes when it started: their keys are locked as records are.
     unique_indexes: HashSet<u64>,
     engine: Arc<dyn Engine>,
+    /// The collections it created.
+    uncommitted: Arc<Uncommitted>,
     /// The keys it locked, released when it ends.
     locked: Mutex<Vec<Vec<u8>>>,
     ended: AtomicBool,
@@ -133,8 +138,6 @@ pub enum Statement {
     Done(Document),
     /// Run it inside the transaction's scope, then [`Scope::finish`].
     Run(Arc<Scope>),
-    /// Run it as outside any transaction (a collection's creation).
-    Outside,
 }
 
 /// The write scope of one transaction's statement.
@@ -219,6 +222,11 @@ impl WriteScope for Scope {
 }
 
 impl Scope {
+    /// The catalog changes of the transaction, which its statements see.
+    pub fn uncommitted(&self) -> Arc<Uncommitted> {
+        self.transaction.uncommitted.clone()
+    }
+
     fn unique_index(&self, key: &[u8]) -> bool {
         let id = u64::from_be_bytes(key[..8].try_into().unwrap_or_default());
         self.transaction.unique_indexes.contains(&id)
@@ -515,11 +523,6 @@ pub fn statement(
     }
     check_primary(set)?;
     drop(session);
-    match name {
-        "create" | "createIndexes" => return Ok(Statement::Outside),
-        "insert" | "update" | "findAndModify" => create_missing(ctx, name, body)?,
-        _ => {}
-    }
     Ok(Statement::Run(Arc::new(Scope {
         transaction: txn,
         table: table.clone(),
@@ -588,25 +591,11 @@ fn begin(
         lifetime: Duration::from_secs(ctx.server.options.transaction_lifetime_limit_secs),
         unique_indexes,
         engine,
+        uncommitted: Arc::default(),
         locked: Mutex::default(),
         ended: AtomicBool::new(false),
         failure: Mutex::default(),
     }))
-}
-
-/// A write into a collection that does not exist yet creates it first, through the log
-/// and outside the transaction (see the module's note).
-fn create_missing(ctx: &Ctx<'_>, name: &str, body: &Document) -> Result<()> {
-    let Some(Bson::String(collection)) = body.get(name) else {
-        return Ok(());
-    };
-    if ctx.server.catalog.get(ctx.db, collection).is_some() {
-        return Ok(());
-    }
-    match crate::commands::run_internal(ctx.server, ctx.db, doc! { "create": collection }) {
-        Err(e) if e.code != ErrorCode::NAMESPACE_EXISTS => Err(e),
-        _ => Ok(()),
-    }
 }
 
 /// The reply of a commit as the log gave it: without `ok`, or its error.
@@ -622,9 +611,14 @@ fn committed_reply(mut reply: Document) -> Result<Document> {
         .get_str("errmsg")
         .unwrap_or("commit failed")
         .to_string();
-    // A document inserted after the snapshot (the `_id` the transaction inserts) is a
-    // write conflict, as a changed document is.
-    if code == ErrorCode::WRITE_CONFLICT.0 || code == ErrorCode::DUPLICATE_KEY.0 {
+    // A document inserted after the snapshot (the `_id` the transaction inserts), or a
+    // collection the transaction creates, is a write conflict, as a changed document is.
+    let conflicts = [
+        ErrorCode::WRITE_CONFLICT,
+        ErrorCode::DUPLICATE_KEY,
+        ErrorCode::NAMESPACE_EXISTS,
+    ];
+    if conflicts.contains(&ErrorCode(code)) {
         return Err(transient(Error::new(ErrorCode::WRITE_CONFLICT, message)));
     }
     Err(Error::new(ErrorCode(code), message))
@@ -663,16 +657,32 @@ fn commit(
     committed_reply(Document::try_from(reply.as_ref())?)
 }
 
-/// What the transaction changed, as `applyOps` operations: deletes, then replacements,
-/// then inserts (so a document deleted and inserted again under its `_id`, or a unique
-/// value moved from one document to another, applies in an order that holds).
+/// What the transaction changed, as `applyOps` operations: the collections it created
+/// and their indexes, then deletes, then replacements, then inserts (so a document
+/// deleted and inserted again under its `_id`, or a unique value moved from one document
+/// to another, applies in an order that holds).
 fn changes(ctx: &Ctx<'_>, txn: &Transaction) -> Result<Vec<Bson>> {
+    let created = txn.uncommitted.collections();
     let namespaces: HashMap<u64, String> = every_collection(ctx)
+        .chain(created.iter().cloned())
         .map(|collection| {
             let meta = collection.meta();
             (meta.id, meta.namespace())
         })
         .collect();
+    let mut catalog_changes = Vec::new();
+    for collection in &created {
+        let meta = collection.meta();
+        let ns = format!("{}.$cmd", meta.db);
+        let mut create = doc! { "create": &meta.name };
+        create.extend(meta.options.clone());
+        catalog_changes.push(Bson::Document(doc! { "op": "c", "ns": &ns, "o": create }));
+        for index in meta.indexes.iter().filter(|index| !index.is_id_index()) {
+            let mut spec = doc! { "createIndexes": &meta.name };
+            spec.extend(index.to_list_document());
+            catalog_changes.push(Bson::Document(doc! { "op": "c", "ns": &ns, "o": spec }));
+        }
+    }
     let pending = txn.writes.pending();
     let base = txn.writes.base();
     let (mut deletes, mut updates, mut inserts) = (Vec::new(), Vec::new(), Vec::new());
@@ -708,9 +718,10 @@ fn changes(ctx: &Ctx<'_>, txn: &Transaction) -> Result<Vec<Bson>> {
             }
         }
     }
-    deletes.extend(updates);
-    deletes.extend(inserts);
-    Ok(deletes)
+    catalog_changes.extend(deletes);
+    catalog_changes.extend(updates);
+    catalog_changes.extend(inserts);
+    Ok(catalog_changes)
 }
 
 /// The hash by which `applyOps` checks that a document is still the version a

@@ -15,14 +15,22 @@
 //! as in MongoDB 5+'s oplog, `o: {$v: 2, diff}` (`basalt_catalog::oplog::apply_diff`):
 //! so the entries of Basalt's `local.oplog.rs` replay here, as `mongorestore
 //! --oplogReplay` replays them. Older update forms (`$set`/`$unset`) are refused rather
-//! than half supported. Collections that an insert names and that do not exist are
-//! created first, each in its own write.
+//! than half supported.
+//!
+//! Catalog entries (`op: "c"`, `ns: "<db>.$cmd"`) may create collections (`o: {create:
+//! <name>, <options>}`) and their indexes (`o: {createIndexes: <name>, <index spec>}`,
+//! mongod's form), as a transaction that created them commits. They join the same
+//! atomic batch: the collections (and those an insert creates) stay uncommitted
+//! (`basalt_catalog::Uncommitted`) until the batch is stored, so a failed `applyOps`
+//! leaves no collection behind. An index goes only on a collection the same `applyOps`
+//! created, before its first document; a collection that exists already is
+//! NamespaceExists.
 
 use super::Ctx;
+use basalt_catalog::{with_uncommitted, Uncommitted};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_storage::{with_write_scope, Buffered, Durability};
 use bson::{doc, Bson, Document};
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// One operation.
@@ -42,6 +50,8 @@ enum Operation {
         id: Bson,
         pre_image_hash: Option<i64>,
     },
+    /// `create` or `createIndexes`, as the command body to run.
+    Catalog(Document),
     Noop,
 }
 
@@ -115,6 +125,7 @@ fn parse(entry: &Bson) -> Result<Op> {
             pre_image_hash,
         },
         "n" => Operation::Noop,
+        "c" => return parse_catalog_change(db, object()?),
         other => {
             return Err(Error::bad_value(format!(
                 "applyOps: unsupported operation type '{other}'"
@@ -134,26 +145,59 @@ fn parse(entry: &Bson) -> Result<Op> {
     })
 }
 
+/// An `op: "c"` entry: `o` is `{create: <name>, <options>}` or `{createIndexes: <name>,
+/// <index spec>}`.
+fn parse_catalog_change(db: &str, change: Document) -> Result<Op> {
+    let (command, collection) =
+        match change.iter().next() {
+            Some((command, Bson::String(collection)))
+                if command == "create" || command == "createIndexes" =>
+            {
+                (command.clone(), collection.clone())
+            }
+            _ => return Err(Error::bad_value(
+                "applyOps: a 'c' entry is {create: <name>, ...} or {createIndexes: <name>, ...}",
+            )),
+        };
+    if db.is_empty() || collection.is_empty() {
+        return Err(Error::new(
+            ErrorCode::INVALID_NAMESPACE,
+            format!("applyOps: invalid namespace '{db}.{collection}'"),
+        ));
+    }
+    let body = match command.as_str() {
+        "create" => change,
+        _ => {
+            let mut spec = change;
+            spec.remove("createIndexes");
+            doc! { "createIndexes": &collection, "indexes": [spec] }
+        }
+    };
+    Ok(Op {
+        db: db.to_string(),
+        collection,
+        operation: Operation::Catalog(body),
+    })
+}
+
 pub fn apply_ops(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let entries = body
         .get_array("applyOps")
         .map_err(|_| Error::failed_to_parse("applyOps needs an array of operations"))?;
     let ops = entries.iter().map(parse).collect::<Result<Vec<_>>>()?;
     let catalog = &ctx.server.catalog;
-    let created: BTreeSet<(&str, &str)> = ops
-        .iter()
-        .filter(|op| matches!(op.operation, Operation::Insert(_)))
-        .map(|op| (op.db.as_str(), op.collection.as_str()))
-        .collect();
-    for (db, collection) in created {
-        catalog.get_or_create(db, collection)?;
-    }
     let engine = catalog.engine().clone();
     let writes = Arc::new(Buffered::new(Arc::from(engine.snapshot()), false));
+    let created = Arc::new(Uncommitted::default());
     let applied = with_write_scope(writes.clone(), || {
-        ops.iter().try_for_each(|op| apply(ctx, op))
+        with_uncommitted(created.clone(), || {
+            ops.iter().try_for_each(|op| apply(ctx, op))
+        })
     })
     .and_then(|()| engine.write(writes.take().into_batch(), Durability::Process));
+    if applied.is_ok() {
+        catalog.publish(&created);
+    }
     if let Err(e) = applied {
         // The collections counted writes that were not stored.
         for op in &ops {
@@ -169,6 +213,24 @@ pub fn apply_ops(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     })
 }
 
+/// Runs a `create` or `createIndexes` entry through its command.
+fn apply_catalog_change(ctx: &Ctx<'_>, op: &Op, body: &Document) -> Result<()> {
+    let ctx = &Ctx { db: &op.db, ..*ctx };
+    if body.contains_key("create") {
+        if ctx.server.catalog.get(&op.db, &op.collection).is_some() {
+            return Err(Error::new(
+                ErrorCode::NAMESPACE_EXISTS,
+                format!(
+                    "applyOps: collection {}.{} already exists",
+                    op.db, op.collection
+                ),
+            ));
+        }
+        return super::create::create(ctx, body).map(drop);
+    }
+    super::create_indexes::create_indexes(ctx, body).map(drop)
+}
+
 fn changed_since() -> Error {
     Error::new(
         ErrorCode::WRITE_CONFLICT,
@@ -181,6 +243,7 @@ fn apply(ctx: &Ctx<'_>, op: &Op) -> Result<()> {
     let catalog = &ctx.server.catalog;
     let (id, pre_image_hash) = match &op.operation {
         Operation::Noop => return Ok(()),
+        Operation::Catalog(body) => return apply_catalog_change(ctx, op, body),
         Operation::Insert(document) => {
             let outcome = catalog.write(&op.db, &op.collection, true, |writer| {
                 let outcomes = writer.insert_many(&[document], true, Durability::Process)?;

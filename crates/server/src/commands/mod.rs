@@ -791,7 +791,6 @@ fn run_command(ctx: &Ctx<'_>, command: &Command, body: &Document) -> Result<Repl
                     Statement::Run(scope) => {
                         return run_in_transaction(ctx, command, body, scope).map_err(label)
                     }
-                    Statement::Outside => {}
                 }
             }
             let snapshot_read =
@@ -844,7 +843,9 @@ fn run_in_transaction(
     body: &Document,
     scope: Arc<transactions::Scope>,
 ) -> Result<Reply> {
-    let reply = basalt_storage::with_write_scope(scope.clone(), || run_handler(ctx, command, body));
+    let reply = basalt_storage::with_write_scope(scope.clone(), || {
+        basalt_catalog::with_uncommitted(scope.uncommitted(), || run_handler(ctx, command, body))
+    });
     let failed = match &reply {
         Err(_) => true,
         Ok(Reply::Document(reply)) => reply.contains_key("writeErrors"),
