@@ -47,6 +47,7 @@ import pymongo  # noqa: E402
 from pymongo.read_concern import ReadConcern  # noqa: E402
 
 from basalt_server import ReplicaSet, default_binary  # noqa: E402
+from helpers import reader_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FAULTS = ["kill", "pause", "isolate", "partial"]
@@ -202,11 +203,30 @@ def run_trial(cluster: ReplicaSet, client: pymongo.MongoClient, trial: int, faul
         time.sleep(SETTLE_S)
     if fault == "kill":
         primary.start()
-    stored = {
-        (d["thread"], d["seq"])
-        for d in client.failover.events.find({"trial": trial}, {"thread": 1, "seq": 1})
-    }
-    lost = [(t, s) for _, _, t, s in work.acked_inserts if (t, s) not in stored]
+    lost = missing(client, trial, work.acked_inserts)
+    lost_details = []
+    if lost:
+        # Asked again a moment later, and of each member directly: a loss, or a stale
+        # read?
+        time.sleep(2)
+        lost = missing(client, trial, work.acked_inserts)
+        on_members = {
+            m.port: missing(reader_of(m), trial, work.acked_inserts) if m.is_alive() else None
+            for m in cluster.members
+        }
+        lost_details = [
+            {
+                "thread": t,
+                "seq": s,
+                "sent_after_fault_s": sent - faulted_at,
+                "acked_after_fault_s": acked - faulted_at,
+                "missing_on": [
+                    port for port, gone in on_members.items() if gone and (t, s) in gone
+                ],
+            }
+            for sent, acked, t, s in work.acked_inserts
+            if (t, s) in set(lost)
+        ]
     return {
         "trial": trial,
         "fault": fault,
@@ -214,12 +234,22 @@ def run_trial(cluster: ReplicaSet, client: pymongo.MongoClient, trial: int, faul
         "failed_operations": len(work.failures),
         "failures": work.failures[:5],
         "lost_acknowledged_writes": len(lost),
+        "lost": lost_details,
         "register_operations": len(work.history),
         "faulted_at": faulted_wall,
         "first_write_after_fault_s": first_ack,
         "new_primary_after_s": elected,
         "history": work.history,
     }
+
+
+def missing(client: pymongo.MongoClient, trial: int, acked: list) -> list[tuple[int, int]]:
+    """The acknowledged inserts of the trial that `client` does not find."""
+    stored = {
+        (d["thread"], d["seq"])
+        for d in client.failover.events.find({"trial": trial}, {"thread": 1, "seq": 1})
+    }
+    return [(t, s) for _, _, t, s in acked if (t, s) not in stored]
 
 
 def check_linearizability(histories: Path) -> list[dict] | None:
@@ -248,11 +278,19 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--out", type=Path, default=Path("failover-results.json"))
     parser.add_argument(
+        "--faults",
+        default=",".join(FAULTS),
+        help=f"the faults to take in turn (default: {','.join(FAULTS)})",
+    )
+    parser.add_argument(
         "--keep",
         type=Path,
         help="keep the members' data and logs in this directory (default: a temporary one)",
     )
     args = parser.parse_args()
+    unknown = set(args.faults.split(",")) - set(FAULTS)
+    if unknown:
+        parser.error(f"unknown faults: {', '.join(sorted(unknown))}")
     with tempfile.TemporaryDirectory(prefix="basalt-failover-") as temporary:
         directory = args.keep or temporary
         cluster = ReplicaSet(args.binary, Path(directory), 3, partitionable=True)
@@ -261,7 +299,8 @@ def main() -> int:
         results = []
         try:
             for trial in range(args.trials):
-                fault = FAULTS[trial % len(FAULTS)]
+                faults = args.faults.split(",")
+                fault = faults[trial % len(faults)]
                 result = run_trial(cluster, client, trial, fault)
                 results.append(result)
                 shown = {k: v for k, v in result.items() if k not in ("failures", "history")}

@@ -22,6 +22,7 @@ from certificates import Certificates
 from pymongo.errors import OperationFailure, ServerSelectionTimeoutError
 
 from helpers import raises_code, wait_until
+from wire import RawConnection
 
 ROOT = ("root", "r00t-pw")
 
@@ -734,3 +735,51 @@ def test_key_files_open_to_others_are_refused(start_server, tmp_path):
     key.chmod(0o644)
     with pytest.raises(RuntimeError, match="too open"):
         start_server("--keyFile", str(key))
+
+
+def test_cluster_time_is_signed_and_a_forged_one_is_refused(start_replica_set, tmp_path):
+    key = tmp_path / "key"
+    key_text = base64.b64encode(os.urandom(48)).decode()
+    key.write_text(key_text + "\n")
+    key.chmod(0o600)
+    cluster = start_replica_set(members=1, extra_args=["--keyFile", str(key)])
+    primary = cluster.wait_for_primary()
+    cluster.direct(primary).admin.command("createUser", ROOT[0], pwd=ROOT[1], roles=["root"])
+    client = cluster.client(username=ROOT[0], password=ROOT[1])
+
+    # No time is gossiped before it can be signed; the primary writes the first key to
+    # admin.system.keys within a refresh or two, and signs with it two seconds later.
+    cluster_time = wait_until(
+        lambda: client.admin.command("ping").get("$clusterTime"),
+        timeout_s=20,
+        what="a signed $clusterTime",
+    )
+    assert cluster_time["signature"]["keyId"] != 0
+    internal = cluster.direct(primary, username="__system", password=key_text, authSource="local")
+    stored = internal.admin["system.keys"].find_one({"_id": cluster_time["signature"]["keyId"]})
+    assert stored["purpose"] == "HMAC" and len(stored["key"]) == 20
+
+    def proof(time: bson.Timestamp) -> bytes:
+        value = struct.pack("<Q", (time.time << 32) | time.inc)
+        return hmac.new(stored["key"], value, hashlib.sha1).digest()
+
+    now = cluster_time["clusterTime"]
+    assert cluster_time["signature"]["hash"] == proof(now)
+    later = bson.Timestamp(now.time + 100, now.inc)
+    key_id = cluster_time["signature"]["keyId"]
+
+    def ping(time, hash_, key_id_) -> dict:
+        signature = {"hash": bson.Binary(hash_), "keyId": bson.Int64(key_id_)}
+        with RawConnection(primary.port) as raw:
+            body = {"ping": 1, "$db": "admin"}
+            body["$clusterTime"] = {"clusterTime": time, "signature": signature}
+            return raw.command(body).doc
+
+    # A time later than the member's own needs a proof by a key it knows.
+    assert ping(later, proof(later), key_id)["ok"] == 1
+    forged = ping(later, proof(now), key_id)
+    assert (forged["ok"], forged["code"], forged["codeName"]) == (0, 183, "TimeProofMismatch")
+    unknown = ping(later, bytes(20), 12345)
+    assert (unknown["ok"], unknown["code"], unknown["codeName"]) == (0, 211, "KeyNotFound")
+    # A time no later than its own needs none, as mongod.
+    assert ping(now, bytes(20), 0)["ok"] == 1

@@ -32,6 +32,7 @@ macro_rules! actions {
 }
 
 actions! {
+    AdvanceClusterTime = "advanceClusterTime",
     AnyAction = "anyAction",
     ApplicationMessage = "applicationMessage",
     BypassDocumentValidation = "bypassDocumentValidation",

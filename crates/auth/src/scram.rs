@@ -72,7 +72,7 @@ impl Mechanism {
         }
     }
 
-    fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
+    pub fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
         fn run<M: Mac + KeyInit>(key: &[u8], data: &[u8]) -> Vec<u8> {
             let mut mac = <M as KeyInit>::new_from_slice(key).expect("HMAC takes any key length");
             mac.update(data);

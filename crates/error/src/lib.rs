@@ -66,6 +66,8 @@ error_codes! {
     OPERATION_FAILED = 96, "OperationFailed";
     DB_PATH_IN_USE = 98, "DBPathInUse";
     AMBIGUOUS_INDEX_KEY_PATTERN = 181, "AmbiguousIndexKeyPattern";
+    TIME_PROOF_MISMATCH = 183, "TimeProofMismatch";
+    KEY_NOT_FOUND = 211, "KeyNotFound";
     COMMAND_NOT_SUPPORTED = 115, "CommandNotSupported";
     JS_INTERPRETER_FAILURE = 139, "JSInterpreterFailure";
     INVALID_PIPELINE_OPERATOR = 168, "InvalidPipelineOperator";

@@ -8,6 +8,7 @@
 
 mod blocking_sort;
 mod change_streams;
+mod cluster_time;
 mod commands;
 mod connection;
 mod cursors;
@@ -123,6 +124,8 @@ pub struct Server {
     transactions: Arc<transactions::Transactions>,
     /// The logical sessions seen (`sessions.rs`).
     sessions: sessions::LogicalSessions,
+    /// The keys that sign `$clusterTime` under access control.
+    cluster_time_keys: cluster_time::ClusterTimeKeys,
     /// Snapshots kept for reads at `readConcern: snapshot`.
     snapshot_history: snapshot_reads::SnapshotHistory,
     /// Access control.
@@ -160,6 +163,7 @@ impl Server {
             rw_concern_defaults: Default::default(),
             transactions: Default::default(),
             sessions: Default::default(),
+            cluster_time_keys: Default::default(),
             snapshot_history: Default::default(),
         })
     }
@@ -216,6 +220,7 @@ impl Server {
         let ttl = self.clone();
         tokio::spawn(ttl_monitor::run(ttl, self.options.ttl_monitor_interval_ms));
         tokio::spawn(sessions::run(self.clone()));
+        tokio::spawn(cluster_time::run(self.clone()));
         shutdown.await;
         tracing::info!("shutting down: flushing storage");
         let catalog_engine = self.catalog.engine().clone();

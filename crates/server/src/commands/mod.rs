@@ -545,7 +545,7 @@ pub fn dispatch(ctx: &Ctx<'_>, body: &Document) -> RawDocumentBuf {
     let mut reply = reply.unwrap_or_else(|e| error_reply(&e));
     if let Some(set) = ctx.server.replication() {
         if !ctx.connection.is_internal() {
-            replication::with_cluster_time(set, &mut reply);
+            replication::with_cluster_time(ctx.server, set, &mut reply);
         }
     }
     reply
@@ -667,6 +667,12 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
         hello::record_client(ctx.connection, body);
     }
     crate::security::check(ctx, command.name, body)?;
+    if let (Some(set), true) = (ctx.server.replication(), ctx.server.security.enabled) {
+        if !ctx.connection.is_internal() {
+            let own = set.applied().timestamp();
+            ctx.server.cluster_time_keys.check(ctx, body, own)?;
+        }
+    }
     if !ctx.connection.is_internal() {
         if let Ok(lsid) = body.get_document("lsid") {
             ctx.server

@@ -177,15 +177,18 @@ pub(crate) fn wait_for_cluster_time(
 
 /// Adds what a replica set member's every reply carries for causal consistency, as
 /// mongod's: `operationTime` (the last entry applied here, which a write's own entry is
-/// by the time it is answered) and `$clusterTime` (the same time, with the empty
-/// signature mongod gives when it has no signing keys).
-pub fn with_cluster_time(set: &ReplicaSet, reply: &mut RawDocumentBuf) {
+/// by the time it is answered) and `$clusterTime` (the same time, signed under access
+/// control once there is a key, see `cluster_time.rs`; without access control with
+/// mongod's empty signature).
+pub fn with_cluster_time(server: &Server, set: &ReplicaSet, reply: &mut RawDocumentBuf) {
     let time = set.applied().timestamp();
-    let signature = bson::rawdoc! {
-        "hash": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: vec![0; 20] },
-        "keyId": 0_i64,
-    };
     reply.append(bson::cstr!("operationTime"), time);
+    let signature = match server.cluster_time_keys.signature(time) {
+        Some(signature) => signature,
+        // Under access control, no time is gossiped before it can be signed.
+        None if server.security.enabled => return,
+        None => crate::cluster_time::signature_document(0, vec![0; 20]),
+    };
     reply.append(
         bson::cstr!("$clusterTime"),
         bson::rawdoc! { "clusterTime": time, "signature": signature },
