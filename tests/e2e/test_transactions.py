@@ -493,7 +493,42 @@ def test_a_transaction_past_its_lifetime_is_aborted(start_replica_set):
     )
 
 
-def test_a_transaction_is_bounded_in_size(client):
+def test_a_transaction_larger_than_a_log_entry_commits_as_a_chain(start_replica_set):
+    rs = start_replica_set(members=3)
+    client = rs.client()
+    coll = client.big.c
+    coll.insert_one({"_id": 0, "v": 0})
+    megabyte = "x" * (1 << 20)
+    with client.start_session() as session:
+        session.start_transaction(write_concern=WriteConcern(w="majority"))
+        coll.update_one({"_id": 0}, {"$set": {"v": 1}}, session=session)
+        # 24 MB: six chunks, the first five staged before the commit entry.
+        coll.insert_many([{"_id": i, "s": megabyte} for i in range(1, 25)], session=session)
+        client.big.create_collection("side", session=session)
+        client.big.side.insert_one({"_id": 1}, session=session)
+        # Nothing is visible before the commit, staged chunks included.
+        assert coll.count_documents({}) == 1
+        session.commit_transaction()
+    assert coll.count_documents({}) == 25
+    assert coll.find_one({"_id": 0}) == {"_id": 0, "v": 1}
+    assert client.big.side.count_documents({}) == 1
+    # The staged chunks went in the commit's batch, on every member.
+    secondary = ReadPreference.SECONDARY
+    with client.start_session(causal_consistency=True) as session:
+        coll.find_one({}, session=session)
+        on_secondary = coll.with_options(read_preference=secondary)
+        assert on_secondary.count_documents({}, session=session) == 25
+        chunks = client.config["system.transactionChunks"].with_options(read_preference=secondary)
+        assert chunks.count_documents({}, session=session) == 0
+    assert client.config["system.transactionChunks"].count_documents({}) == 0
+
+
+def test_a_transaction_is_bounded_in_size(start_replica_set):
+    limit = ["--setParameter", f"transactionSizeLimitBytes={8 << 20}"]
+    client = start_replica_set(members=1, extra_args=limit).client()
+    assert client.admin.command("getParameter", 1, transactionSizeLimitBytes=1)[
+        "transactionSizeLimitBytes"
+    ] == (8 << 20)
     coll = client.big.c
     coll.insert_one({"_id": 0})
     megabyte = "x" * (1 << 20)

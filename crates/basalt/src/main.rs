@@ -130,7 +130,7 @@ struct Args {
     oplog_size_mb: Option<f64>,
     /// A server parameter, NAME=VALUE (repeatable). Known: ttlMonitorSleepSecs, scanWorkers,
     /// operationMemoryBudgetMB, enableTestCommands, transactionLifetimeLimitSeconds,
-    /// peerRoutes (fault tests: HOST>VIA,... reaches the member HOST through VIA).
+    /// transactionSizeLimitBytes, minSnapshotHistoryWindowInSeconds, peerRoutes (fault tests: HOST>VIA,... reaches the member HOST through VIA).
     #[arg(long = "setParameter", value_name = "NAME=VALUE")]
     set_parameter: Vec<String>,
 }
@@ -158,6 +158,10 @@ struct Parameters {
     enable_test_commands: bool,
     /// `transactionLifetimeLimitSeconds`: an open transaction older is aborted.
     transaction_lifetime_limit_secs: u64,
+    /// `transactionSizeLimitBytes`: the most one transaction may write.
+    transaction_size_limit_bytes: u64,
+    /// `minSnapshotHistoryWindowInSeconds`: how long snapshot reads' times stay readable.
+    snapshot_history_window_secs: u64,
     /// `peerRoutes=HOST>VIA,...`: this member reaches the member HOST through VIA (a
     /// fault-injecting proxy); only with `enableTestCommands`.
     peer_routes: BTreeMap<String, String>,
@@ -182,6 +186,8 @@ fn parameters(given: &[String]) -> Result<Parameters, String> {
         operation_memory_budget_bytes: None,
         enable_test_commands: false,
         transaction_lifetime_limit_secs: basalt_server::TRANSACTION_LIFETIME_LIMIT_SECS,
+        transaction_size_limit_bytes: basalt_server::TRANSACTION_SIZE_LIMIT_BYTES,
+        snapshot_history_window_secs: basalt_server::SNAPSHOT_HISTORY_WINDOW_SECS,
         peer_routes: BTreeMap::new(),
     };
     let positive = |name: &str, value: &str| {
@@ -211,6 +217,13 @@ fn parameters(given: &[String]) -> Result<Parameters, String> {
             }
             Some((name @ "transactionLifetimeLimitSeconds", secs)) => {
                 parameters.transaction_lifetime_limit_secs = positive(name, secs)?;
+            }
+            Some((name @ "transactionSizeLimitBytes", bytes)) => {
+                parameters.transaction_size_limit_bytes = positive(name, bytes)?;
+            }
+            Some((name @ "minSnapshotHistoryWindowInSeconds", secs)) => {
+                parameters.snapshot_history_window_secs =
+                    secs.parse().map_err(|_| format!("bad {name}: {secs}"))?;
             }
             Some((name @ "peerRoutes", routes)) => {
                 for route in routes.split(',') {
@@ -353,6 +366,8 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
         oplog_size_mb: args.oplog_size_mb,
         enable_test_commands: parameters.enable_test_commands,
         transaction_lifetime_limit_secs: parameters.transaction_lifetime_limit_secs,
+        transaction_size_limit_bytes: parameters.transaction_size_limit_bytes,
+        snapshot_history_window_secs: parameters.snapshot_history_window_secs,
         peer_routes: parameters.peer_routes,
         auth: args.auth && !args.noauth,
         key: args.key_file.as_deref().map(read_key_file).transpose()?,
@@ -458,6 +473,8 @@ mod tests {
                 "operationMemoryBudgetMB=512".into(),
                 "enableTestCommands=1".into(),
                 "transactionLifetimeLimitSeconds=5".into(),
+                "transactionSizeLimitBytes=1000".into(),
+                "minSnapshotHistoryWindowInSeconds=0".into(),
                 "peerRoutes=127.0.0.1:1>127.0.0.1:2,127.0.0.1:3>127.0.0.1:4".into(),
             ]),
             Ok(Parameters {
@@ -466,6 +483,8 @@ mod tests {
                 operation_memory_budget_bytes: Some(512 << 20),
                 enable_test_commands: true,
                 transaction_lifetime_limit_secs: 5,
+                transaction_size_limit_bytes: 1000,
+                snapshot_history_window_secs: 0,
                 peer_routes: BTreeMap::from([
                     ("127.0.0.1:1".to_string(), "127.0.0.1:2".to_string()),
                     ("127.0.0.1:3".to_string(), "127.0.0.1:4".to_string()),
@@ -481,6 +500,8 @@ mod tests {
             "operationMemoryBudgetMB=0",
             "enableTestCommands=yes",
             "transactionLifetimeLimitSeconds=0",
+            "transactionSizeLimitBytes=0",
+            "minSnapshotHistoryWindowInSeconds=-1",
             "peerRoutes=127.0.0.1:1>127.0.0.1:2",
             "peerRoutes=127.0.0.1:1",
             "nope=1",

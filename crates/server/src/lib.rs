@@ -31,7 +31,9 @@ mod ttl_monitor;
 
 pub use listener::{bind, MAX_CONNS_DEFAULT};
 pub use log_buffer::LogBuffer;
+pub use snapshot_reads::HISTORY_WINDOW_SECS as SNAPSHOT_HISTORY_WINDOW_SECS;
 pub use transactions::LIFETIME_LIMIT_SECS as TRANSACTION_LIFETIME_LIMIT_SECS;
+pub use transactions::SIZE_LIMIT_BYTES as TRANSACTION_SIZE_LIMIT_BYTES;
 pub use ttl_monitor::TTL_MONITOR_INTERVAL_MS;
 
 use basalt_catalog::Catalog;
@@ -82,6 +84,12 @@ pub struct ServerOptions {
     /// mongod's `transactionLifetimeLimitSeconds`: an open transaction older than this
     /// is aborted.
     pub transaction_lifetime_limit_secs: u64,
+    /// mongod's `transactionSizeLimitBytes`: a transaction writing more is refused with
+    /// TransactionTooLarge.
+    pub transaction_size_limit_bytes: u64,
+    /// mongod's `minSnapshotHistoryWindowInSeconds`: how long a snapshot read's time can
+    /// be read again.
+    pub snapshot_history_window_secs: u64,
     /// For fault tests (`peerRoutes`, only with `enableTestCommands`): the address this
     /// member connects to for each other member named here (see
     /// `basalt_repl::PeerOptions::routes`).

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// mongod's `minSnapshotHistoryWindowInSeconds` default.
-pub const HISTORY_WINDOW: Duration = Duration::from_secs(300);
+pub const HISTORY_WINDOW_SECS: u64 = 300;
 
 /// The most snapshots kept at once: each holds back the engine's cleanup of the versions
 /// it sees.
@@ -91,10 +91,11 @@ impl SnapshotHistory {
         set: &ReplicaSet,
         at: Option<Timestamp>,
     ) -> Result<(Arc<dyn Snapshot>, Timestamp)> {
+        let window = Duration::from_secs(ctx.server.options.snapshot_history_window_secs);
         let mut kept = self.kept.lock();
         while kept
             .front()
-            .is_some_and(|oldest| oldest.taken.elapsed() > HISTORY_WINDOW)
+            .is_some_and(|oldest| oldest.taken.elapsed() > window)
             || kept.len() > HISTORY_MAX
         {
             kept.pop_front();

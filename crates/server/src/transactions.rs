@@ -17,6 +17,17 @@
 //! not at all, and the commit fails with WriteConflict. The reply is kept in the
 //! replicated session table, so a commit retried on a new primary learns the outcome.
 //!
+//! A commit larger than one entry should carry ([`CHUNK_BYTES`] of operations) goes as a
+//! chain, as mongod splits a large transaction into several oplog entries: the first
+//! chunks are staged as documents of `config.system.transactionChunks` (ordinary
+//! replicated inserts, so a member that joins meanwhile copies them too), then the commit
+//! entry names how many there are; each member applies the staged chunks and its own
+//! operations in its one batch, and deletes the staged documents in the same batch. A
+//! chain a failover cut short commits nothing; its staged documents expire through the
+//! collection's TTL index. The whole transaction is bounded by
+//! `transactionSizeLimitBytes` (TransactionTooLarge), since its writes are held in memory
+//! until the commit.
+//!
 //! Collections and indexes a transaction creates (`create`, `createIndexes`, an insert
 //! into a missing collection) are its own until it commits, as in MongoDB 4.4+
 //! (`basalt_catalog::Uncommitted`): its statements see them, nobody else does, an abort
@@ -41,10 +52,20 @@ use std::time::{Duration, Instant};
 /// this is aborted (when next touched, or when another needs what it holds).
 pub const LIFETIME_LIMIT_SECS: u64 = 60;
 
-/// The most a transaction may write (records and index entries, keys and values): its
-/// commit is one log entry (MongoDB 4.0's limit; later versions split a large commit
-/// into a chain of entries, which Basalt does not yet).
-const SIZE_LIMIT_BYTES: usize = 16 << 20;
+/// The default of `transactionSizeLimitBytes`, the most a transaction may write (records
+/// and index entries, keys and values). mongod has no default limit; Basalt holds a
+/// transaction's writes in memory until the commit (and again while it is applied), so
+/// one transaction must not take the server's memory.
+pub const SIZE_LIMIT_BYTES: u64 = 256 << 20;
+
+/// The most operations (encoded) one log entry of a commit carries; more go as a chain.
+const CHUNK_BYTES: usize = 4 << 20;
+
+/// Where the first chunks of a chained commit wait for its commit entry.
+pub const CHUNKS_DB: &str = "config";
+pub const CHUNKS_COLLECTION: &str = "system.transactionChunks";
+/// How long a staged chunk whose commit never came is kept (its TTL index).
+const CHUNK_EXPIRY_SECS: i32 = 3600;
 
 /// How long a session with no transaction open is remembered after its last statement
 /// (mongod's `logicalSessionTimeoutMinutes`).
@@ -113,6 +134,8 @@ pub struct Transaction {
     started: Instant,
     /// `transactionLifetimeLimitSeconds` when it started.
     lifetime: Duration,
+    /// `transactionSizeLimitBytes` when it started.
+    size_limit: u64,
     /// The unique indexes when it started: their keys are locked as records are.
     unique_indexes: HashSet<u64>,
     engine: Arc<dyn Engine>,
@@ -203,13 +226,13 @@ impl WriteScope for Scope {
             }
         }
         txn.writes.write(batch)?;
-        if txn.writes.pending().bytes() > SIZE_LIMIT_BYTES {
+        if txn.writes.pending().bytes() as u64 > txn.size_limit {
             return Err(self.refuse(Error::new(
                 ErrorCode::TRANSACTION_TOO_LARGE,
                 format!(
-                    "Total size of the transaction's writes exceeds {} MB: its commit must \
-                     fit one log entry",
-                    SIZE_LIMIT_BYTES >> 20
+                    "Total size of all transaction operations must be less than \
+                     transactionSizeLimitBytes ({} bytes)",
+                    txn.size_limit
                 ),
             )));
         }
@@ -589,6 +612,7 @@ fn begin(
         writes: Buffered::new(Arc::from(engine.snapshot()), true),
         started: Instant::now(),
         lifetime: Duration::from_secs(ctx.server.options.transaction_lifetime_limit_secs),
+        size_limit: ctx.server.options.transaction_size_limit_bytes,
         unique_indexes,
         engine,
         uncommitted: Arc::default(),
@@ -636,12 +660,21 @@ fn commit(
     if operations.is_empty() {
         return Ok(Document::new());
     }
+    let lsid = Document::from_reader(lsid)?;
+    let mut chunks = chunks(operations)?;
+    let last = chunks.pop().unwrap_or_default();
+    let unknown =
+        |e: Error| e.with_extra(doc! { "errorLabels": ["UnknownTransactionCommitResult"] });
     let mut entry = doc! {
-        "applyOps": operations,
-        "lsid": Document::from_reader(lsid)?,
+        "applyOps": last,
+        "lsid": &lsid,
         "txnNumber": txn.txn_number,
         "$db": "admin",
     };
+    if !chunks.is_empty() {
+        entry.insert("stagedChunks", chunks.len() as i32);
+        stage(ctx.server, &lsid, txn.txn_number, chunks).map_err(unknown)?;
+    }
     if let Ok(concern) = body.get_document("writeConcern") {
         entry.insert("writeConcern", concern.clone());
     }
@@ -652,9 +685,67 @@ fn commit(
         raw_sequences: &[],
         max_time_ms: None,
     };
-    let reply = crate::replication::propose(&internal, set, "applyOps", &entry)
-        .map_err(|e| e.with_extra(doc! { "errorLabels": ["UnknownTransactionCommitResult"] }))?;
+    let reply = crate::replication::propose(&internal, set, "applyOps", &entry).map_err(unknown)?;
     committed_reply(Document::try_from(reply.as_ref())?)
+}
+
+/// The operations in runs of at most [`CHUNK_BYTES`] (a larger operation alone).
+fn chunks(operations: Vec<Bson>) -> Result<Vec<Vec<Bson>>> {
+    let mut chunks = vec![Vec::new()];
+    let mut bytes = 0;
+    for operation in operations {
+        let size = match &operation {
+            Bson::Document(op) => op.to_vec()?.len(),
+            _ => 0,
+        };
+        if bytes + size > CHUNK_BYTES && bytes > 0 {
+            chunks.push(Vec::new());
+            bytes = 0;
+        }
+        bytes += size;
+        if let Some(chunk) = chunks.last_mut() {
+            chunk.push(operation);
+        }
+    }
+    Ok(chunks)
+}
+
+/// The `_id` of a transaction's staged chunk.
+pub fn chunk_id(lsid: &Document, txn_number: i64, seq: i32) -> Document {
+    doc! { "lsid": lsid.clone(), "txnNumber": txn_number, "seq": seq }
+}
+
+/// Stages the first chunks of a chained commit (see the module's note), each through
+/// the log as an insert into [`CHUNKS_COLLECTION`].
+fn stage(
+    server: &Arc<crate::Server>,
+    lsid: &Document,
+    txn_number: i64,
+    chunks: Vec<Vec<Bson>>,
+) -> Result<()> {
+    let index = doc! {
+        "key": { "stagedAt": 1 },
+        "name": "stagedAt_1",
+        "expireAfterSeconds": CHUNK_EXPIRY_SECS,
+    };
+    crate::commands::run_internal(
+        server,
+        CHUNKS_DB,
+        doc! { "createIndexes": CHUNKS_COLLECTION, "indexes": [index] },
+    )?;
+    for (seq, operations) in chunks.into_iter().enumerate() {
+        let staged = doc! {
+            "_id": chunk_id(lsid, txn_number, seq as i32),
+            "applyOps": operations,
+            "stagedAt": bson::DateTime::now(),
+        };
+        crate::commands::run_internal(
+            server,
+            CHUNKS_DB,
+            doc! { "insert": CHUNKS_COLLECTION, "documents": [staged] },
+        )?;
+    }
+    Ok(())
 }
 
 /// What the transaction changed, as `applyOps` operations: the collections it created

@@ -25,6 +25,10 @@
 //! leaves no collection behind. An index goes only on a collection the same `applyOps`
 //! created, before its first document; a collection that exists already is
 //! NamespaceExists.
+//!
+//! The commit entry of a transaction too large for one entry says `stagedChunks: n`:
+//! the first operations wait in `config.system.transactionChunks` (`transactions.rs`),
+//! and are applied first, then deleted, all in the same batch.
 
 use super::Ctx;
 use basalt_catalog::{with_uncommitted, Uncommitted};
@@ -184,7 +188,11 @@ pub fn apply_ops(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let entries = body
         .get_array("applyOps")
         .map_err(|_| Error::failed_to_parse("applyOps needs an array of operations"))?;
-    let ops = entries.iter().map(parse).collect::<Result<Vec<_>>>()?;
+    let (mut ops, staged) = staged_operations(ctx, body)?;
+    for entry in entries {
+        ops.push(parse(entry)?);
+    }
+    ops.extend(staged);
     let catalog = &ctx.server.catalog;
     let engine = catalog.engine().clone();
     let writes = Arc::new(Buffered::new(Arc::from(engine.snapshot()), false));
@@ -211,6 +219,63 @@ pub fn apply_ops(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         "applied": ops.len() as i32,
         "results": vec![Bson::Boolean(true); ops.len()],
     })
+}
+
+/// The operations of a chained commit's staged chunks, in order, and the deletes of
+/// the chunks' documents; none without `stagedChunks`.
+fn staged_operations(ctx: &Ctx<'_>, body: &Document) -> Result<(Vec<Op>, Vec<Op>)> {
+    use crate::transactions::{chunk_id, CHUNKS_COLLECTION, CHUNKS_DB};
+    let Some(count) = body.get("stagedChunks") else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    let count = basalt_value::as_i64(count)
+        .filter(|n| (1..=i64::from(i32::MAX)).contains(n))
+        .ok_or_else(|| Error::bad_value("applyOps: stagedChunks must be a positive number"))?;
+    let (Ok(lsid), Some(txn_number)) = (
+        body.get_document("lsid"),
+        body.get("txnNumber").and_then(basalt_value::as_i64),
+    ) else {
+        return Err(Error::failed_to_parse(
+            "applyOps: stagedChunks needs the transaction's lsid and txnNumber",
+        ));
+    };
+    let ids: Vec<Bson> = (0..count as i32)
+        .map(|seq| Bson::Document(chunk_id(lsid, txn_number, seq)))
+        .collect();
+    let mut ops = Vec::new();
+    for id in &ids {
+        // One at a time: a reply holds 16 MB, a chunk up to a quarter of that.
+        let found = super::find_internal(
+            ctx.server,
+            CHUNKS_DB,
+            CHUNKS_COLLECTION,
+            doc! { "_id": id.clone() },
+        )?;
+        let chunk = found.first().ok_or_else(|| {
+            Error::new(
+                ErrorCode::NO_SUCH_TRANSACTION,
+                format!("applyOps: a staged chunk of the transaction is missing: {id}"),
+            )
+        })?;
+        let entries = chunk
+            .get_array("applyOps")
+            .map_err(|_| Error::failed_to_parse("applyOps: a staged chunk without operations"))?;
+        for entry in entries {
+            ops.push(parse(entry)?);
+        }
+    }
+    let deletes = ids
+        .into_iter()
+        .map(|id| Op {
+            db: CHUNKS_DB.to_string(),
+            collection: CHUNKS_COLLECTION.to_string(),
+            operation: Operation::Delete {
+                id,
+                pre_image_hash: None,
+            },
+        })
+        .collect();
+    Ok((ops, deletes))
 }
 
 /// Runs a `create` or `createIndexes` entry through its command.

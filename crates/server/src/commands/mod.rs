@@ -586,7 +586,8 @@ pub(crate) fn run_internal(server: &Arc<Server>, db: &str, mut body: Document) -
 }
 
 /// The documents of `db.collection` that match `filter`, read as the server itself (on
-/// a secondary too).
+/// a secondary too); one reply's worth (16 MB), which the small collections the server
+/// reads this way (users, roles, keys, a transaction's chunk) stay within.
 pub(crate) fn find_internal(
     server: &Arc<Server>,
     db: &str,
