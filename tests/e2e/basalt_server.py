@@ -193,8 +193,14 @@ class BasaltServer:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
     def panics(self) -> list[str]:
-        """Log lines reporting a Rust panic: a bug even if the server survived it."""
-        return [line for line in self.log_text().splitlines() if PANIC_MARKER in line]
+        """Rust panics the log reports, each with its message (the line after): a bug
+        even if the server survived it."""
+        lines = self.log_text().splitlines()
+        return [
+            f"{line} {lines[i + 1].strip() if i + 1 < len(lines) else ''}"
+            for i, line in enumerate(lines)
+            if PANIC_MARKER in line
+        ]
 
 
 PRIMARY_TIMEOUT_S = 30.0

@@ -54,6 +54,7 @@ CODES = {
     "IllegalOperation": 20,
     "DataCorruptionDetected": 301,
     "OutOfDiskSpace": 14031,
+    "KeyTooLong": 17280,
 }
 
 

@@ -8,7 +8,7 @@ writeErrors with index/code/keyPattern/keyValue, lastErrorObject).
 from __future__ import annotations
 
 import pytest
-from bson import ObjectId
+from bson import Int64, ObjectId
 from pymongo import ASCENDING, DESCENDING, ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
@@ -277,6 +277,10 @@ def test_count_documents_and_estimates(db, coll):
     assert coll.estimated_document_count() == 40
     assert db.command("count", "c", query={"a": {"$gte": 2}})["n"] == 20
     assert db.command("count", "missing")["n"] == 0
+    # A negative limit counts as a positive one; the smallest long has none: BadValue.
+    assert db.command("count", "c", limit=-5)["n"] == 5
+    with raises_code("BadValue"):
+        db.command("count", "c", limit=Int64(-(2**63)))
 
 
 def test_distinct(coll):

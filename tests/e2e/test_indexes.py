@@ -467,3 +467,24 @@ def test_ttl_monitor_deletes_expired_documents_within_one_pass(basalt_binary, tm
         assert sorted(d["_id"] for d in coll.find()) == ["fresh", "undated"]
     finally:
         srv.stop()
+
+
+def test_an_index_key_past_the_storage_engine_s_limit_is_key_too_long(db):
+    coll = db.c
+    coll.create_index("a")
+    huge = "x" * 70_000
+    with raises_code("KeyTooLong"):
+        coll.insert_one({"_id": huge})
+    with raises_code("KeyTooLong"):
+        coll.insert_one({"_id": 1, "a": huge})
+    coll.insert_one({"_id": 2, "b": huge})
+    with raises_code("KeyTooLong"):
+        coll.update_one({"_id": 2}, {"$set": {"a": huge}})
+    # Nothing half-written; an index over the existing value is refused as a whole.
+    assert list(coll.find({}, {"b": 0})) == [{"_id": 2}]
+    with raises_code("KeyTooLong"):
+        coll.create_index("b")
+    assert sorted(coll.index_information()) == ["_id_", "a_1"]
+    # Just within the limit is fine.
+    coll.insert_one({"_id": 3, "a": "y" * 65_000})
+    assert coll.count_documents({"a": "y" * 65_000}) == 1

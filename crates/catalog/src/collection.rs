@@ -675,7 +675,9 @@ impl Writer<'_> {
         let mut turned_multikey = Vec::new();
         for (position, index) in meta.indexes.iter().enumerate() {
             let (keys, stored) = if index.keyed_by_id_alone() {
-                (vec![index.id_key(id.clone())], Vec::new())
+                let key = index.id_key(id.clone());
+                index.check_key_size(&key)?;
+                (vec![key], Vec::new())
             } else {
                 let doc = decoded
                     .as_deref()

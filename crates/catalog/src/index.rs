@@ -14,6 +14,10 @@ use basalt_value::Collation;
 use bson::{doc, Bson, Document};
 use std::sync::Arc;
 
+/// The longest encoded key an index entry holds: the storage engine's 65,535-byte key
+/// less the index id before it and the record id after it.
+pub const MAX_KEY_BYTES: usize = u16::MAX as usize - 16;
+
 /// The most an index entry stores of its document's values (see
 /// [`IndexSpec::stored_values`]): enough for the keys of real indexes, while a large
 /// string does not double its size in the index.
@@ -274,6 +278,23 @@ impl IndexSpec {
         self.is_id_index() && self.partial.is_none()
     }
 
+    /// Refuses a key longer than an index entry can hold: the storage engine's keys
+    /// hold 65,535 bytes, the index id and record id around the key included. KeyTooLong,
+    /// as mongod 4.0 refused keys past 1,024 bytes (later versions have no limit).
+    pub fn check_key_size(&self, key: &IndexKey) -> Result<()> {
+        if key.encoded.len() <= MAX_KEY_BYTES {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorCode::KEY_TOO_LONG,
+            format!(
+                "key too large to index, failing {} bytes in index {} (the most is {MAX_KEY_BYTES})",
+                key.encoded.len(),
+                self.name
+            ),
+        ))
+    }
+
     /// The key of the `_id` index for a document whose `_id` is `id`: always exactly one
     /// (an `_id` is never an array), found without looking at the rest of the document.
     pub fn id_key(&self, id: Bson) -> IndexKey {
@@ -350,7 +371,9 @@ impl IndexSpec {
                 .collect();
             let encoded = self.encode(&values);
             if !keys.iter().any(|k| k.encoded == encoded) {
-                keys.push(IndexKey { encoded, values });
+                let key = IndexKey { encoded, values };
+                self.check_key_size(&key)?;
+                keys.push(key);
             }
             // Advance the odometer over the cartesian product of per-field values.
             let mut field = per_field.len();

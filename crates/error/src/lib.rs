@@ -68,6 +68,7 @@ error_codes! {
     AMBIGUOUS_INDEX_KEY_PATTERN = 181, "AmbiguousIndexKeyPattern";
     TIME_PROOF_MISMATCH = 183, "TimeProofMismatch";
     KEY_NOT_FOUND = 211, "KeyNotFound";
+    KEY_TOO_LONG = 17280, "KeyTooLong";
     COMMAND_NOT_SUPPORTED = 115, "CommandNotSupported";
     JS_INTERPRETER_FAILURE = 139, "JSInterpreterFailure";
     INVALID_PIPELINE_OPERATOR = 168, "InvalidPipelineOperator";

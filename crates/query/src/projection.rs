@@ -654,11 +654,11 @@ fn slice(value: &Bson, skip: Option<i64>, limit: i64) -> Bson {
     let len = items.len() as i64;
     let (start, count) = match skip {
         None if limit >= 0 => (0, limit),
-        None => ((len + limit).max(0), -limit),
+        None => (len.saturating_add(limit).max(0), limit.saturating_neg()),
         Some(skip) if skip >= 0 => (skip.min(len), limit),
-        Some(skip) => ((len + skip).max(0), limit),
+        Some(skip) => (len.saturating_add(skip).max(0), limit),
     };
-    let end = (start + count).min(len);
+    let end = start.saturating_add(count).min(len);
     Bson::Array(items[start as usize..end.max(start) as usize].to_vec())
 }
 
@@ -765,8 +765,24 @@ mod tests {
             doc! {"_id": 1, "a": [4, 5], "b": 1}
         );
         assert_eq!(
-            project(doc! {"a": {"$slice": [10, 2]}, "_id": 1}, d),
+            project(doc! {"a": {"$slice": [10, 2]}, "_id": 1}, d.clone()),
             doc! {"_id": 1, "a": []}
+        );
+        // The extreme longs take the whole array or nothing, without overflowing.
+        assert_eq!(
+            project(doc! {"a": {"$slice": i64::MIN}, "_id": 0}, d.clone()),
+            doc! {"a": [1, 2, 3, 4, 5], "b": 1}
+        );
+        assert_eq!(
+            project(
+                doc! {"a": {"$slice": [i64::MAX, i64::MAX]}, "_id": 0},
+                d.clone()
+            ),
+            doc! {"a": [], "b": 1}
+        );
+        assert_eq!(
+            project(doc! {"a": {"$slice": [i64::MIN, i64::MAX]}, "_id": 0}, d),
+            doc! {"a": [1, 2, 3, 4, 5], "b": 1}
         );
         assert_eq!(error(doc! {"a": {"$slice": [1, 0]}}).code.0, 31259);
         assert_eq!(error(doc! {"a": {"$slice": "x"}}).code.0, 31273);

@@ -198,6 +198,25 @@ impl FjallSnapshot {
     }
 }
 
+/// Refuses a batch with a key longer than fjall holds (65,535 bytes), which fjall would
+/// panic on; the catalog refuses such index keys first (KeyTooLong).
+fn check_key_lengths(batch: &WriteBatch) -> Result<()> {
+    let longest = batch
+        .ops
+        .iter()
+        .map(|op| match op {
+            WriteOp::Put(_, key, _) | WriteOp::Delete(_, key) => key.len(),
+        })
+        .max()
+        .unwrap_or(0);
+    if longest > usize::from(u16::MAX) {
+        return Err(Error::internal(format!(
+            "a key of {longest} bytes is longer than the storage engine holds (65535)"
+        )));
+    }
+    Ok(())
+}
+
 impl Engine for FjallEngine {
     fn snapshot(&self) -> Box<dyn Snapshot> {
         let _gate = self.snapshot_gate.read();
@@ -212,6 +231,7 @@ impl Engine for FjallEngine {
     /// journal write or flush fails), so it is a refusal of all writes from then on.
     fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
         self.faults.check_writable()?;
+        check_key_lengths(&batch)?;
         let mode = match durability {
             Durability::Process => PersistMode::Buffer,
             Durability::Disk => PersistMode::SyncAll,
@@ -239,6 +259,7 @@ impl Engine for FjallEngine {
     /// else: fjall deletes the tables left behind when it next opens.
     fn ingest(&self, batch: WriteBatch) -> Result<()> {
         self.probe_writable()?;
+        check_key_lengths(&batch)?;
         let failed = |e: fjall::Error| self.faults.describe(&e, Activity::Ingestion);
         let mut ingestions = Vec::new();
         for (keyspace, run) in self.keyspaces.iter().zip(crate::ingestion_runs(batch)?) {

@@ -5,7 +5,7 @@ use crate::exec::{for_each_match, AccessPath, Deadline, ExecStats, Needs, RangeS
 use crate::parallel_scan;
 use crate::request::Fields;
 use basalt_catalog::Collection;
-use basalt_error::Result;
+use basalt_error::{Error, Result};
 use basalt_query::Matcher;
 use bson::{doc, Document};
 use std::ops::ControlFlow;
@@ -17,10 +17,9 @@ pub fn count(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let collation = fields.collation()?;
     let matcher = Matcher::new(&filter)?.with_collation(collation.as_ref());
     let skip = fields.non_negative_opt("skip")?.unwrap_or(0);
-    // A negative limit counts like a positive one, as in MongoDB.
-    let limit = fields.i64_opt("limit")?.map(i64::abs).filter(|l| *l > 0);
+    let limit = count_limit(&fields)?;
     let deadline = ctx.deadline();
-    let wanted = limit.map(|l| l + skip);
+    let wanted = limit.map(|l| l.saturating_add(skip));
     if let Some(set) = ctx
         .server
         .replication()
@@ -66,6 +65,17 @@ pub fn count(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
 fn counted(n: i64) -> Document {
     let n = n.max(0);
     doc! { "n": i32::try_from(n).map_or(bson::Bson::Int64(n), bson::Bson::Int32) }
+}
+
+/// A count's `limit` (`None` for none or 0): a negative one counts like a positive one,
+/// as in MongoDB, and the one long without a positive counterpart is BadValue, as there.
+pub(crate) fn count_limit(fields: &Fields) -> Result<Option<i64>> {
+    match fields.i64_opt("limit")? {
+        Some(i64::MIN) => Err(Error::bad_value(
+            "The 'limit' of a count cannot be the smallest long (-9223372036854775808)",
+        )),
+        limit => Ok(limit.map(i64::abs).filter(|l| *l > 0)),
+    }
 }
 
 /// Matches of a filter, stopping at `wanted`.
