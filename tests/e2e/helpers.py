@@ -55,6 +55,8 @@ CODES = {
     "DataCorruptionDetected": 301,
     "OutOfDiskSpace": 14031,
     "KeyTooLong": 17280,
+    "InvalidLength": 16,
+    "CommandNotSupported": 115,
 }
 
 

@@ -6,6 +6,7 @@ mod admin;
 mod aggregate;
 mod api_version;
 mod apply_ops;
+mod bulk_write;
 mod coll_mod;
 mod collection_admin;
 mod count;
@@ -500,6 +501,11 @@ static COMMANDS: &[Command] = &[
         "replSetResizeOplog",
         replication::repl_set_resize_oplog,
         "changes this member's oplog size",
+    )),
+    admin_only(command(
+        "bulkWrite",
+        bulk_write::bulk_write,
+        "inserts, updates and deletes across collections (MongoDB 8.0)",
     )),
     admin_only(command(
         "replSetRaft",

@@ -49,7 +49,9 @@ pub fn required(command: &str, db: &str, body: &Document) -> Option<Need> {
         | "configureFailPoint"
         | "refreshLogicalSessionCacheNow"
         | "commitTransaction"
-        | "abortTransaction" => Need::Authenticated,
+        | "abortTransaction"
+        // Each of its operations is checked as the command it runs as.
+        | "bulkWrite" => Need::Authenticated,
         "killAllSessions" => on_cluster(A::KillAnySession),
         "getMore" | "killCursors" | "listDatabases" | "listCollections" | "usersInfo"
         | "rolesInfo" | "updateUser" => Need::Checked,
