@@ -144,12 +144,27 @@ def test_find_options_unknown_unsupported_and_tailable(db, coll):
     assert list(coll.find({}, {"_id": 0}).comment("c").max_time_ms(1000)) == [{"a": 1}]
 
 
-@pytest.mark.parametrize("value", [-1, 2**31, 1.5, "100"])
-def test_max_time_ms_must_be_a_whole_int32(db, value):
-    with raises_code("BadValue"):
+@pytest.mark.parametrize(
+    ("value", "code"),
+    [(-1, "BadValue"), (2**31, "BadValue"), (1.5, "FailedToParse"), ("100", "TypeMismatch")],
+)
+def test_max_time_ms_must_be_a_whole_int32(db, value, code):
+    # MongoDB 8's codes: out of range BadValue, fractional FailedToParse, not a number
+    # TypeMismatch, for every command.
+    with raises_code(code):
         db.command("find", "c", maxTimeMS=value)
-    with raises_code("BadValue"):
+    with raises_code(code):
         db.command("count", "c", maxTimeMS=value)
+    with raises_code(code):
+        db.command("ping", maxTimeMS=value)
+
+
+@pytest.mark.parametrize("field", ["readConcern", "writeConcern"])
+def test_read_and_write_concerns_are_documents(db, field):
+    with raises_code("TypeMismatch"):
+        db.command("find", "c", **{field: "majority"})
+    with raises_code("TypeMismatch"):
+        db.command("ping", **{field: 1})
 
 
 def test_max_time_ms_zero_and_int32_max_mean_what_they_say(db):

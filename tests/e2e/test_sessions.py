@@ -97,3 +97,24 @@ def test_users_see_their_own_sessions(start_server):
             [{"$listSessions": {"users": [{"user": "alice", "db": "admin"}]}}]
         )
         assert mine.session_id["id"] in ids_of(stored)
+
+
+def test_kill_commands_check_their_arguments_as_mongod(client):
+    # killAllSessions runs on any database, with [] for every user or {user, db} pairs.
+    assert client.test.command("killAllSessions", [])["ok"] == 1
+    assert client.test.command("killAllSessions", [{"user": "u", "db": "test"}])["ok"] == 1
+    for value, code in [
+        (1, 14),
+        (["u"], 14),
+        ([{"user": "u"}], 40414),
+        ([{"user": None, "db": "test"}], 40414),
+        ([{"user": 1, "db": "test"}], 14),
+        ([{"user": "u", "db": "test", "x": 1}], 40415),
+    ]:
+        with pytest.raises(OperationFailure) as info:
+            client.admin.command("killAllSessions", value)
+        assert info.value.code == code, value
+    for value in [1, [1], ["lsid"]]:
+        with pytest.raises(OperationFailure) as info:
+            client.admin.command("killSessions", value)
+        assert info.value.code == 14, value

@@ -106,15 +106,26 @@ impl LogicalSessions {
         }
     }
 
-    /// Forgets every session (`killAllSessions`).
-    pub fn end_all(&self) {
-        let forgotten: Vec<Document> = self
-            .cache
-            .lock()
-            .drain()
-            .map(|((_, uid), used)| doc! { "id": used.id, "uid": binary(&uid) })
+    /// Forgets every session (`killAllSessions`), or with `users` those of these
+    /// users; returns their `lsid`s (`{id}`).
+    pub fn end_all(&self, users: Option<&[UserName]>) -> Vec<Document> {
+        let mut cache = self.cache.lock();
+        let keys: Vec<Key> = cache
+            .iter()
+            .filter(|(_, used)| {
+                users.is_none_or(|users| used.user.as_ref().is_some_and(|u| users.contains(u)))
+            })
+            .map(|(key, _)| key.clone())
             .collect();
-        self.ended.lock().extend(forgotten);
+        let mut lsids = Vec::with_capacity(keys.len());
+        let mut ended = self.ended.lock();
+        for key in keys {
+            if let Some(used) = cache.remove(&key) {
+                ended.push(doc! { "id": used.id.clone(), "uid": binary(&key.1) });
+                lsids.push(doc! { "id": used.id });
+            }
+        }
+        lsids
     }
 
     /// The sessions held, as `config.system.sessions` documents.

@@ -200,6 +200,23 @@ pub fn start_session(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
 /// refresh.
 pub fn end_sessions(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let field = body.keys().next().map_or("endSessions", String::as_str);
+    let wrong_type = |path: String, value: &Bson, expected: &str| {
+        Error::type_mismatch(format!(
+            "BSON field '{path}' is the wrong type '{}', expected type '{expected}'",
+            crate::request::type_name(value)
+        ))
+    };
+    match body.get(field) {
+        Some(Bson::Array(lsids)) => {
+            for (i, lsid) in lsids.iter().enumerate() {
+                if !matches!(lsid, Bson::Document(_)) {
+                    return Err(wrong_type(format!("{field}.{field}.{i}"), lsid, "object"));
+                }
+            }
+        }
+        Some(other) => return Err(wrong_type(format!("{field}.{field}"), other, "array")),
+        None => {}
+    }
     let lsids = crate::transactions::named_sessions(body, field);
     ctx.server.transactions.end_sessions(&lsids);
     let named: Vec<Document> = body
@@ -218,12 +235,70 @@ pub fn end_sessions(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     Ok(Document::new())
 }
 
-/// `killAllSessions`: every session's open transaction is aborted, every session
-/// forgotten.
-pub fn kill_all_sessions(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
-    ctx.server.transactions.end_all_sessions();
-    ctx.server.sessions.end_all();
+/// `killAllSessions: [{user, db}, ...]`: the sessions of those users (of every user
+/// for `[]`) are forgotten, their open transactions aborted.
+pub fn kill_all_sessions(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let users = match body.get("killAllSessions") {
+        Some(Bson::Array(users)) => users
+            .iter()
+            .enumerate()
+            .map(|(i, user)| session_user(i, user))
+            .collect::<Result<Vec<_>>>()?,
+        other => {
+            return Err(Error::type_mismatch(format!(
+                "BSON field 'killAllSessions.killAllSessions' is the wrong type '{}', expected type 'array'",
+                other.map_or("missing", crate::request::type_name)
+            )))
+        }
+    };
+    if users.is_empty() {
+        ctx.server.transactions.end_all_sessions();
+        ctx.server.sessions.end_all(None);
+        return Ok(Document::new());
+    }
+    let lsids: Vec<Vec<u8>> = ctx
+        .server
+        .sessions
+        .end_all(Some(&users))
+        .iter()
+        .filter_map(|lsid| lsid.to_vec().ok())
+        .collect();
+    ctx.server.transactions.end_sessions(&lsids);
     Ok(Document::new())
+}
+
+/// One `{user, db}` of `killAllSessions`.
+fn session_user(index: usize, entry: &Bson) -> Result<crate::security::UserName> {
+    let path = format!("killAllSessions.killAllSessions.{index}");
+    let Bson::Document(entry) = entry else {
+        return Err(Error::type_mismatch(format!(
+            "BSON field '{path}' is the wrong type '{}', expected type 'object'",
+            crate::request::type_name(entry)
+        )));
+    };
+    if let Some(key) = entry.keys().find(|k| *k != "user" && *k != "db") {
+        return Err(Error::location(
+            40415,
+            format!("BSON field 'KillAllSessionsUser.{key}' is an unknown field."),
+        ));
+    }
+    let field = |name: &str| {
+        match entry.get(name) {
+        Some(Bson::String(value)) => Ok(value.clone()),
+        None | Some(Bson::Null) => Err(Error::location(
+            40414,
+            format!("BSON field 'KillAllSessionsUser.{name}' is missing but a required field"),
+        )),
+        Some(other) => Err(Error::type_mismatch(format!(
+            "BSON field 'KillAllSessionsUser.{name}' is the wrong type '{}', expected type 'string'",
+            crate::request::type_name(other)
+        ))),
+    }
+    };
+    Ok(crate::security::UserName::new(
+        &field("user")?,
+        &field("db")?,
+    ))
 }
 
 /// `refreshSessions`: the sessions named are marked used now.

@@ -327,11 +327,11 @@ static COMMANDS: &[Command] = &[
         admin::refresh_sessions,
         "keeps logical sessions alive",
     ),
-    admin_only(command(
+    command(
         "killAllSessions",
         admin::kill_all_sessions,
         "kills every logical session",
-    )),
+    ),
     admin_only(command(
         "commitTransaction",
         outside_transaction,
@@ -655,6 +655,7 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
         ));
     };
     api_version::check(name, body)?;
+    check_generic_fields(name, body)?;
     let Some(command) = lookup(name) else {
         return Err(Error::new(
             ErrorCode::COMMAND_NOT_FOUND,
@@ -900,16 +901,36 @@ fn run_handler(ctx: &Ctx<'_>, command: &Command, body: &Document) -> Result<Repl
 
 /// The command's `maxTimeMS`: a whole number of milliseconds in [0, 2^31 - 1], else
 /// BadValue with mongod's message (0 means no limit).
+/// The generic fields every command may carry, typed as mongod types them:
+/// `readConcern` and `writeConcern` are objects (or null), `maxTimeMS` a number.
+fn check_generic_fields(name: &str, body: &Document) -> Result<()> {
+    for field in ["readConcern", "writeConcern"] {
+        match body.get(field) {
+            None | Some(bson::Bson::Null | bson::Bson::Document(_)) => {}
+            Some(other) => {
+                return Err(Error::type_mismatch(format!(
+                    "BSON field '{name}.{field}' is the wrong type '{}', expected type 'object'",
+                    crate::request::type_name(other)
+                )))
+            }
+        }
+    }
+    max_time_ms(body).map(drop)
+}
+
 fn max_time_ms(body: &Document) -> Result<Option<i64>> {
     let value = match body.get("maxTimeMS") {
         None | Some(bson::Bson::Null) => return Ok(None),
         Some(value) => value,
     };
     let Some(number) = basalt_value::as_f64(value) else {
-        return Err(Error::bad_value("maxTimeMS must be a number"));
+        return Err(Error::type_mismatch(format!(
+            "maxTimeMS must be a number, not {}",
+            crate::request::type_name(value)
+        )));
     };
     if number.fract() != 0.0 {
-        return Err(Error::bad_value("maxTimeMS has non-integral value"));
+        return Err(Error::failed_to_parse("maxTimeMS has non-integral value"));
     }
     if !(0.0..=f64::from(i32::MAX)).contains(&number) {
         return Err(Error::bad_value("maxTimeMS is out of range"));
