@@ -159,6 +159,31 @@ def test_max_time_ms_must_be_a_whole_int32(db, value, code):
         db.command("ping", maxTimeMS=value)
 
 
+@pytest.mark.parametrize(
+    ("concern", "code"),
+    [
+        ({"level": "LOCAL"}, 2),
+        ({"level": 1}, 14),
+        ({"level": "local", "x": 1}, 40415),
+        ({"provenance": "nobody"}, 2),
+        ({"provenance": "clientSupplied", "level": "majority"}, None),
+        ({"atClusterTime": bson.Timestamp(1, 1)}, 72),
+        ({"afterClusterTime": 5}, 14),
+        ({"afterClusterTime": bson.Timestamp(1, 1)}, 20),
+        ({"level": "linearizable"}, 123),
+        ({"level": "snapshot"}, 123),
+        ({"level": "available"}, None),
+    ],
+)
+def test_read_concerns_are_parsed_as_mongod_on_a_standalone(db, concern, code):
+    if code is None:
+        assert db.command("distinct", "c", key="x", readConcern=concern)["ok"] == 1
+        return
+    with pytest.raises(OperationFailure) as info:
+        db.command("distinct", "c", key="x", readConcern=concern)
+    assert info.value.code == code
+
+
 @pytest.mark.parametrize("field", ["readConcern", "writeConcern"])
 def test_read_and_write_concerns_are_documents(db, field):
     with raises_code("TypeMismatch"):

@@ -60,6 +60,7 @@ error_codes! {
     CANNOT_CREATE_INDEX = 67, "CannotCreateIndex";
     INDEX_ALREADY_EXISTS = 68, "IndexAlreadyExists";
     INVALID_OPTIONS = 72, "InvalidOptions";
+    NOT_A_REPLICA_SET = 123, "NotAReplicaSet";
     INVALID_NAMESPACE = 73, "InvalidNamespace";
     INDEX_OPTIONS_CONFLICT = 85, "IndexOptionsConflict";
     INDEX_KEY_SPECS_CONFLICT = 86, "IndexKeySpecsConflict";

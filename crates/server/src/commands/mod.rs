@@ -655,7 +655,7 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
         ));
     };
     api_version::check(name, body)?;
-    check_generic_fields(name, body)?;
+    check_generic_fields(ctx, name, body)?;
     let Some(command) = lookup(name) else {
         return Err(Error::new(
             ErrorCode::COMMAND_NOT_FOUND,
@@ -902,11 +902,22 @@ fn run_handler(ctx: &Ctx<'_>, command: &Command, body: &Document) -> Result<Repl
 /// The command's `maxTimeMS`: a whole number of milliseconds in [0, 2^31 - 1], else
 /// BadValue with mongod's message (0 means no limit).
 /// The generic fields every command may carry, typed as mongod types them:
-/// `readConcern` and `writeConcern` are objects (or null), `maxTimeMS` a number.
-fn check_generic_fields(name: &str, body: &Document) -> Result<()> {
+/// `readConcern` and `writeConcern` are objects (or null), `maxTimeMS` a number; and
+/// the read concern's own fields (see [`check_read_concern`]).
+fn check_generic_fields(ctx: &Ctx<'_>, name: &str, body: &Document) -> Result<()> {
     for field in ["readConcern", "writeConcern"] {
         match body.get(field) {
-            None | Some(bson::Bson::Null | bson::Bson::Document(_)) => {}
+            None | Some(bson::Bson::Null) => {}
+            Some(bson::Bson::Document(concern)) if field == "readConcern" => {
+                // A transaction's statement on a standalone is refused as such first,
+                // and a writing pipeline for its read concern (mongod parses both
+                // before it looks at the node it runs on).
+                let standalone = ctx.server.replication().is_none()
+                    && !body.contains_key("txnNumber")
+                    && replication::writing_stage(body).is_none();
+                check_read_concern(concern, standalone)?;
+            }
+            Some(bson::Bson::Document(_)) => {}
             Some(other) => {
                 return Err(Error::type_mismatch(format!(
                     "BSON field '{name}.{field}' is the wrong type '{}', expected type 'object'",
@@ -916,6 +927,83 @@ fn check_generic_fields(name: &str, body: &Document) -> Result<()> {
         }
     }
     max_time_ms(body).map(drop)
+}
+
+/// A `readConcern` document as mongod parses it: `level` one of its levels (a
+/// standalone has no `linearizable` or `snapshot`: NotAReplicaSet), `afterClusterTime`
+/// and `atClusterTime` timestamps (the latter only at `snapshot`; a standalone has no
+/// cluster time: IllegalOperation), `provenance` one of mongod's, nothing else.
+fn check_read_concern(concern: &Document, standalone: bool) -> Result<()> {
+    use bson::Bson;
+    const LEVELS: &[&str] = &["local", "majority", "linearizable", "available", "snapshot"];
+    const PROVENANCES: &[&str] = &[
+        "clientSupplied",
+        "implicitDefault",
+        "customDefault",
+        "getLastErrorDefaults",
+    ];
+    let wrong_type = |field: &str, value: &Bson, expected: &str| {
+        Error::type_mismatch(format!(
+            "BSON field 'readConcern.{field}' is the wrong type '{}', expected type '{expected}'",
+            crate::request::type_name(value)
+        ))
+    };
+    let level = match concern.get("level") {
+        None | Some(Bson::Null) => None,
+        Some(Bson::String(level)) if LEVELS.contains(&level.as_str()) => Some(level.as_str()),
+        Some(Bson::String(level)) => {
+            return Err(Error::bad_value(format!(
+                "{level} is not a valid read concern level"
+            )))
+        }
+        Some(other) => return Err(wrong_type("level", other, "string")),
+    };
+    if standalone && matches!(level, Some("linearizable" | "snapshot")) {
+        return Err(Error::new(
+            ErrorCode::NOT_A_REPLICA_SET,
+            format!(
+                "node needs to be a replica set member to use read concern level {}",
+                level.unwrap_or_default()
+            ),
+        ));
+    }
+    for (field, value) in concern {
+        match (field.as_str(), value) {
+            ("level", _) | (_, Bson::Null) => {}
+            ("afterClusterTime", Bson::Timestamp(_)) if standalone => {
+                return Err(Error::new(
+                    ErrorCode::ILLEGAL_OPERATION,
+                    "afterClusterTime is not allowed on a standalone: it has no cluster time",
+                ))
+            }
+            ("afterClusterTime", Bson::Timestamp(_)) | ("afterOpTime", Bson::Document(_)) => {}
+            ("atClusterTime", Bson::Timestamp(_)) if level != Some("snapshot") => {
+                return Err(Error::new(
+                    ErrorCode::INVALID_OPTIONS,
+                    "readConcern atClusterTime is only valid with level snapshot",
+                ))
+            }
+            ("atClusterTime", Bson::Timestamp(_)) => {}
+            ("afterClusterTime" | "atClusterTime", other) => {
+                return Err(wrong_type(field, other, "timestamp"))
+            }
+            ("afterOpTime", other) => return Err(wrong_type(field, other, "object")),
+            ("provenance", Bson::String(p)) if PROVENANCES.contains(&p.as_str()) => {}
+            ("provenance", Bson::String(p)) => {
+                return Err(Error::bad_value(format!(
+                    "'{p}' is not a valid readConcern provenance"
+                )))
+            }
+            ("provenance", other) => return Err(wrong_type(field, other, "string")),
+            (other, _) => {
+                return Err(Error::location(
+                    40415,
+                    format!("BSON field 'readConcern.{other}' is an unknown field."),
+                ))
+            }
+        }
+    }
+    Ok(())
 }
 
 fn max_time_ms(body: &Document) -> Result<Option<i64>> {
