@@ -184,6 +184,36 @@ def test_read_concerns_are_parsed_as_mongod_on_a_standalone(db, concern, code):
     assert info.value.code == code
 
 
+@pytest.mark.parametrize(
+    ("concern", "code"),
+    [
+        ({"w": 51}, 9),
+        ({"w": -1}, 9),
+        ({"w": float("nan")}, 9),
+        ({"w": {}}, 9),
+        ({"w": {"dc": "x"}}, 9),
+        ({"w": [1]}, 9),
+        ({"w": None}, 2),
+        ({"w": "Majority"}, 2),
+        ({"w": 1, "j": "yes"}, 14),
+        ({"w": 1, "wtimeout": 2**31}, 9),
+        ({"w": 1, "x": 1}, 40415),
+        ({"w": 1, "provenance": "me"}, 2),
+        ({"w": 1.5}, None),
+        ({"w": {"dc": 1}}, None),
+        ({"w": "majority", "wtimeout": "soon", "j": 1}, None),
+    ],
+)
+def test_write_concerns_are_parsed_as_mongod_on_a_standalone(db, concern, code):
+    if code is None:
+        assert db.command("insert", "c", documents=[{}], writeConcern=concern)["n"] == 1
+        return
+    with pytest.raises(OperationFailure) as info:
+        db.command("insert", "c", documents=[{}], writeConcern=concern)
+    assert info.value.code == code
+    assert db.c.count_documents({}) == 0
+
+
 @pytest.mark.parametrize("field", ["readConcern", "writeConcern"])
 def test_read_and_write_concerns_are_documents(db, field):
     with raises_code("TypeMismatch"):

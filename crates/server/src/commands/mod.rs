@@ -917,7 +917,9 @@ fn check_generic_fields(ctx: &Ctx<'_>, name: &str, body: &Document) -> Result<()
                     && replication::writing_stage(body).is_none();
                 check_read_concern(concern, standalone)?;
             }
-            Some(bson::Bson::Document(_)) => {}
+            Some(bson::Bson::Document(concern)) => {
+                check_write_concern(concern, ctx.server.replication().is_none())?;
+            }
             Some(other) => {
                 return Err(Error::type_mismatch(format!(
                     "BSON field '{name}.{field}' is the wrong type '{}', expected type 'object'",
@@ -927,6 +929,84 @@ fn check_generic_fields(ctx: &Ctx<'_>, name: &str, body: &Document) -> Result<()
         }
     }
     max_time_ms(body).map(drop)
+}
+
+/// A `writeConcern` document as mongod parses it: `w` a number of members (0–50, a
+/// fraction by its whole part), a mode name (on a standalone only "majority") or a
+/// non-empty object of tag counts; `j` a boolean or number; `wtimeout` at most
+/// 2^31 − 1 when a number; `provenance` one of mongod's; nothing else. What the members
+/// can satisfy is the replica set's to check.
+fn check_write_concern(concern: &Document, standalone: bool) -> Result<()> {
+    use bson::Bson;
+    const PROVENANCES: &[&str] = &[
+        "clientSupplied",
+        "implicitDefault",
+        "customDefault",
+        "getLastErrorDefaults",
+        "internalWriteDefault",
+    ];
+    // A fraction counts by its whole part, as mongod takes it.
+    let whole = |value: &Bson, max: f64| {
+        basalt_value::as_f64(value).filter(|n| (0.0..max + 1.0).contains(n))
+    };
+    for (field, value) in concern {
+        match (field.as_str(), value) {
+            ("w", Bson::Null) => {
+                return Err(Error::bad_value("w: null is not a write concern"));
+            }
+            ("w", Bson::String(mode)) if standalone && mode != "majority" => {
+                return Err(Error::bad_value(format!(
+                    "No write concern mode named '{mode}' found: this node is no replica set member"
+                )));
+            }
+            ("w", Bson::String(_)) => {}
+            ("w", Bson::Document(tags))
+                if !tags.is_empty() && tags.values().all(|n| whole(n, f64::from(i32::MAX)).is_some()) => {}
+            ("w", number) if whole(number, 50.0).is_some() => {}
+            ("w", other) => {
+                return Err(Error::failed_to_parse(format!(
+                    "w has to be a number from 0 to 50, a mode name or an object of tag counts; found: {other}"
+                )))
+            }
+            ("j" | "fsync", Bson::Boolean(_) | Bson::Null) => {}
+            ("j" | "fsync", number) if basalt_value::as_f64(number).is_some() => {}
+            ("j" | "fsync", other) => {
+                return Err(Error::type_mismatch(format!(
+                    "BSON field 'writeConcern.{field}' is the wrong type '{}', expected type 'bool'",
+                    crate::request::type_name(other)
+                )))
+            }
+            ("wtimeout", number)
+                if basalt_value::as_f64(number).is_some_and(|n| n.is_nan() || n > f64::from(i32::MAX)) =>
+            {
+                return Err(Error::failed_to_parse(format!(
+                    "wtimeout must be at most {}; found: {number}",
+                    i32::MAX
+                )))
+            }
+            ("wtimeout" | "getLastError" | "wOpTime" | "wElectionId", _) => {}
+            ("provenance", Bson::Null) => {}
+            ("provenance", Bson::String(p)) if PROVENANCES.contains(&p.as_str()) => {}
+            ("provenance", Bson::String(p)) => {
+                return Err(Error::bad_value(format!(
+                    "'{p}' is not a valid writeConcern provenance"
+                )))
+            }
+            ("provenance", other) => {
+                return Err(Error::type_mismatch(format!(
+                    "BSON field 'writeConcern.provenance' is the wrong type '{}', expected type 'string'",
+                    crate::request::type_name(other)
+                )))
+            }
+            (other, _) => {
+                return Err(Error::location(
+                    40415,
+                    format!("BSON field 'writeConcern.{other}' is an unknown field."),
+                ))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A `readConcern` document as mongod parses it: `level` one of its levels (a
