@@ -202,6 +202,7 @@ def test_read_concerns_are_parsed_as_mongod_on_a_standalone(db, concern, code):
         ({"w": 1.5}, None),
         ({"w": {"dc": 1}}, None),
         ({"w": "majority", "wtimeout": "soon", "j": 1}, None),
+        ({"w": 1, "wtimeout": float("nan")}, None),
     ],
 )
 def test_write_concerns_are_parsed_as_mongod_on_a_standalone(db, concern, code):
@@ -212,6 +213,15 @@ def test_write_concerns_are_parsed_as_mongod_on_a_standalone(db, concern, code):
         db.command("insert", "c", documents=[{}], writeConcern=concern)
     assert info.value.code == code
     assert db.c.count_documents({}) == 0
+
+
+def test_explain_verbosity_is_a_string_or_null(db):
+    inner = {"find": "c", "filter": {}}
+    assert db.command("explain", inner, verbosity=None)["ok"] == 1
+    with raises_code("TypeMismatch"):
+        db.command("explain", inner, verbosity=1)
+    with raises_code("BadValue"):
+        db.command("explain", inner, verbosity="everything")
 
 
 @pytest.mark.parametrize("field", ["readConcern", "writeConcern"])

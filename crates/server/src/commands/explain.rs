@@ -55,14 +55,20 @@ pub fn explain(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         }
     };
     let verbosity = match body.get("verbosity") {
-        None => Verbosity::AllPlansExecution,
+        None | Some(Bson::Null) => Verbosity::AllPlansExecution,
         Some(Bson::String(v)) if v == "queryPlanner" => Verbosity::QueryPlanner,
         Some(Bson::String(v)) if v == "executionStats" => Verbosity::ExecutionStats,
         Some(Bson::String(v)) if v == "allPlansExecution" => Verbosity::AllPlansExecution,
-        Some(_) => {
+        Some(Bson::String(_)) => {
             return Err(Error::bad_value(
                 "verbosity string must be one of {'queryPlanner', 'executionStats', 'allPlansExecution'}",
             ))
+        }
+        Some(other) => {
+            return Err(Error::type_mismatch(format!(
+                "BSON field 'explain.verbosity' is the wrong type '{}', expected type 'string'",
+                crate::request::type_name(other)
+            )))
         }
     };
     let mut query = parse_query(inner)?;

@@ -977,7 +977,7 @@ fn check_write_concern(concern: &Document, standalone: bool) -> Result<()> {
                 )))
             }
             ("wtimeout", number)
-                if basalt_value::as_f64(number).is_some_and(|n| n.is_nan() || n > f64::from(i32::MAX)) =>
+                if basalt_value::as_f64(number).is_some_and(|n| n > f64::from(i32::MAX)) =>
             {
                 return Err(Error::failed_to_parse(format!(
                     "wtimeout must be at most {}; found: {number}",
