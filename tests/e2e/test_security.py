@@ -783,3 +783,9 @@ def test_cluster_time_is_signed_and_a_forged_one_is_refused(start_replica_set, t
     assert (unknown["ok"], unknown["code"], unknown["codeName"]) == (0, 211, "KeyNotFound")
     # A time no later than its own needs none, as mongod.
     assert ping(now, bytes(20), 0)["ok"] == 1
+    # A malformed one is BadValue, the connection lives on.
+    with RawConnection(primary.port) as raw:
+        for malformed in (1, {"clusterTime": 5}, {"clusterTime": later, "signature": 1}):
+            reply = raw.command({"ping": 1, "$db": "admin", "$clusterTime": malformed}).doc
+            assert (reply["ok"], reply["code"]) == (0, 2), malformed
+        assert raw.command({"ping": 1, "$db": "admin"}).doc["ok"] == 1

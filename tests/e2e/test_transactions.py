@@ -597,3 +597,14 @@ def test_malformed_apply_ops_get_mongodbs_errors(client):
             [{"op": "d", "ns": "a.b", "o": {"_id": 1}, "preImageHash": "h"}],
         )
     assert client.a.b.count_documents({}) == 0
+    # A commit entry naming staged chunks: a count, the transaction's session, chunks
+    # that exist.
+    op = [{"op": "i", "ns": "a.b", "o": {"_id": 1}}]
+    with raises_code("BadValue"):
+        client.admin.command("applyOps", op, stagedChunks=0)
+    with raises_code("FailedToParse"):
+        client.admin.command("applyOps", op, stagedChunks=1)
+    lsid = {"id": bson.Binary(b"0123456789abcdef", 4)}
+    with raises_code("NoSuchTransaction"):
+        client.admin.command("applyOps", op, stagedChunks=1, lsid=lsid, txnNumber=bson.Int64(7))
+    assert client.a.b.count_documents({}) == 0
