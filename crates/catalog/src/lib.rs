@@ -116,7 +116,7 @@ impl Catalog {
     /// The collection `db.collection`: this thread's uncommitted one first (see
     /// `uncommitted.rs`), else the catalog's.
     pub fn get(&self, db: &str, collection: &str) -> Option<Arc<Collection>> {
-        if let Some(created) = uncommitted::current().and_then(|u| u.get(db, collection)) {
+        if let Some(created) = uncommitted::created(db, collection) {
             return Some(created);
         }
         self.collections

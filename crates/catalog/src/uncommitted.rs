@@ -86,6 +86,12 @@ pub(crate) fn current() -> Option<Arc<Uncommitted>> {
     CURRENT.with(|current| current.borrow().clone())
 }
 
+/// This thread's uncommitted collection `db.collection`, if any: what every catalog
+/// lookup asks first, without taking a reference to the changes themselves.
+pub(crate) fn created(db: &str, collection: &str) -> Option<Arc<Collection>> {
+    CURRENT.with(|current| current.borrow().as_ref()?.get(db, collection))
+}
+
 /// Where provisional ids start: far above any id the catalog's counter reaches.
 const PROVISIONAL_IDS_START: u64 = 1 << 62;
 
