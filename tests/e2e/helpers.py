@@ -43,7 +43,6 @@ CODES = {
     "Location15952": 15952,
     "Location15955": 15955,
     "Location16608": 16608,
-    "Location40324": 40324,
     "Location4568": 4568,
     "Location16493": 16493,
     "Location40099": 40099,
@@ -57,6 +56,14 @@ CODES = {
     "KeyTooLong": 17280,
     "InvalidLength": 16,
     "CommandNotSupported": 115,
+    "GraphContainsCycle": 5,
+    "InvalidOptions": 72,
+    "ViewDepthLimitExceeded": 165,
+    "CommandNotSupportedOnView": 166,
+    "OptionNotSupportedOnView": 167,
+    "InvalidPipelineOperator": 168,
+    "Location40324": 40324,
+    "Location232": 232,
 }
 
 

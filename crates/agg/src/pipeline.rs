@@ -304,6 +304,35 @@ pub struct Pipeline {
     input_fields: FieldSet,
 }
 
+/// How deep sub-pipelines (`$lookup`, `$unionWith`, `$facet`) may nest, as in MongoDB.
+const MAX_SUB_PIPELINE_DEPTH: usize = 20;
+
+/// How deep the sub-pipelines of `stages` nest (0 for none).
+fn sub_pipeline_depth(stages: &[Document]) -> usize {
+    let nested = |value: Option<&Bson>| match value {
+        Some(Bson::Array(stages)) => {
+            let stages: Vec<Document> = stages
+                .iter()
+                .filter_map(|s| s.as_document().cloned())
+                .collect();
+            1 + sub_pipeline_depth(&stages)
+        }
+        _ => 0,
+    };
+    stages
+        .iter()
+        .flat_map(|stage| stage.iter())
+        .map(|(name, spec)| match (name.as_str(), spec) {
+            ("$lookup" | "$unionWith", Bson::Document(spec)) => nested(spec.get("pipeline")),
+            ("$facet", Bson::Document(facets)) => {
+                facets.values().map(|f| nested(Some(f))).max().unwrap_or(0)
+            }
+            _ => 0,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 impl Pipeline {
     /// Parses pipeline stages whose input the caller provides. `let_vars` is the
     /// command's `let` option: each value is a constant expression, evaluated once here
@@ -327,6 +356,15 @@ impl Pipeline {
             return Err(Error::new(
                 ErrorCode::INVALID_NAMESPACE,
                 "{aggregate: 1} is not valid for an empty pipeline.",
+            ));
+        }
+        if sub_pipeline_depth(stages) > MAX_SUB_PIPELINE_DEPTH {
+            return Err(Error::location(
+                232,
+                format!(
+                    "Maximum number of nested sub-pipelines exceeded. Limit is \
+                     {MAX_SUB_PIPELINE_DEPTH}"
+                ),
             ));
         }
         Pipeline::parse_at(

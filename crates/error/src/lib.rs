@@ -34,6 +34,7 @@ error_codes! {
     INTERNAL_ERROR = 1, "InternalError";
     BAD_VALUE = 2, "BadValue";
     NO_SUCH_KEY = 4, "NoSuchKey";
+    GRAPH_CONTAINS_CYCLE = 5, "GraphContainsCycle";
     UNKNOWN_ERROR = 8, "UnknownError";
     FAILED_TO_PARSE = 9, "FailedToParse";
     UNAUTHORIZED = 13, "Unauthorized";
@@ -72,7 +73,11 @@ error_codes! {
     KEY_TOO_LONG = 17280, "KeyTooLong";
     COMMAND_NOT_SUPPORTED = 115, "CommandNotSupported";
     JS_INTERPRETER_FAILURE = 139, "JSInterpreterFailure";
+    VIEW_DEPTH_LIMIT_EXCEEDED = 165, "ViewDepthLimitExceeded";
+    COMMAND_NOT_SUPPORTED_ON_VIEW = 166, "CommandNotSupportedOnView";
+    OPTION_NOT_SUPPORTED_ON_VIEW = 167, "OptionNotSupportedOnView";
     INVALID_PIPELINE_OPERATOR = 168, "InvalidPipelineOperator";
+    VIEW_PIPELINE_MAX_SIZE_EXCEEDED = 195, "ViewPipelineMaxSizeExceeded";
     INVALID_INDEX_SPECIFICATION_OPTION = 197, "InvalidIndexSpecificationOption";
     COMMAND_FAILED = 125, "CommandFailed";
     CANNOT_INDEX_PARALLEL_ARRAYS = 171, "CannotIndexParallelArrays";

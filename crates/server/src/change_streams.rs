@@ -249,7 +249,6 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document, stages: &[&Document]) -> Result
         ctx.server.cursors.open(
             namespace.clone(),
             crate::cursors::CursorSource::ChangeStream(Box::new(stream)),
-            batch_size.filter(|n| *n > 0),
             ctx.deadline(),
             crate::security::cursor_owner(ctx),
         )
@@ -424,9 +423,9 @@ impl ChangeStream {
     /// a document change in a namespace not watched is skipped without decoding it.
     fn may_show(&self, record: &RawDocument) -> bool {
         match (record.get_str("op"), record.get_str("ns")) {
-            (Ok("i" | "u" | "d"), Ok(ns)) => {
+            (Ok(op @ ("i" | "u" | "d")), Ok(ns)) => {
                 let (db, collection) = ns.split_once('.').unwrap_or((ns, ""));
-                self.watches(db, collection)
+                self.watches(db, collection) || self.shows_view_creation(op, collection)
             }
             _ => true,
         }
@@ -442,7 +441,10 @@ impl ChangeStream {
         let ns = record.get_str("ns").unwrap_or("");
         let (db, collection) = ns.split_once('.').unwrap_or((ns, ""));
         let o = record.get_document("o").cloned().unwrap_or_default();
-        let change = match record.get_str("op").unwrap_or("") {
+        let op = record.get_str("op").unwrap_or("");
+        let view_creation = self.shows_view_creation(op, collection);
+        let change = match op {
+            "i" if view_creation => self.view_created(db, &o),
             "i" | "u" | "d" if !self.watches(db, collection) => None,
             "i" => Some(Change::of_document(
                 "insert",
@@ -476,7 +478,7 @@ impl ChangeStream {
         };
         event.extend(change.fields);
         self.add_images(record, &mut event)?;
-        if self.show_expanded_events {
+        if self.show_expanded_events && !view_creation {
             if let Some(uuid) = record.get("ui") {
                 event.insert("collectionUUID", uuid.clone());
             }
@@ -495,6 +497,32 @@ impl ChangeStream {
             }
         });
         Ok(Some((event, invalidate)))
+    }
+
+    /// Whether a record is a view's creation that this stream shows: with
+    /// `showExpandedEvents`, an insert into `system.views` (see `crate::views`).
+    fn shows_view_creation(&self, op: &str, collection: &str) -> bool {
+        self.show_expanded_events && op == "i" && collection == crate::views::SYSTEM_VIEWS
+    }
+
+    /// The `create` event of a view, from its definition inserted in `system.views`.
+    fn view_created(&self, db: &str, definition: &Document) -> Option<Change> {
+        let name = definition
+            .get_str("_id")
+            .ok()?
+            .strip_prefix(db)?
+            .strip_prefix('.')?;
+        if !self.watches(db, name) {
+            return None;
+        }
+        let mut description = Document::new();
+        for field in ["viewOn", "pipeline", "collation"] {
+            if let Some(value) = definition.get(field) {
+                description.insert(field, value.clone());
+            }
+        }
+        let fields = doc! { "operationDescription": description };
+        Some(Change::of_document("create", db, name, fields))
     }
 
     /// An update record's event: `update` with its description, or `replace` with the

@@ -121,8 +121,6 @@ impl Iterator for Buffered {
 pub struct Cursor {
     pub namespace: String,
     pub source: CursorSource,
-    /// The batchSize given to find/aggregate, used for later getMores without one.
-    pub batch_size: Option<usize>,
     /// The command's `maxTimeMS`, which the cursor's idle time does not count toward.
     deadline: Deadline,
     last_used: Instant,
@@ -163,7 +161,6 @@ impl CursorManager {
         &self,
         namespace: String,
         source: CursorSource,
-        batch_size: Option<usize>,
         deadline: Deadline,
         owner: Option<UserName>,
     ) -> i64 {
@@ -179,7 +176,6 @@ impl CursorManager {
             Cursor {
                 namespace,
                 source,
-                batch_size,
                 deadline,
                 last_used: Instant::now(),
                 owner,
@@ -212,8 +208,9 @@ impl CursorManager {
 
     /// The first batch of `source` as a command reply's `cursor`, with a cursor opened
     /// for the rest unless the source is exhausted or the client wants a single batch.
-    /// `batch_size` bounds the first batch and, when given, later ones too; `deadline`
-    /// is the command's time limit, which later batches keep.
+    /// `batch_size` bounds the first batch only: a getMore without one returns what fits
+    /// in a reply, as mongod does. `deadline` is the command's time limit, which later
+    /// batches keep.
     pub fn first_batch_reply(
         &self,
         namespace: String,
@@ -228,13 +225,7 @@ impl CursorManager {
         let id = if exhausted || single_batch {
             0
         } else {
-            self.open(
-                namespace.clone(),
-                source,
-                batch_size.filter(|n| *n > 0),
-                deadline,
-                owner,
-            )
+            self.open(namespace.clone(), source, deadline, owner)
         };
         cursor_reply(id, &namespace, batch, true)
     }
@@ -374,7 +365,6 @@ mod tests {
         let id = manager.open(
             "db.c".into(),
             CursorSource::buffered(docs),
-            None,
             Deadline::default(),
             Some(UserName::new("ann", "admin")),
         );

@@ -217,6 +217,34 @@ fn check_key_lengths(batch: &WriteBatch) -> Result<()> {
     Ok(())
 }
 
+/// The longest key fjall holds; it panics on a longer one, also as a scan's bound.
+const MAX_KEY_BYTES: usize = u16::MAX as usize;
+
+/// A scan's lower bound that fjall accepts and that selects the same stored keys: past
+/// a key longer than any stored one are the keys past its first `MAX_KEY_BYTES` bytes
+/// (no stored key lies between the two).
+fn storable_lower(bound: Bound<&[u8]>) -> Bound<&[u8]> {
+    match bound {
+        Bound::Included(key) | Bound::Excluded(key) if key.len() > MAX_KEY_BYTES => {
+            Bound::Excluded(&key[..MAX_KEY_BYTES])
+        }
+        other => other,
+    }
+}
+
+/// As [`storable_lower`], for an upper bound: below a key longer than any stored one
+/// are the keys up to its first `MAX_KEY_BYTES` bytes.
+fn storable_upper<K: AsRef<[u8]>>(bound: Bound<K>) -> Bound<Vec<u8>> {
+    match bound {
+        Bound::Included(key) | Bound::Excluded(key) if key.as_ref().len() > MAX_KEY_BYTES => {
+            Bound::Included(key.as_ref()[..MAX_KEY_BYTES].to_vec())
+        }
+        Bound::Included(key) => Bound::Included(key.as_ref().to_vec()),
+        Bound::Excluded(key) => Bound::Excluded(key.as_ref().to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
 impl Engine for FjallEngine {
     fn snapshot(&self) -> Box<dyn Snapshot> {
         let _gate = self.snapshot_gate.read();
@@ -308,6 +336,9 @@ impl Engine for FjallEngine {
 
 impl Snapshot for FjallSnapshot {
     fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if key.len() > MAX_KEY_BYTES {
+            return Ok(None);
+        }
         let value = self
             .snapshot
             .get(self.keyspace(space), key)
@@ -322,6 +353,10 @@ impl Snapshot for FjallSnapshot {
         start: ScanStart<'_>,
         visit: &mut KeyValueVisitor<'_>,
     ) -> Result<()> {
+        // No stored key starts with a prefix longer than any key.
+        if prefix.len() > MAX_KEY_BYTES {
+            return Ok(());
+        }
         let lower: Bound<&[u8]> = match start {
             ScanStart::Beginning => Bound::Included(prefix),
             ScanStart::After(key) => Bound::Excluded(key),
@@ -331,9 +366,10 @@ impl Snapshot for FjallSnapshot {
             Some(end) => Bound::Excluded(end.as_slice()),
             None => Bound::Unbounded,
         };
+        let lower = storable_lower(lower).map(<[u8]>::to_vec);
         for guard in self
             .snapshot
-            .range::<&[u8], _>(self.keyspace(space), (lower, upper))
+            .range::<Vec<u8>, _>(self.keyspace(space), (lower, storable_upper(upper)))
         {
             let (key, value) = guard.into_inner().map_err(self.failed(space))?;
             if visit(&key, &value)?.is_break() {
@@ -350,15 +386,17 @@ impl Snapshot for FjallSnapshot {
         end: ScanEnd<'_>,
         visit: &mut KeyValueVisitor<'_>,
     ) -> Result<()> {
+        // No stored key starts with a prefix longer than any key.
+        if prefix.len() > MAX_KEY_BYTES {
+            return Ok(());
+        }
         let Some(upper) = crate::back_scan_upper(prefix, end) else {
             return Ok(());
         };
+        let lower = storable_lower(Bound::Included(prefix)).map(<[u8]>::to_vec);
         for guard in self
             .snapshot
-            .range::<Vec<u8>, _>(
-                self.keyspace(space),
-                (Bound::Included(prefix.to_vec()), upper),
-            )
+            .range::<Vec<u8>, _>(self.keyspace(space), (lower, storable_upper(upper)))
             .rev()
         {
             let (key, value) = guard.into_inner().map_err(self.failed(space))?;
@@ -370,14 +408,18 @@ impl Snapshot for FjallSnapshot {
     }
 
     fn last_key_with_prefix(&self, space: Space, prefix: &[u8]) -> Result<Option<Vec<u8>>> {
+        if prefix.len() > MAX_KEY_BYTES {
+            return Ok(None);
+        }
         let upper_key = crate::prefix_upper_bound(prefix);
         let upper: Bound<&[u8]> = match &upper_key {
             Some(end) => Bound::Excluded(end.as_slice()),
             None => Bound::Unbounded,
         };
+        let lower = storable_lower(Bound::Included(prefix)).map(<[u8]>::to_vec);
         match self
             .snapshot
-            .range::<&[u8], _>(self.keyspace(space), (Bound::Included(prefix), upper))
+            .range::<Vec<u8>, _>(self.keyspace(space), (lower, storable_upper(upper)))
             .next_back()
         {
             Some(guard) => Ok(Some(guard.key().map_err(self.failed(space))?.to_vec())),

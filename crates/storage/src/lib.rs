@@ -289,6 +289,26 @@ mod conformance_tests {
             collect_back(&*before, b"a", ScanEnd::Before(b"a3")),
             vec![b"a2".to_vec(), b"a1".to_vec()]
         );
+        // Keys longer than any stored one (a 70 kB `_id` asked for) select what they
+        // would, without the engine failing on them.
+        let long = |start: &[u8]| [start, &[b'z'; 70_000][..]].concat();
+        assert_eq!(after.get(Space::Records, &long(b"a")).unwrap(), None);
+        assert!(collect(&*after, &long(b"a"), ScanStart::Beginning).is_empty());
+        assert_eq!(
+            collect(&*after, b"a", ScanStart::After(&long(b"a1"))),
+            vec![b"a3".to_vec()]
+        );
+        assert_eq!(
+            collect_back(&*after, b"a", ScanEnd::Before(&long(b"a3"))),
+            vec![b"a3".to_vec(), b"a1".to_vec()]
+        );
+        assert!(collect_back(&*after, &long(b"a"), ScanEnd::End).is_empty());
+        assert_eq!(
+            after
+                .last_key_with_prefix(Space::Records, &long(b"a"))
+                .unwrap(),
+            None
+        );
         assert_eq!(
             collect_back(&*after, b"a", ScanEnd::Before(b"a2")),
             vec![b"a1".to_vec()]

@@ -42,6 +42,23 @@ fn refuse_linearizable_writes(body: &Document) -> Result<()> {
 }
 
 pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf> {
+    aggregate_as(ctx, body, None)
+}
+
+/// How a read of a view reports its cursor: under the view's namespace (a getMore names
+/// the view), in one batch when the reader asked for one.
+pub(super) struct ViewCursor {
+    pub namespace: String,
+    pub single_batch: bool,
+}
+
+/// `aggregate`, reporting its cursor as `view`'s when it runs for a read of a view (its
+/// body then names the view's collection and holds the views' pipeline).
+pub(super) fn aggregate_as(
+    ctx: &Ctx<'_>,
+    body: &Document,
+    view: Option<ViewCursor>,
+) -> Result<bson::RawDocumentBuf> {
     let fields = Fields::new(body);
     // `None`: a database-level aggregation.
     let name = match body.get("aggregate") {
@@ -97,11 +114,36 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf>
         plan.remove("ok");
         return crate::cursors::encode(&plan);
     }
+    let batch_size = fields.cursor_batch_size()?;
+    let (namespace, source, deadline) = results(ctx, body, name.as_deref())?;
+    let (namespace, single_batch) = match view {
+        Some(view) => (view.namespace, view.single_batch),
+        None => (namespace, false),
+    };
+    ctx.server.cursors.first_batch_reply(
+        namespace,
+        source,
+        batch_size,
+        single_batch,
+        deadline,
+        crate::security::cursor_owner(ctx),
+    )
+}
+
+/// The results of the pipeline of the aggregate command `body` over the collection
+/// `name` (`None`: a database-level aggregation), as a cursor's source, with the
+/// namespace it reports and its time limit. A read of a view gets its documents here.
+pub(super) fn results(
+    ctx: &Ctx<'_>,
+    body: &Document,
+    name: Option<&str>,
+) -> Result<(String, CursorSource, Deadline)> {
+    let fields = Fields::new(body);
+    let stages = fields.documents("pipeline")?;
     // Accepted for the drivers that send it; there are no validators to bypass yet.
     fields.bool_or("bypassDocumentValidation", false)?;
     // Whether `$sort` may spill to disk beyond its memory limit (read by the stage).
     fields.bool_or("allowDiskUse", true)?;
-    let batch_size = fields.cursor_batch_size()?;
     let deadline = ctx.deadline();
     let durability = durability(&fields)?;
     let stages: Vec<Document> = stages.into_iter().cloned().collect();
@@ -112,24 +154,20 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf>
         name.is_none(),
         collation.as_ref(),
     )?;
-    let namespace = match &name {
+    let namespace = match name {
         Some(name) => format!("{}.{name}", ctx.db),
         None => format!("{}.$cmd.aggregate", ctx.db),
     };
 
     let collections = ServerCollections::new(ctx, body, &namespace, deadline.clone(), durability);
-    let collection = match &name {
-        Some(name) => ctx.server.catalog.get(ctx.db, name),
-        None => None,
-    };
+    let collection = name.and_then(|name| ctx.server.catalog.get(ctx.db, name));
     // The leading $match becomes the scan's filter (and picks its access path).
-    let filter = match &name {
+    let filter = match name {
         Some(_) => pipeline.take_leading_match()?.unwrap_or_default(),
         None => Document::new(),
     };
     let input_fields = pipeline.input_fields().map(<[String]>::to_vec);
     let oplog = name
-        .as_deref()
         .filter(|name| crate::local_oplog::is_oplog(ctx.db, name))
         .and_then(|_| ctx.server.replication());
     let source = if let Some(set) = oplog {
@@ -203,14 +241,7 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf>
             }
         }
     };
-    ctx.server.cursors.first_batch_reply(
-        namespace,
-        source,
-        batch_size,
-        false,
-        deadline,
-        crate::security::cursor_owner(ctx),
-    )
+    Ok((namespace, source, deadline))
 }
 
 /// How much of a too-large result's first element its error shows.

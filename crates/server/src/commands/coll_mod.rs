@@ -1,17 +1,22 @@
-//! `collMod`: changes a collection's options. Only the options Basalt keeps today can
-//! change (`changeStreamPreAndPostImages`, `validationLevel`, `validationAction`, and an
-//! index's `expireAfterSeconds` or `hidden` through `index`); the rest are refused by name rather
-//! than ignored.
+//! `collMod`: changes a collection's options, or a view's definition. Only the options
+//! Basalt keeps today can change (`changeStreamPreAndPostImages`, `validationLevel`,
+//! `validationAction`, and an index's `expireAfterSeconds` or `hidden` through `index`);
+//! the rest are refused by name rather than ignored.
 
-use super::create::pre_and_post_images;
+use super::create::{pre_and_post_images, validation_setting};
+use super::write_batch::durability;
 use super::Ctx;
 use crate::request::{Fields, GENERIC_COMMAND_FIELDS};
+use crate::views::{self, Definer, View};
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Bson, Document};
 
 pub fn coll_mod(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let name = Fields::new(body).collection()?;
     let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
+        if let Some(view) = views::get(&ctx.server.catalog, ctx.db, name)? {
+            return modify_view(ctx, body, view);
+        }
         return Err(Error::new(
             ErrorCode::NAMESPACE_NOT_FOUND,
             format!("ns does not exist: {}.{name}", ctx.db),
@@ -25,8 +30,15 @@ pub fn coll_mod(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             "changeStreamPreAndPostImages" => {
                 options.insert(key.clone(), pre_and_post_images(value)?);
             }
-            "validationLevel" | "validationAction" => {
-                options.insert(key.clone(), value.clone());
+            "validationLevel" | "validationAction" if value != &Bson::Null => {
+                options.insert(key.clone(), validation_setting(key, value)?);
+            }
+            "validationLevel" | "validationAction" => {}
+            "viewOn" | "pipeline" => {
+                return Err(Error::new(
+                    ErrorCode::INVALID_OPTIONS,
+                    format!("option '{key}' is only for views, and {name} is a collection"),
+                ))
             }
             generic if GENERIC_COMMAND_FIELDS.contains(&generic) => {}
             other => {
@@ -39,6 +51,37 @@ pub fn coll_mod(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     }
     ctx.server.catalog.set_options(&collection, options)?;
     Ok(reply)
+}
+
+/// A view's `viewOn` and `pipeline`, each optional; a view has no other option.
+fn modify_view(ctx: &Ctx<'_>, body: &Document, mut view: View) -> Result<Document> {
+    for (key, value) in body.iter().skip(1) {
+        match key.as_str() {
+            "viewOn" => {
+                if let Some(view_on) = views::parse_view_on("collMod", value)? {
+                    view.view_on = view_on;
+                }
+            }
+            "pipeline" => {
+                view.pipeline = views::parse_pipeline("collMod", value, Definer::CollMod)?
+            }
+            generic if GENERIC_COMMAND_FIELDS.contains(&generic) => {}
+            other => {
+                return Err(Error::new(
+                    ErrorCode::INVALID_OPTIONS,
+                    format!("option not supported on a view: {other}"),
+                ))
+            }
+        }
+    }
+    views::check_graph(&ctx.server.catalog, ctx.db, &view)?;
+    views::store(
+        &ctx.server.catalog,
+        ctx.db,
+        &view,
+        durability(&Fields::new(body))?,
+    )?;
+    Ok(Document::new())
 }
 
 /// `index: {name | keyPattern, expireAfterSeconds | hidden}`: changes a TTL or hides an

@@ -1,4 +1,4 @@
-//! `drop`, `dropDatabase` and `renameCollection`.
+//! `drop` (of a collection or a view), `dropDatabase` and `renameCollection`.
 
 use super::Ctx;
 use crate::request::Fields;
@@ -6,7 +6,12 @@ use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Bson, Document};
 
 pub fn drop(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
-    let name = Fields::new(body).collection()?;
+    let fields = Fields::new(body);
+    let name = fields.collection()?;
+    let durability = super::write_batch::durability(&fields)?;
+    if crate::views::remove(&ctx.server.catalog, ctx.db, name, durability)? {
+        return Ok(doc! { "ns": format!("{}.{name}", ctx.db) });
+    }
     let indexes = ctx
         .server
         .catalog
@@ -21,13 +26,44 @@ pub fn drop(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     Ok(reply)
 }
 
+/// `dropDatabase: 1`, whose reply is only `ok` as mongod 8.0's. The value is a number
+/// that comes to 1 as mongod reads it: a double truncated, a decimal rounded.
 pub fn drop_database(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
-    match body.get("dropDatabase") {
-        Some(v) if basalt_value::as_f64(v) == Some(1.0) => {}
-        _ => return Err(Error::failed_to_parse("have to pass 1 as db parameter")),
+    let one = match body.get("dropDatabase") {
+        None | Some(Bson::Null) => {
+            return Err(Error::location(
+                40414,
+                "BSON field 'dropDatabase' is missing but a required field",
+            ))
+        }
+        Some(Bson::Int32(n)) => i64::from(*n) == 1,
+        Some(Bson::Int64(n)) => *n == 1,
+        Some(Bson::Double(n)) => n.trunc() == 1.0,
+        Some(decimal @ Bson::Decimal128(_)) => {
+            basalt_value::as_f64(decimal).is_some_and(|n| n.round_ties_even() == 1.0)
+        }
+        Some(other) => {
+            return Err(Error::type_mismatch(format!(
+                "BSON field 'dropDatabase' is the wrong type '{}', expected types '[long, int, \
+                 decimal, double]'",
+                crate::request::type_name(other)
+            )))
+        }
+    };
+    if !one {
+        return Err(Error::location(
+            5255100,
+            "Invalid value for field 'dropDatabase': must be 1",
+        ));
+    }
+    if ctx.db == "admin" {
+        return Err(Error::new(
+            ErrorCode::ILLEGAL_OPERATION,
+            "Dropping the 'admin' database is prohibited.",
+        ));
     }
     ctx.server.catalog.drop_database(ctx.db)?;
-    Ok(doc! { "dropped": ctx.db })
+    Ok(Document::new())
 }
 
 fn split_namespace<'a>(value: Option<&'a Bson>, field: &str) -> Result<(&'a str, &'a str)> {
@@ -49,6 +85,23 @@ pub fn rename_collection(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let from = split_namespace(body.get("renameCollection"), "renameCollection")?;
     let to = split_namespace(body.get("to"), "to")?;
     let drop_target = fields.bool_or("dropTarget", false)?;
+    // The views' definitions move only with their views (`create`, `collMod`, `drop`).
+    if [from.1, to.1].contains(&crate::views::SYSTEM_VIEWS) {
+        return Err(Error::new(
+            ErrorCode::ILLEGAL_OPERATION,
+            format!(
+                "cannot rename {}: views are changed by collMod",
+                crate::views::SYSTEM_VIEWS
+            ),
+        ));
+    }
+    // A view in the way is not dropped for a collection, as mongod refuses it.
+    if crate::views::get(&ctx.server.catalog, to.0, to.1)?.is_some() {
+        return Err(Error::new(
+            ErrorCode::NAMESPACE_EXISTS,
+            format!("a view already exists with the name {}.{}", to.0, to.1),
+        ));
+    }
     if ctx.server.catalog.get(from.0, from.1).is_none() {
         return Err(Error::new(
             ErrorCode::NAMESPACE_NOT_FOUND,

@@ -1,45 +1,145 @@
-//! `create`: makes a collection explicitly, with options.
+//! `create`: makes a collection explicitly, with options, or a view (`viewOn`,
+//! `pipeline`; see `crate::views`).
 //!
-//! Capped collections, validators, views and time series are not built yet; asking for
-//! one is refused with a clear error rather than silently creating a plain collection
-//! that would behave differently. A clustered collection (`clusteredIndex` on `_id`) is
+//! Capped collections, validators and time series are not built yet; asking for one is
+//! refused with a clear error rather than silently creating a plain collection that
+//! would behave differently. A view ignores the options of collections, once they are
+//! checked, as mongod does. A clustered collection (`clusteredIndex` on `_id`) is
 //! accepted: its `_id` index carries the given name and is reported as clustered, while
 //! records keep insertion order on disk (MongoDB leaves natural order unspecified).
 
+use super::write_batch::durability;
 use super::Ctx;
 use crate::request::{is_requested, Fields, GENERIC_COMMAND_FIELDS};
+use crate::views::{self, Definer, View};
+use basalt_catalog::validate_collection_name;
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Bson, Document};
 
 /// Options accepted and kept (reported back by listCollections).
 const KEPT_OPTIONS: &[&str] = &[
-    "storageEngine",
     "indexOptionDefaults",
     "collation",
-    "validationLevel",
-    "validationAction",
     "changeStreamPreAndPostImages",
     "clusteredIndex",
 ];
 /// Options that ask for collection kinds Basalt does not have yet.
 const UNSUPPORTED_OPTIONS: &[&str] = &[
     "capped",
-    "viewOn",
-    "pipeline",
     "timeseries",
     "validator",
     "encryptedFields",
     "expireAfterSeconds",
 ];
-/// Legacy create fields that mean nothing without the options above.
-const IGNORED_FIELDS: &[&str] = &["size", "max", "flags", "autoIndexId"];
+/// Legacy create fields that mean nothing without the options above, and the `_id`
+/// index's spec (mongorestore sends it), which is always MongoDB's default here.
+const IGNORED_FIELDS: &[&str] = &["size", "max", "flags", "autoIndexId", "idIndex"];
+
+/// Options a view cannot have, with the error mongod gives.
+const NOT_FOR_VIEWS: &[(&str, ErrorCode)] = &[
+    ("timeseries", ErrorCode::INVALID_OPTIONS),
+    ("idIndex", ErrorCode::INVALID_OPTIONS),
+    ("clusteredIndex", ErrorCode(6026500)),
+    ("encryptedFields", ErrorCode(6346401)),
+    ("expireAfterSeconds", ErrorCode::INVALID_OPTIONS),
+];
 
 pub fn create(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let fields = Fields::new(body);
     let name = fields.collection()?;
+    let view_on = match body.get("viewOn") {
+        Some(value) => views::parse_view_on("create", value)?,
+        None => None,
+    };
+    let pipeline = match body.get("pipeline") {
+        Some(value) => Some(views::parse_pipeline("create", value, Definer::Create)?),
+        None => None,
+    };
+    if view_on.is_none() && body.get("pipeline").is_some_and(is_requested) {
+        return Err(Error::new(
+            ErrorCode::INVALID_OPTIONS,
+            "'pipeline' requires 'viewOn' to also be specified",
+        ));
+    }
+    let options = collection_options(body, view_on.is_some())?;
+    if let Some(view_on) = view_on {
+        let images = body
+            .get_document("changeStreamPreAndPostImages")
+            .is_ok_and(|images| images.get_bool("enabled").unwrap_or(false));
+        if images {
+            return Err(Error::new(
+                ErrorCode::INVALID_OPTIONS,
+                "option 'changeStreamPreAndPostImages' cannot be used with a view",
+            ));
+        }
+        if let Some((option, code)) = NOT_FOR_VIEWS
+            .iter()
+            .find(|(option, _)| body.get(*option).is_some_and(is_requested))
+        {
+            return Err(Error::new(
+                *code,
+                format!("option '{option}' cannot be used with a view"),
+            ));
+        }
+        let view = View {
+            name: name.to_string(),
+            view_on,
+            pipeline: pipeline.unwrap_or_default(),
+            collation: fields.collation()?.map(|c| c.spec().clone()),
+        };
+        return create_view(ctx, body, view);
+    }
+    if views::get(&ctx.server.catalog, ctx.db, name)?.is_some() {
+        return Err(namespace_exists(ctx.db, name));
+    }
+    create_collection(ctx, name, options)
+}
+
+fn namespace_exists(db: &str, name: &str) -> Error {
+    Error::new(
+        ErrorCode::NAMESPACE_EXISTS,
+        format!("Namespace {db}.{name} already exists with different options"),
+    )
+}
+
+/// Makes the view `view`; the same view again succeeds, as `create` of the same
+/// collection does.
+fn create_view(ctx: &Ctx<'_>, body: &Document, view: View) -> Result<Document> {
+    if crate::transactions::in_transaction(body) {
+        return Err(Error::new(
+            ErrorCode::OPERATION_NOT_SUPPORTED_IN_TRANSACTION,
+            "Cannot create a view in a multi-document transaction.",
+        ));
+    }
+    let catalog = &ctx.server.catalog;
+    validate_collection_name(ctx.db, &view.name)?;
+    if catalog.get(ctx.db, &view.name).is_some() {
+        return Err(namespace_exists(ctx.db, &view.name));
+    }
+    match views::get(catalog, ctx.db, &view.name)? {
+        Some(existing) if existing == view => return Ok(Document::new()),
+        Some(_) => return Err(namespace_exists(ctx.db, &view.name)),
+        None => {}
+    }
+    views::check_graph(catalog, ctx.db, &view)?;
+    views::store(catalog, ctx.db, &view, durability(&Fields::new(body))?)?;
+    Ok(Document::new())
+}
+
+/// A collection's options, checked; those a view ignores are checked all the same.
+fn collection_options(body: &Document, view: bool) -> Result<Document> {
+    if body.get("capped").is_some_and(is_requested) && !body.get("size").is_some_and(is_requested) {
+        return Err(Error::new(
+            ErrorCode::INVALID_OPTIONS,
+            "the 'size' field is required when 'capped' is true",
+        ));
+    }
     let mut options = Document::new();
     for (key, value) in body.iter().skip(1) {
-        if UNSUPPORTED_OPTIONS.contains(&key.as_str()) && is_requested(value) {
+        if key == "viewOn" || key == "pipeline" {
+            continue;
+        }
+        if UNSUPPORTED_OPTIONS.contains(&key.as_str()) && is_requested(value) && !view {
             return Err(Error::new(
                 ErrorCode::COMMAND_NOT_SUPPORTED,
                 format!("create with option '{key}' is not supported by Basalt yet"),
@@ -49,6 +149,14 @@ pub fn create(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             options.insert(key.clone(), clustered_index(value)?);
         } else if key == "changeStreamPreAndPostImages" {
             options.insert(key.clone(), pre_and_post_images(value)?);
+        } else if key == "validationLevel" || key == "validationAction" {
+            // Null is the default, as if not given.
+            if value != &Bson::Null {
+                options.insert(key.clone(), validation_setting(key, value)?);
+            }
+        } else if key == "storageEngine" {
+            check_storage_engine(value)?;
+            options.insert(key.clone(), value.clone());
         } else if KEPT_OPTIONS.contains(&key.as_str()) {
             options.insert(key.clone(), value.clone());
         } else if !GENERIC_COMMAND_FIELDS.contains(&key.as_str())
@@ -61,6 +169,61 @@ pub fn create(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             ));
         }
     }
+    Ok(options)
+}
+
+/// `validationLevel` (`off`, `strict`, `moderate`) or `validationAction` (`error`,
+/// `warn`, `errorAndLog`).
+pub fn validation_setting(field: &str, value: &Bson) -> Result<Bson> {
+    let allowed: &[&str] = if field == "validationLevel" {
+        &["off", "strict", "moderate"]
+    } else {
+        &["error", "warn", "errorAndLog"]
+    };
+    match value {
+        Bson::String(setting) if allowed.contains(&setting.as_str()) => Ok(value.clone()),
+        Bson::String(setting) => Err(Error::bad_value(format!(
+            "Enumeration value '{setting}' for field '{field}' is not a valid value."
+        ))),
+        other => Err(Error::type_mismatch(format!(
+            "BSON field '{field}' is the wrong type '{}', expected type 'string'",
+            crate::request::type_name(other)
+        ))),
+    }
+}
+
+/// The storage engines whose options `storageEngine` may hold (kept, not used).
+const STORAGE_ENGINES: &[&str] = &["wiredTiger", "inMemory"];
+
+/// `storageEngine: {<engine>: {<options>}}`, naming known engines only.
+fn check_storage_engine(value: &Bson) -> Result<()> {
+    let engines = match value {
+        Bson::Null => return Ok(()),
+        Bson::Document(engines) => engines,
+        other => {
+            return Err(Error::type_mismatch(format!(
+                "BSON field 'create.storageEngine' is the wrong type '{}', expected type 'object'",
+                crate::request::type_name(other)
+            )))
+        }
+    };
+    for (engine, options) in engines {
+        if !matches!(options, Bson::Document(_)) {
+            return Err(Error::bad_value(format!(
+                "'storageEngine.{engine}' has to be an embedded document."
+            )));
+        }
+        if !STORAGE_ENGINES.contains(&engine.as_str()) {
+            return Err(Error::new(
+                ErrorCode::INVALID_OPTIONS,
+                format!("unknown storage engine: {engine}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn create_collection(ctx: &Ctx<'_>, name: &str, options: Document) -> Result<Document> {
     match ctx.server.catalog.create(ctx.db, name, options.clone()) {
         Ok(_) => Ok(Document::new()),
         // MongoDB 7 treats re-creating an existing collection with the same options as

@@ -10,24 +10,38 @@ use basalt_value::{DistinctValues, FieldPath};
 use bson::{doc, Bson, Document};
 use std::ops::ControlFlow;
 
+/// The field whose values a distinct collects.
+pub(super) fn key(body: &Document) -> Result<String> {
+    match body.get("key") {
+        Some(Bson::String(key)) => Ok(key.clone()),
+        Some(other) => Err(Error::type_mismatch(format!(
+            "BSON field 'distinct.key' is the wrong type '{}', expected type 'string'",
+            crate::request::type_name(other)
+        ))),
+        None => Err(Error::location(
+            40414,
+            "BSON field 'distinct.key' is missing but a required field",
+        )),
+    }
+}
+
+/// Adds the values `path` reaches in `doc` to `values`, an array's by its elements.
+pub(super) fn add_values(path: &FieldPath, doc: &Document, values: &mut DistinctValues) {
+    for reached in path.reached(doc) {
+        let basalt_value::Reached::Value { value, .. } = reached else {
+            continue;
+        };
+        match value {
+            Bson::Array(items) => items.iter().for_each(|item| values.insert(item)),
+            other => values.insert(other),
+        }
+    }
+}
+
 pub fn distinct(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let fields = Fields::new(body);
     let name = fields.collection()?;
-    let key = match body.get("key") {
-        Some(Bson::String(key)) => key.clone(),
-        Some(other) => {
-            return Err(Error::type_mismatch(format!(
-                "BSON field 'distinct.key' is the wrong type '{}', expected type 'string'",
-                crate::request::type_name(other)
-            )))
-        }
-        None => {
-            return Err(Error::location(
-                40414,
-                "BSON field 'distinct.key' is missing but a required field",
-            ))
-        }
-    };
+    let key = key(body)?;
     let filter = fields.document_opt("query")?.cloned().unwrap_or_default();
     let collation = fields.collation()?;
     let matcher = Matcher::new(&filter)?.with_collation(collation.as_ref());
@@ -47,18 +61,7 @@ pub fn distinct(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         // Only the field whose values are collected is decoded (and the filter's).
         Some(&[key.split('.').next().unwrap_or(&key).to_string()]),
         &mut |_, doc| {
-            for reached in path.reached(&doc) {
-                let basalt_value::Reached::Value { value, .. } = reached else {
-                    continue;
-                };
-                let elements: Vec<&Bson> = match value {
-                    Bson::Array(items) => items.iter().collect(),
-                    other => vec![other],
-                };
-                for element in elements {
-                    values.insert(element);
-                }
-            }
+            add_values(&path, &doc, &mut values);
             Ok(ControlFlow::Continue(()))
         },
     )?;

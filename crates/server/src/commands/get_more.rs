@@ -31,7 +31,7 @@ pub fn get_more(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
     let namespace = format!("{}.{collection}", ctx.db);
     let owner = crate::security::cursor_owner(ctx);
     let mut cursor = ctx.server.cursors.take(id, &namespace, owner.as_ref())?;
-    let limit = batch_size.or(cursor.batch_size).filter(|n| *n > 0);
+    let limit = batch_size.filter(|n| *n > 0);
     if let CursorSource::ChangeStream(stream) = &mut cursor.source {
         // An awaitData cursor: maxTimeMS is how long to wait for a change.
         let wait = ctx

@@ -1,5 +1,5 @@
-//! `listCollections`: the collections of a database as a cursor, with filter and
-//! nameOnly.
+//! `listCollections`: the collections and views of a database as a cursor, with filter
+//! and nameOnly.
 
 use super::Ctx;
 use crate::cursors::CursorSource;
@@ -40,6 +40,27 @@ pub fn list_collections(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocum
         if matcher.matches(&full) {
             entries.push(if name_only {
                 doc! { "name": meta.name.clone(), "type": "collection" }
+            } else {
+                full
+            });
+        }
+    }
+    for view in crate::views::list(&ctx.server.catalog, ctx.db)? {
+        if visible
+            .as_ref()
+            .is_some_and(|v| !v.shows(ctx.db, Some(&view.name)))
+        {
+            continue;
+        }
+        let full = doc! {
+            "name": view.name.clone(),
+            "type": "view",
+            "options": view.options(),
+            "info": { "readOnly": true },
+        };
+        if matcher.matches(&full) {
+            entries.push(if name_only {
+                doc! { "name": view.name, "type": "view" }
             } else {
                 full
             });

@@ -35,6 +35,7 @@ mod stats;
 mod update;
 mod user_management;
 mod validate;
+mod views;
 mod write_batch;
 
 use crate::connection::ConnectionInfo;
@@ -690,6 +691,7 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
         }
     }
     let fail_point = fail_point(ctx, name, body)?;
+    views::refuse_on_view(ctx, command.name, body)?;
     let reply = run_command(ctx, command, body);
     // Users and roles live in `admin`: a write there (here, or applied from the log)
     // may change what connections may do.
@@ -886,10 +888,13 @@ fn run_handler(ctx: &Ctx<'_>, command: &Command, body: &Document) -> Result<Repl
     };
     let stored = crate::system_js::stored_functions(&ctx.server.catalog, ctx.db);
     let started = std::time::Instant::now();
-    let reply = basalt_js::with_command(max_time_ms, stored, || match command.handler {
-        Handler::Document(handler) => handler(ctx, body).map(Reply::Document),
-        Handler::Encoded(handler) => handler(ctx, body).map(Reply::Encoded),
-    });
+    let view_read = views::read_of_view(ctx, command.name, body)?;
+    let reply =
+        basalt_js::with_command(max_time_ms, stored, || match (view_read, command.handler) {
+            (Some(read), _) => read.run(ctx, body),
+            (None, Handler::Document(handler)) => handler(ctx, body).map(Reply::Document),
+            (None, Handler::Encoded(handler)) => handler(ctx, body).map(Reply::Encoded),
+        });
     // Operations that ran: not a getMore on an unknown cursor, say, as in MongoDB.
     if let (Ok(_), Some((name, class))) = (&reply, latency_target(command.name, body)) {
         if let Some(collection) = ctx.server.catalog.get(ctx.db, name) {
@@ -900,8 +905,6 @@ fn run_handler(ctx: &Ctx<'_>, command: &Command, body: &Document) -> Result<Repl
     reply
 }
 
-/// The command's `maxTimeMS`: a whole number of milliseconds in [0, 2^31 - 1], else
-/// BadValue with mongod's message (0 means no limit).
 /// The collection a command works on, and what kind of operation it is, for the
 /// collection's latency statistics: the collection its first field names (a getMore's
 /// `collection`).

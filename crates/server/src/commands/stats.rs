@@ -88,7 +88,7 @@ pub fn db_stats(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     Ok(doc! {
         "db": ctx.db,
         "collections": collections.len() as i64,
-        "views": 0_i64,
+        "views": crate::views::list(&ctx.server.catalog, ctx.db)?.len() as i64,
         "objects": total.count as i64,
         "avgObjSize": average(&total) as f64,
         "dataSize": size as f64,

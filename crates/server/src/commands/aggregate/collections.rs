@@ -8,6 +8,7 @@ use crate::commands::Ctx;
 use crate::connection::ConnectionInfo;
 use crate::exec::{AccessPath, CollectionScan, Deadline};
 use crate::security::UserName;
+use crate::views::Resolved;
 use crate::Server;
 use basalt_agg::{Collections, DocumentStream, MergeTarget, MergeWrite, SessionUsers};
 use basalt_catalog::{validate_collection_name, Collection, CollectionMeta, IndexSpec};
@@ -92,6 +93,50 @@ impl ServerCollections {
         self.insert_all(temp, &batch)
     }
 
+    /// The documents of a view, read by `$lookup`, `$graphLookup` or `$unionWith`: its
+    /// pipeline run over its collection, under its collation, streaming.
+    fn view_results(&self, db: &str, view: Resolved) -> Result<DocumentStream<'_>> {
+        // The stage compares under the command's collation, which must be the view's.
+        let collation = crate::request::Fields::new(&self.command).collation()?;
+        if collation.as_ref().map(basalt_value::Collation::spec) != view.collation.as_ref() {
+            return Err(Error::new(
+                ErrorCode::OPTION_NOT_SUPPORTED_ON_VIEW,
+                "Cannot override a view's default collation: the stage reads a view whose \
+                 collation is not the one of the command",
+            ));
+        }
+        let ctx = Ctx { db, ..self.ctx() };
+        let mut aggregation = doc! {
+            "aggregate": &view.collection,
+            "pipeline": view.pipeline.into_iter().map(Bson::Document).collect::<Vec<_>>(),
+            "cursor": {},
+        };
+        if let Some(collation) = view.collation {
+            aggregation.insert("collation", collation);
+        }
+        let (_, mut source, _) = super::results(&ctx, &aggregation, Some(&view.collection))?;
+        let mut batch = Vec::<bson::RawDocumentBuf>::new().into_iter();
+        let mut exhausted = false;
+        Ok(Box::new(std::iter::from_fn(move || loop {
+            if let Some(raw) = batch.next() {
+                return Some(Document::try_from(raw.as_ref()).map_err(Error::from));
+            }
+            if exhausted {
+                return None;
+            }
+            match source.next_batch(None) {
+                Ok((next, done)) => {
+                    batch = next.into_iter();
+                    exhausted = done;
+                }
+                Err(e) => {
+                    exhausted = true;
+                    return Some(Err(e));
+                }
+            }
+        })))
+    }
+
     fn insert_all(&self, collection: &Collection, docs: &[Document]) -> Result<()> {
         if docs.is_empty() {
             return Ok(());
@@ -110,7 +155,10 @@ impl Collections for ServerCollections {
 
     fn scan(&self, db: &str, collection: &str) -> Result<DocumentStream<'_>> {
         let Some(collection) = self.server.catalog.get(db, collection) else {
-            return Ok(Box::new(std::iter::empty()));
+            return match crate::views::resolve(&self.server.catalog, db, collection)? {
+                Some(view) => self.view_results(db, view),
+                None => Ok(Box::new(std::iter::empty())),
+            };
         };
         let scan = CollectionScan::new(
             collection,
@@ -131,6 +179,7 @@ impl Collections for ServerCollections {
         documents: &mut dyn Iterator<Item = Result<Document>>,
     ) -> Result<()> {
         validate_collection_name(db, collection)?;
+        refuse_view(&self.server, db, collection)?;
         let catalog = &self.server.catalog;
         let old = catalog.get(db, collection);
         let options = old
@@ -157,6 +206,7 @@ impl Collections for ServerCollections {
         on: &[String],
     ) -> Result<Box<dyn MergeTarget + '_>> {
         validate_collection_name(db, collection)?;
+        refuse_view(&self.server, db, collection)?;
         let indexed = on == ["_id"]
             || self
                 .server
@@ -319,6 +369,14 @@ fn unique_index_on<'m>(meta: &'m CollectionMeta, on: &[String]) -> Option<&'m In
     meta.indexes.iter().find(|index| {
         index.unique && index.key.len() == on.len() && on.iter().all(|f| index.key.contains_key(f))
     })
+}
+
+/// `$out` and `$merge` write collections, never views (CommandNotSupportedOnView).
+fn refuse_view(server: &Server, db: &str, collection: &str) -> Result<()> {
+    match crate::views::get(&server.catalog, db, collection)? {
+        Some(_) => Err(crate::views::not_a_collection(db, collection)),
+        None => Ok(()),
+    }
 }
 
 fn no_unique_index() -> Error {
