@@ -13,7 +13,7 @@ use crate::plan_cache::PlanCache;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_storage::{Durability, Engine, ScanEnd, ScanStart, Snapshot, Space, WriteBatch};
 use bson::{doc, Bson, Document, RawDocument};
-use parking_lot::{Mutex, MutexGuard, RwLock};
+use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
@@ -103,6 +103,9 @@ pub struct Collection {
     opened: bson::DateTime,
     /// Latencies of the operations on it since it was opened ($collStats).
     latency: LatencyStats,
+    /// Notified after each insert into a capped collection, for tailing readers
+    /// (`capped.rs`).
+    inserted: (Mutex<()>, Condvar),
 }
 
 /// Size figures for collStats/dbStats.
@@ -127,6 +130,7 @@ impl Collection {
             index_uses: Mutex::default(),
             latency: LatencyStats::default(),
             opened: bson::DateTime::now(),
+            inserted: (Mutex::new(()), Condvar::new()),
         })
         .and_then(|collection| {
             collection.complete_ingestion()?;
@@ -348,6 +352,14 @@ impl Collection {
         // Counted under the write lock, so no write lands between the scan and the
         // moment writers start keeping the counters.
         let _writes = self.write_lock.lock();
+        self.stats_under_write_lock()
+    }
+
+    /// [`Collection::stats`], for a caller that holds the write lock (a [`Writer`]).
+    pub(crate) fn stats_under_write_lock(&self) -> Result<CollectionStats> {
+        if let Some(kept) = *self.counters.lock() {
+            return Ok(kept);
+        }
         let mut stats = CollectionStats::default();
         self.scan(&*self.engine.snapshot(), None, &mut |_, raw| {
             stats.count += 1;
@@ -381,12 +393,17 @@ impl Collection {
     /// The highest record id handed out: the number of documents ever inserted, an
     /// upper bound on the current count that costs nothing.
     /// Whether it holds no record (as this thread's scope sees it).
-    pub(crate) fn is_empty(&self) -> Result<bool> {
+    pub fn is_empty(&self) -> Result<bool> {
         Ok(last_record_id(&*self.snapshot(), &self.meta())?.is_none())
     }
 
     pub fn record_id_high_water(&self) -> u64 {
         self.next_record_id.load(Ordering::SeqCst).saturating_sub(1)
+    }
+
+    /// The lock and condition variable inserts into a capped collection notify.
+    pub(crate) fn insert_signal(&self) -> (&Mutex<()>, &Condvar) {
+        (&self.inserted.0, &self.inserted.1)
     }
 
     /// Takes the collection's write lock.
@@ -581,6 +598,14 @@ impl Writer<'_> {
         }
         let inserted = outcomes.iter().filter(|o| o.is_ok()).count();
         self.collection.count_change(inserted as i64, bytes as i64);
+        // A transaction's inserts make room when they are applied at its commit.
+        let provisional = basalt_storage::write_scope().is_some_and(|scope| scope.provisional());
+        if let (Some(bounds), false) = (meta.capped(), provisional) {
+            self.trim_capped(bounds, durability)?;
+            let (lock, inserted) = self.collection.insert_signal();
+            let _guard = lock.lock();
+            inserted.notify_all();
+        }
         Ok(outcomes)
     }
 

@@ -5,6 +5,7 @@
 //! a database exists while it has a collection. Catalog changes (create, drop, rename)
 //! are serialised by one lock; data changes go through each collection's [`Writer`].
 
+mod capped;
 mod collection;
 mod index;
 mod index_builds;
@@ -19,6 +20,7 @@ mod ttl;
 mod uncommitted;
 mod validate;
 
+pub use capped::CappedBounds;
 use collection::{delete_prefix, delete_record_ids};
 pub use collection::{
     duplicate_key_error, Collection, CollectionMeta, CollectionStats, InsertOutcome, Writer,

@@ -45,6 +45,7 @@ error_codes! {
     ILLEGAL_OPERATION = 20, "IllegalOperation";
     EMPTY_ARRAY_OPERATION = 21, "EmptyArrayOperation";
     INVALID_BSON = 22, "InvalidBSON";
+    CAPPED_POSITION_LOST = 136, "CappedPositionLost";
     EXCEEDED_MEMORY_LIMIT = 146, "ExceededMemoryLimit";
     NAMESPACE_NOT_FOUND = 26, "NamespaceNotFound";
     INDEX_NOT_FOUND = 27, "IndexNotFound";

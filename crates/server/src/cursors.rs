@@ -63,6 +63,39 @@ impl CursorSource {
         CursorSource::Stream(Box::new(boxed.peekable()))
     }
 
+    /// Whether a getMore waits for data to come (a tailable `awaitData` cursor, whose
+    /// getMore's `maxTimeMS` is how long).
+    pub fn awaits_data(&self) -> bool {
+        match self {
+            CursorSource::Scan(scan) => scan.awaits_data(),
+            CursorSource::Oplog(oplog) => oplog.awaits_data(),
+            CursorSource::Stream(_) | CursorSource::ChangeStream(_) => false,
+        }
+    }
+
+    /// As [`CursorSource::next_batch`], waiting up to `wait` for a document when there
+    /// is none yet and the source awaits data.
+    pub fn next_batch_waiting(
+        &mut self,
+        max_docs: Option<usize>,
+        wait: std::time::Duration,
+    ) -> Result<(Vec<RawDocumentBuf>, bool)> {
+        match self {
+            CursorSource::Oplog(oplog) => oplog.next_batch(max_docs, Some(wait)),
+            CursorSource::Scan(scan) if scan.awaits_data() => {
+                let first = self.next_batch(max_docs)?;
+                if !first.0.is_empty() {
+                    return Ok(first);
+                }
+                if let CursorSource::Scan(scan) = self {
+                    scan.wait_for_records(wait);
+                }
+                self.next_batch(max_docs)
+            }
+            _ => self.next_batch(max_docs),
+        }
+    }
+
     /// Pulls up to `max_docs` documents and at most `BATCH_SIZE_BYTES_MAX` bytes (one
     /// document always fits). Returns the batch and whether the source is exhausted.
     pub fn next_batch(&mut self, max_docs: Option<usize>) -> Result<(Vec<RawDocumentBuf>, bool)> {

@@ -881,6 +881,10 @@ pub struct CollectionScan {
     fields: Option<Vec<String>>,
     /// Threads a collection scan with a filter may use to fill a batch.
     workers: usize,
+    /// A tailable cursor's scan of a capped collection: never exhausted, it goes on
+    /// with the records inserted after its end; with `awaitData`, a getMore at the end
+    /// waits for one.
+    tailing: Option<Tailing>,
     position: Position,
     /// Keys and documents examined so far (explain's executionStats).
     pub stats: ExecStats,
@@ -906,6 +910,7 @@ impl CollectionScan {
             deadline,
             fields: None,
             workers: 1,
+            tailing: None,
             position: Position::default(),
             stats: ExecStats::default(),
         }
@@ -921,6 +926,42 @@ impl CollectionScan {
     pub fn with_workers(mut self, workers: usize) -> CollectionScan {
         self.workers = workers;
         self
+    }
+
+    /// Makes the scan a tailable cursor's (in natural order, on one thread).
+    pub fn tailing(mut self, await_data: bool) -> CollectionScan {
+        self.tailing = Some(Tailing { await_data });
+        self.workers = 1;
+        self
+    }
+
+    /// Whether a getMore at the end waits for new records (a tailable `awaitData` scan).
+    pub fn awaits_data(&self) -> bool {
+        self.tailing.is_some_and(|tailing| tailing.await_data)
+    }
+
+    /// CappedPositionLost when a tailing scan's last record was removed to make room:
+    /// the records after it may be gone unread, as in MongoDB.
+    fn check_tail_position(&self, snapshot: &dyn Snapshot) -> Result<()> {
+        let (Some(_), Some(last)) = (self.tailing, self.position.after_record) else {
+            return Ok(());
+        };
+        match self.collection.get_record_bytes(snapshot, last)? {
+            Some(_) => Ok(()),
+            None => Err(Error::new(
+                ErrorCode::CAPPED_POSITION_LOST,
+                format!(
+                    "CollectionScan died due to position in capped collection being deleted. \
+                     Last seen record id: RecordId({last})"
+                ),
+            )),
+        }
+    }
+
+    /// Waits up to `wait` for a record past the last one the scan read.
+    pub fn wait_for_records(&self, wait: std::time::Duration) {
+        let last = self.position.after_record.unwrap_or(0);
+        self.collection.wait_for_records_after(last, wait);
     }
 
     /// Whether batches of `T` are the records' stored bytes: then a scan decodes only
@@ -953,6 +994,7 @@ impl CollectionScan {
             return self.next_batch_parallel(max_docs, max_bytes);
         }
         let snapshot = self.collection.snapshot();
+        self.check_tail_position(&*snapshot)?;
         let fields = self.fields.clone();
         let needs = self.needs::<T>(fields.as_deref());
         let mut bytes = 0usize;
@@ -1004,9 +1046,15 @@ impl CollectionScan {
         if let Some(e) = error {
             return Err(e);
         }
-        let done = exhausted || self.remaining == Some(0);
+        let done = (exhausted && self.tailing.is_none()) || self.remaining == Some(0);
         Ok((batch, done))
     }
+}
+
+/// How a tailable scan goes on (see [`CollectionScan::tailing`]).
+#[derive(Clone, Copy)]
+struct Tailing {
+    await_data: bool,
 }
 
 /// What every range of a parallel collection scan shares (`crate::parallel_scan`): one

@@ -30,6 +30,20 @@ pub const GENERIC_COMMAND_FIELDS: &[&str] = &[
 
 pub use basalt_value::display::type_name;
 
+/// A number as mongod coerces a command's whole-number option: a double truncated
+/// toward zero, a decimal rounded half to even, NaN as 0, values out of range
+/// saturated; `None` when not a number.
+pub fn coerced_integer(value: &Bson) -> Option<i64> {
+    match value {
+        Bson::Int32(n) => Some(i64::from(*n)),
+        Bson::Int64(n) => Some(*n),
+        // `as` truncates toward zero, saturates, and makes NaN 0.
+        Bson::Double(n) => Some(*n as i64),
+        Bson::Decimal128(_) => basalt_value::as_f64(value).map(|n| n.round_ties_even() as i64),
+        _ => None,
+    }
+}
+
 /// Whether an option is asked for: given, and not `false` or null (how drivers send an
 /// option left off).
 pub fn is_requested(value: &Bson) -> bool {

@@ -1,9 +1,10 @@
 //! `collMod`: changes a collection's options, or a view's definition. Only the options
 //! Basalt keeps today can change (`changeStreamPreAndPostImages`, `validationLevel`,
-//! `validationAction`, and an index's `expireAfterSeconds` or `hidden` through `index`);
-//! the rest are refused by name rather than ignored.
+//! `validationAction`, a capped collection's `cappedSize` and `cappedMax`, and an
+//! index's `expireAfterSeconds` or `hidden` through `index`); the rest are refused by
+//! name rather than ignored.
 
-use super::create::{pre_and_post_images, validation_setting};
+use super::create::{capped_max, capped_size, pre_and_post_images, validation_setting};
 use super::write_batch::durability;
 use super::Ctx;
 use crate::request::{Fields, GENERIC_COMMAND_FIELDS};
@@ -26,6 +27,24 @@ pub fn coll_mod(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let mut reply = Document::new();
     for (key, value) in body.iter().skip(1) {
         match key.as_str() {
+            "cappedSize" | "cappedMax" if *value == Bson::Null => {}
+            "cappedSize" | "cappedMax" if collection.meta().capped().is_none() => {
+                return Err(Error::new(
+                    ErrorCode::INVALID_OPTIONS,
+                    format!("option '{key}' is only for capped collections, and {name} is not"),
+                ))
+            }
+            "cappedSize" => {
+                options.insert("size", capped_size(value)?);
+            }
+            "cappedMax" => match capped_max(value)? {
+                Some(max) => {
+                    options.insert("max", max);
+                }
+                None => {
+                    options.remove("max");
+                }
+            },
             "index" => reply = modify_index(ctx, &collection, value)?,
             "changeStreamPreAndPostImages" => {
                 options.insert(key.clone(), pre_and_post_images(value)?);
@@ -49,6 +68,7 @@ pub fn coll_mod(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             }
         }
     }
+    // Smaller capped bounds take effect at the next insert, as in MongoDB.
     ctx.server.catalog.set_options(&collection, options)?;
     Ok(reply)
 }

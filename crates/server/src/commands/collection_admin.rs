@@ -36,11 +36,8 @@ pub fn drop_database(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 "BSON field 'dropDatabase' is missing but a required field",
             ))
         }
-        Some(Bson::Int32(n)) => i64::from(*n) == 1,
-        Some(Bson::Int64(n)) => *n == 1,
-        Some(Bson::Double(n)) => n.trunc() == 1.0,
-        Some(decimal @ Bson::Decimal128(_)) => {
-            basalt_value::as_f64(decimal).is_some_and(|n| n.round_ties_even() == 1.0)
+        Some(value) if crate::request::coerced_integer(value).is_some() => {
+            crate::request::coerced_integer(value) == Some(1)
         }
         Some(other) => {
             return Err(Error::type_mismatch(format!(

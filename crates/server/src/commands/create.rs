@@ -1,9 +1,10 @@
 //! `create`: makes a collection explicitly, with options, or a view (`viewOn`,
 //! `pipeline`; see `crate::views`).
 //!
-//! Capped collections, validators and time series are not built yet; asking for one is
-//! refused with a clear error rather than silently creating a plain collection that
-//! would behave differently. A view ignores the options of collections, once they are
+//! A capped collection keeps its bounds in its options (see `basalt_catalog`'s
+//! `capped.rs`). Validators and time series are not built yet; asking for one is refused
+//! with a clear error rather than silently creating a plain collection that would
+//! behave differently. A view ignores the options of collections, once they are
 //! checked, as mongod does. A clustered collection (`clusteredIndex` on `_id`) is
 //! accepted: its `_id` index carries the given name and is reported as clustered, while
 //! records keep insertion order on disk (MongoDB leaves natural order unspecified).
@@ -25,15 +26,21 @@ const KEPT_OPTIONS: &[&str] = &[
 ];
 /// Options that ask for collection kinds Basalt does not have yet.
 const UNSUPPORTED_OPTIONS: &[&str] = &[
-    "capped",
     "timeseries",
     "validator",
     "encryptedFields",
     "expireAfterSeconds",
 ];
-/// Legacy create fields that mean nothing without the options above, and the `_id`
-/// index's spec (mongorestore sends it), which is always MongoDB's default here.
-const IGNORED_FIELDS: &[&str] = &["size", "max", "flags", "autoIndexId", "idIndex"];
+/// Fields read apart (a capped collection's bounds, see [`capped_options`]), legacy
+/// ones that mean nothing here, and the `_id` index's spec (mongorestore sends it),
+/// which is always MongoDB's default here.
+const IGNORED_FIELDS: &[&str] = &["capped", "size", "max", "flags", "autoIndexId", "idIndex"];
+
+/// The largest size bound of a capped collection (1 PB, MongoDB's).
+const MAX_CAPPED_SIZE_BYTES: i64 = 1 << 50;
+
+/// The most documents a capped collection's `max` may allow.
+const MAX_CAPPED_DOCUMENTS: i64 = i32::MAX as i64;
 
 /// Options a view cannot have, with the error mongod gives.
 const NOT_FOR_VIEWS: &[(&str, ErrorCode)] = &[
@@ -128,13 +135,7 @@ fn create_view(ctx: &Ctx<'_>, body: &Document, view: View) -> Result<Document> {
 
 /// A collection's options, checked; those a view ignores are checked all the same.
 fn collection_options(body: &Document, view: bool) -> Result<Document> {
-    if body.get("capped").is_some_and(is_requested) && !body.get("size").is_some_and(is_requested) {
-        return Err(Error::new(
-            ErrorCode::INVALID_OPTIONS,
-            "the 'size' field is required when 'capped' is true",
-        ));
-    }
-    let mut options = Document::new();
+    let mut options = capped_options(body, view)?;
     for (key, value) in body.iter().skip(1) {
         if key == "viewOn" || key == "pipeline" {
             continue;
@@ -170,6 +171,92 @@ fn collection_options(body: &Document, view: bool) -> Result<Document> {
         }
     }
     Ok(options)
+}
+
+/// A capped collection's options: `capped: true` with `size` and `max` (see
+/// [`capped_size`], [`capped_max`]). Empty when not capped.
+fn capped_options(body: &Document, view: bool) -> Result<Document> {
+    let capped = match body.get("capped") {
+        None | Some(Bson::Null) => false,
+        Some(Bson::Boolean(capped)) => *capped,
+        // Any number: true unless zero (NaN is true), as mongod reads it.
+        Some(n) if basalt_value::is_number(n) => basalt_value::as_f64(n) != Some(0.0),
+        Some(other) => {
+            return Err(Error::type_mismatch(format!(
+                "BSON field 'create.capped' is the wrong type '{}', expected type 'bool'",
+                crate::request::type_name(other)
+            )))
+        }
+    };
+    if !capped {
+        let bound = ["size", "max"]
+            .into_iter()
+            .find(|field| body.get(*field).is_some_and(|v| *v != Bson::Null));
+        return match bound {
+            Some(field) if !view => Err(Error::new(
+                ErrorCode::INVALID_OPTIONS,
+                format!("the '{field}' field is only valid with 'capped: true'"),
+            )),
+            _ => Ok(Document::new()),
+        };
+    }
+    let size = match body.get("size") {
+        None | Some(Bson::Null) => {
+            return Err(Error::new(
+                ErrorCode::INVALID_OPTIONS,
+                "the 'size' field is required when 'capped' is true",
+            ))
+        }
+        Some(size) => capped_size(size)?,
+    };
+    let mut options = doc! { "capped": true, "size": size };
+    if let Some(max) = body.get("max").filter(|max| **max != Bson::Null) {
+        if let Some(max) = capped_max(max)? {
+            options.insert("max", max);
+        }
+    }
+    Ok(options)
+}
+
+/// A capped collection's `size` in bytes: from 1 to 1 PB (BadValue otherwise), kept
+/// rounded up to a multiple of 256 as mongod keeps it.
+pub fn capped_size(value: &Bson) -> Result<Bson> {
+    let size = capped_bound("size", value)?;
+    if !(1..=MAX_CAPPED_SIZE_BYTES).contains(&size) {
+        return Err(Error::bad_value(format!(
+            "the 'size' of a capped collection must be between 1 and {MAX_CAPPED_SIZE_BYTES}, \
+             not {size}"
+        )));
+    }
+    Ok(whole_number((size as u64).next_multiple_of(256) as i64))
+}
+
+/// A capped collection's `max` documents: below 2^31 (BadValue otherwise); `None`, no
+/// bound, when not positive.
+pub fn capped_max(value: &Bson) -> Result<Option<Bson>> {
+    let max = capped_bound("max", value)?;
+    if max > MAX_CAPPED_DOCUMENTS {
+        return Err(Error::bad_value(format!(
+            "the 'max' of a capped collection must be below 2^31, not {max}"
+        )));
+    }
+    Ok((max > 0).then(|| whole_number(max)))
+}
+
+/// A capped collection's `size` or `max`: a number, coerced as mongod coerces it.
+pub fn capped_bound(field: &str, value: &Bson) -> Result<i64> {
+    crate::request::coerced_integer(value).ok_or_else(|| {
+        Error::type_mismatch(format!(
+            "BSON field '{field}' is the wrong type '{}', expected types '[long, int, decimal, \
+             double]'",
+            crate::request::type_name(value)
+        ))
+    })
+}
+
+/// A whole number as mongod writes one: an int when it fits.
+fn whole_number(n: i64) -> Bson {
+    i32::try_from(n).map_or(Bson::Int64(n), Bson::Int32)
 }
 
 /// `validationLevel` (`off`, `strict`, `moderate`) or `validationAction` (`error`,

@@ -42,8 +42,7 @@ const FIND_FIELDS: &[&str] = &[
 const UNSUPPORTED_FIND_FIELDS: &[&str] = &["returnKey", "showRecordId", "min", "max"];
 
 /// Refuses unknown fields (40415, as mongod's parser does), options not built yet, and
-/// tailable cursors on any collection but the oplog (the one capped collection Basalt
-/// has yet).
+/// tailable cursors on collections that are not capped.
 pub(super) fn check_fields(body: &Document, namespace: &str, capped: bool) -> Result<()> {
     for (key, value) in body.iter().skip(1) {
         let key = key.as_str();
@@ -107,6 +106,17 @@ fn parse_order(sort: Option<&Document>, collation: Option<&Collation>) -> Result
     ))
 }
 
+/// Whether `hint` is `{$natural: <negative>}`.
+fn reverse_natural_hint(hint: Option<&Bson>) -> bool {
+    match hint {
+        Some(Bson::Document(hint)) if hint.len() == 1 => hint
+            .get("$natural")
+            .and_then(basalt_value::as_f64)
+            .is_some_and(|direction| direction < 0.0),
+        _ => false,
+    }
+}
+
 /// The top-level fields an inclusion projection reads, when it only names stored
 /// fields (no expressions, `$` operators or positional paths): then a scan decodes
 /// nothing else of each document.
@@ -156,7 +166,13 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
     let oplog = crate::local_oplog::is_oplog(ctx.db, name)
         .then(|| ctx.server.replication())
         .flatten();
-    check_fields(body, &namespace, oplog.is_some())?;
+    let collection = ctx.server.catalog.get(ctx.db, name);
+    // A tailable find on a collection that does not exist gets a dead cursor.
+    let capped = oplog.is_some()
+        || collection
+            .as_ref()
+            .is_none_or(|c| c.meta().capped().is_some());
+    check_fields(body, &namespace, capped)?;
     let filter = fields.document_opt("filter")?.cloned().unwrap_or_default();
     let scope = let_scope(&fields)?;
     let collation = fields.collation()?;
@@ -165,7 +181,11 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
         .document_opt("projection")?
         .map(|spec| Projection::with_query(spec, &matcher, &scope))
         .transpose()?;
-    let order = parse_order(fields.document_opt("sort")?, collation.as_ref())?;
+    let order = match parse_order(fields.document_opt("sort")?, collation.as_ref())? {
+        // A hint of `{$natural: -1}` reads the collection backwards, as that sort does.
+        Order::Natural if reverse_natural_hint(body.get("hint")) => Order::ReverseNatural,
+        order => order,
+    };
     let skip = fields.non_negative_opt("skip")?.unwrap_or(0) as u64;
     let limit = fields
         .non_negative_opt("limit")?
@@ -196,7 +216,7 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
             oplog_source(ctx, set, read, order, &window)?
         }
         None => {
-            let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
+            let Some(collection) = collection else {
                 return crate::cursors::cursor_reply(0, &namespace, Vec::new(), true);
             };
             let collection_find = CollectionFind {
@@ -206,7 +226,13 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
                 collation: collation.as_ref(),
                 deadline: deadline.clone(),
             };
-            collection_source(ctx, &fields, collection, collection_find, order, &window)?
+            let tailable = fields.bool_or("tailable", false)?;
+            if tailable && !collection.is_empty()? {
+                let await_data = fields.bool_or("awaitData", false)?;
+                tailing_source(collection, collection_find, order, &window, await_data)?
+            } else {
+                collection_source(ctx, &fields, collection, collection_find, order, &window)?
+            }
         }
     };
     ctx.server.cursors.first_batch_reply(
@@ -290,6 +316,32 @@ fn oplog_source(
             window.sorted(&spec, entries, read.projection)?
         }
     })
+}
+
+/// A tailable find on a capped collection: a scan in natural order that stays open at
+/// the end (a tailable find on an empty collection gets a dead cursor, as in MongoDB).
+fn tailing_source(
+    collection: std::sync::Arc<basalt_catalog::Collection>,
+    find: CollectionFind<'_>,
+    order: Order,
+    window: &Window<'_>,
+    await_data: bool,
+) -> Result<CursorSource> {
+    if !matches!(order, Order::Natural) {
+        return Err(Error::bad_value(
+            "cannot use tailable option with a sort other than {$natural: 1}",
+        ));
+    }
+    let scan = CollectionScan::new(
+        collection,
+        find.matcher,
+        AccessPath::CollectionScan,
+        find.projection,
+        window.skip,
+        window.limit,
+        find.deadline,
+    );
+    Ok(CursorSource::Scan(Box::new(scan.tailing(await_data))))
 }
 
 /// What a find on a collection reads with.

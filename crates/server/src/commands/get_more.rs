@@ -47,24 +47,25 @@ pub fn get_more(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
         };
         return crate::change_streams::reply(reply_id, &namespace, batch, false, token);
     }
-    if let CursorSource::Oplog(oplog) = &mut cursor.source {
-        if oplog.awaits_data() {
-            // A tailable awaitData cursor: maxTimeMS is how long to wait for an entry.
-            let wait = ctx
-                .max_time_ms
-                .filter(|ms| *ms > 0)
-                .map_or(AWAIT_DATA_DEFAULT, |ms| Duration::from_millis(ms as u64));
-            let (batch, exhausted) = oplog.next_batch(limit, Some(wait))?;
-            let reply_id = if exhausted {
-                0
-            } else {
-                ctx.server.cursors.restore(id, cursor);
-                id
-            };
-            return cursor_reply(reply_id, &namespace, batch, false);
-        }
+    let given_max_time = body.get("maxTimeMS").is_some_and(|v| *v != Bson::Null);
+    if cursor.source.awaits_data() {
+        // A tailable awaitData cursor: maxTimeMS is how long to wait for a document
+        // (0: not at all).
+        let wait = match ctx.max_time_ms.filter(|ms| *ms > 0) {
+            Some(ms) => Duration::from_millis(ms as u64),
+            None if given_max_time => Duration::ZERO,
+            None => AWAIT_DATA_DEFAULT,
+        };
+        let (batch, exhausted) = cursor.source.next_batch_waiting(limit, wait)?;
+        let reply_id = if exhausted {
+            0
+        } else {
+            ctx.server.cursors.restore(id, cursor);
+            id
+        };
+        return cursor_reply(reply_id, &namespace, batch, false);
     }
-    if body.contains_key("maxTimeMS") {
+    if given_max_time {
         // Only tailable awaitData cursors take one, as in MongoDB.
         ctx.server.cursors.restore(id, cursor);
         return Err(Error::bad_value(

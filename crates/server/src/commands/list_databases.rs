@@ -24,17 +24,21 @@ pub fn list_databases(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         if visible.as_ref().is_some_and(|v| !v.shows(&db, None)) {
             continue;
         }
+        // With nameOnly the filter sees the name alone, as in MongoDB.
+        if name_only {
+            let entry = doc! { "name": db };
+            if matcher.matches(&entry) {
+                databases.push(Bson::Document(entry));
+            }
+            continue;
+        }
         let size = super::stats::database_size_bytes(ctx, &db)?;
         let entry = doc! { "name": db.clone(), "sizeOnDisk": size, "empty": size == 0 };
         if !matcher.matches(&entry) {
             continue;
         }
         total_size += size;
-        databases.push(Bson::Document(if name_only {
-            doc! { "name": db }
-        } else {
-            entry
-        }));
+        databases.push(Bson::Document(entry));
     }
     if name_only {
         return Ok(doc! { "databases": databases });

@@ -7,6 +7,7 @@ mod aggregate;
 mod api_version;
 mod apply_ops;
 mod bulk_write;
+mod capped;
 mod coll_mod;
 mod collection_admin;
 mod count;
@@ -438,6 +439,16 @@ static COMMANDS: &[Command] = &[
         "dropDatabase",
         collection_admin::drop_database,
         "drops a database",
+    ),
+    command(
+        "convertToCapped",
+        capped::convert_to_capped,
+        "makes a collection capped, keeping its newest documents that fit",
+    ),
+    command(
+        "cloneCollectionAsCapped",
+        capped::clone_collection_as_capped,
+        "copies a collection into a new capped collection",
     ),
     admin_only(command(
         "renameCollection",

@@ -34,7 +34,44 @@ pub fn server_status(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
         "mem": { "bits": 64, "resident": resident, "virtual": virtual_mb, "supported": true },
         "metrics": { "cursor": { "open": { "total": server.cursors.open_count() as i64 } } },
         "storageEngine": { "name": "fjall", "supportsCommittedReads": true, "persistent": true },
+        "catalogStats": catalog_stats(server)?,
         "basalt": basalt(server),
+    })
+}
+
+/// MongoDB's `catalogStats`: the collections and views of the users' databases, and
+/// of `admin`, `config` and `local` and `system.*` collections apart (internal).
+fn catalog_stats(server: &Server) -> Result<Document> {
+    let catalog = &server.catalog;
+    let (mut collections, mut capped, mut clustered, mut views) = (0i32, 0i32, 0i32, 0i32);
+    let (mut internal_collections, mut internal_views) = (0i32, 0i32);
+    for db in catalog.database_names() {
+        let internal_db = ["admin", "config", "local"].contains(&db.as_str());
+        for collection in catalog.collections_of(&db) {
+            let meta = collection.meta();
+            if internal_db || meta.name.starts_with("system.") {
+                internal_collections += 1;
+            } else {
+                collections += 1;
+                capped += i32::from(meta.capped().is_some());
+                clustered += i32::from(meta.options.contains_key("clusteredIndex"));
+            }
+        }
+        let defined = crate::views::list(catalog, &db)?.len() as i32;
+        if internal_db {
+            internal_views += defined;
+        } else {
+            views += defined;
+        }
+    }
+    Ok(doc! {
+        "collections": collections,
+        "capped": capped,
+        "clustered": clustered,
+        "timeseries": 0,
+        "views": views,
+        "internalCollections": internal_collections,
+        "internalViews": internal_views,
     })
 }
 

@@ -48,7 +48,7 @@ pub fn coll_stats(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         index_sizes.insert(index.name.clone(), 0_i64);
     }
     let size = stats.data_size_bytes as i64 / scale;
-    Ok(doc! {
+    let mut reply = doc! {
         "ns": namespace,
         "count": stats.count as i64,
         "size": size,
@@ -59,8 +59,15 @@ pub fn coll_stats(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         "indexSizes": index_sizes,
         "nindexes": meta.indexes.len() as i32,
         "scaleFactor": scale,
-        "capped": false,
-    })
+        "capped": meta.capped().is_some(),
+    };
+    if let Some(bounds) = meta.capped() {
+        if let Some(max) = bounds.max_documents {
+            reply.insert("max", max as i64);
+        }
+        reply.insert("maxSize", bounds.size_bytes as i64 / scale);
+    }
+    Ok(reply)
 }
 
 /// The BSON bytes of every document of a database.

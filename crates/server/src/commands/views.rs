@@ -31,6 +31,8 @@ const NOT_ON_VIEWS: &[&str] = &[
     "validate",
     "mapReduce",
     "renameCollection",
+    "convertToCapped",
+    "cloneCollectionAsCapped",
 ];
 
 /// Find options that have no aggregation counterpart: refused on a view, as by mongod.

@@ -32,10 +32,20 @@ pub enum Role {
 /// The role of the command `name` with this body.
 pub fn role_of(name: &str, body: &Document) -> Role {
     match name {
-        "insert" | "update" | "delete" | "findAndModify" | "create" | "drop" | "dropDatabase"
-        | "createIndexes" | "dropIndexes" | "collMod" | "renameCollection" | "applyOps" => {
-            Role::Write
-        }
+        "insert"
+        | "update"
+        | "delete"
+        | "findAndModify"
+        | "create"
+        | "drop"
+        | "dropDatabase"
+        | "createIndexes"
+        | "dropIndexes"
+        | "collMod"
+        | "renameCollection"
+        | "applyOps"
+        | "convertToCapped"
+        | "cloneCollectionAsCapped" => Role::Write,
         "aggregate" if writing_stage(body).is_some() => Role::Write,
         "mapReduce" if !map_reduce_inline(body) => Role::Write,
         "find" | "aggregate" | "count" | "distinct" | "mapReduce" | "listCollections"

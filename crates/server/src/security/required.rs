@@ -105,6 +105,15 @@ pub fn required(command: &str, db: &str, body: &Document) -> Option<Need> {
         "drop" => on_collection(&[A::DropCollection]),
         "dropDatabase" => on_db(A::DropDatabase),
         "renameCollection" => rename_collection(body),
+        "convertToCapped" => on_collection(&[A::ConvertToCapped]),
+        "cloneCollectionAsCapped" => {
+            let target = Resource::namespace(db, body.get_str("toCollection").unwrap_or(""));
+            Need::All(vec![
+                (collection(), A::Find),
+                (target.clone(), A::Insert),
+                (target, A::CreateCollection),
+            ])
+        }
         "collStats" => on_collection(&[A::CollStats]),
         "dbStats" => on_db(A::DbStats),
         "validate" => on_collection(&[A::Validate]),
