@@ -62,6 +62,7 @@ CODES = {
     "CommandNotSupportedOnView": 166,
     "OptionNotSupportedOnView": 167,
     "InvalidPipelineOperator": 168,
+    "DocumentValidationFailure": 121,
     "Location40324": 40324,
     "Location232": 232,
 }

@@ -47,7 +47,7 @@ def test_pre_and_post_images_option_and_coll_mod(db):
 def test_coll_mod_refuses_options_it_cannot_honour(db):
     db.create_collection("c")
     with pytest.raises(OperationFailure) as refused:
-        db.command("collMod", "c", validator={"a": {"$exists": True}})
+        db.command("collMod", "c", timeseries={"granularity": "hours"})
     assert refused.value.code == 115
 
 
@@ -58,7 +58,7 @@ def test_coll_mod_of_a_missing_collection(db):
 
 def test_unsupported_kinds_are_refused_not_faked(db):
     with pytest.raises(OperationFailure) as failure:
-        db.command("create", "v", capped=True, size=4096)
+        db.command("create", "v", timeseries={"timeField": "ts"})
     assert failure.value.code == 115
     assert "v" not in db.list_collection_names()
 

@@ -72,6 +72,7 @@ error_codes! {
     TIME_PROOF_MISMATCH = 183, "TimeProofMismatch";
     KEY_NOT_FOUND = 211, "KeyNotFound";
     KEY_TOO_LONG = 17280, "KeyTooLong";
+    DOCUMENT_VALIDATION_FAILURE = 121, "DocumentValidationFailure";
     COMMAND_NOT_SUPPORTED = 115, "CommandNotSupported";
     JS_INTERPRETER_FAILURE = 139, "JSInterpreterFailure";
     VIEW_DEPTH_LIMIT_EXCEEDED = 165, "ViewDepthLimitExceeded";

@@ -28,6 +28,7 @@ mod system_js;
 pub mod tls;
 mod transactions;
 mod ttl_monitor;
+mod validation;
 mod views;
 
 pub use listener::{bind, MAX_CONNS_DEFAULT};

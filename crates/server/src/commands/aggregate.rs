@@ -140,7 +140,7 @@ pub(super) fn results(
 ) -> Result<(String, CursorSource, Deadline)> {
     let fields = Fields::new(body);
     let stages = fields.documents("pipeline")?;
-    // Accepted for the drivers that send it; there are no validators to bypass yet.
+    // Checked here; `$out` and `$merge` read it when they write (`collections.rs`).
     fields.bool_or("bypassDocumentValidation", false)?;
     // Whether `$sort` may spill to disk beyond its memory limit (read by the stage).
     fields.bool_or("allowDiskUse", true)?;

@@ -1,6 +1,6 @@
 //! `collMod`: changes a collection's options, or a view's definition. Only the options
-//! Basalt keeps today can change (`changeStreamPreAndPostImages`, `validationLevel`,
-//! `validationAction`, a capped collection's `cappedSize` and `cappedMax`, and an
+//! Basalt keeps today can change (`changeStreamPreAndPostImages`, `validator`,
+//! `validationLevel`, `validationAction`, a capped collection's `cappedSize` and `cappedMax`, and an
 //! index's `expireAfterSeconds` or `hidden` through `index`); the rest are refused by
 //! name rather than ignored.
 
@@ -49,6 +49,12 @@ pub fn coll_mod(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             "changeStreamPreAndPostImages" => {
                 options.insert(key.clone(), pre_and_post_images(value)?);
             }
+            "validator" => {
+                let validator = crate::validation::check_spec(ctx.db, name, "collMod", value)?;
+                if let Some(validator) = validator {
+                    options.insert("validator", validator);
+                }
+            }
             "validationLevel" | "validationAction" if value != &Bson::Null => {
                 options.insert(key.clone(), validation_setting(key, value)?);
             }
@@ -68,6 +74,7 @@ pub fn coll_mod(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             }
         }
     }
+    super::create::with_validation_defaults(&mut options);
     // Smaller capped bounds take effect at the next insert, as in MongoDB.
     ctx.server.catalog.set_options(&collection, options)?;
     Ok(reply)

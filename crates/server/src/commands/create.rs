@@ -2,9 +2,9 @@
 //! `pipeline`; see `crate::views`).
 //!
 //! A capped collection keeps its bounds in its options (see `basalt_catalog`'s
-//! `capped.rs`). Validators and time series are not built yet; asking for one is refused
-//! with a clear error rather than silently creating a plain collection that would
-//! behave differently. A view ignores the options of collections, once they are
+//! `capped.rs`); a validator is checked here and applied by `crate::validation`. Time
+//! series are not built yet; asking for one is refused with a clear error rather than
+//! silently creating a plain collection that would behave differently. A view ignores the options of collections, once they are
 //! checked, as mongod does. A clustered collection (`clusteredIndex` on `_id`) is
 //! accepted: its `_id` index carries the given name and is reported as clustered, while
 //! records keep insertion order on disk (MongoDB leaves natural order unspecified).
@@ -25,12 +25,7 @@ const KEPT_OPTIONS: &[&str] = &[
     "clusteredIndex",
 ];
 /// Options that ask for collection kinds Basalt does not have yet.
-const UNSUPPORTED_OPTIONS: &[&str] = &[
-    "timeseries",
-    "validator",
-    "encryptedFields",
-    "expireAfterSeconds",
-];
+const UNSUPPORTED_OPTIONS: &[&str] = &["timeseries", "encryptedFields", "expireAfterSeconds"];
 /// Fields read apart (a capped collection's bounds, see [`capped_options`]), legacy
 /// ones that mean nothing here, and the `_id` index's spec (mongorestore sends it),
 /// which is always MongoDB's default here.
@@ -155,6 +150,12 @@ fn collection_options(body: &Document, view: bool) -> Result<Document> {
             if value != &Bson::Null {
                 options.insert(key.clone(), validation_setting(key, value)?);
             }
+        } else if key == "validator" {
+            let db = body.get_str("$db").unwrap_or_default();
+            let name = body.get_str("create").unwrap_or_default();
+            if let Some(validator) = crate::validation::check_spec(db, name, "create", value)? {
+                options.insert(key.clone(), validator);
+            }
         } else if key == "storageEngine" {
             check_storage_engine(value)?;
             options.insert(key.clone(), value.clone());
@@ -170,7 +171,21 @@ fn collection_options(body: &Document, view: bool) -> Result<Document> {
             ));
         }
     }
+    with_validation_defaults(&mut options);
     Ok(options)
+}
+
+/// A validator's level and action, MongoDB's defaults when not given (listCollections
+/// shows them with the validator).
+pub fn with_validation_defaults(options: &mut Document) {
+    if options.contains_key("validator") {
+        if !options.contains_key("validationLevel") {
+            options.insert("validationLevel", "strict");
+        }
+        if !options.contains_key("validationAction") {
+            options.insert("validationAction", "error");
+        }
+    }
 }
 
 /// A capped collection's options: `capped: true` with `size` and `max` (see

@@ -87,6 +87,7 @@ pub fn find_and_modify(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 upsert,
                 sort,
                 collation: collation.clone(),
+                bypass_validation: fields.bool_or("bypassDocumentValidation", false)?,
             };
             let outcome = execute(ctx, name, &statement, durability, deadline)?;
             Stats::add(&ctx.server.stats.update, 1);

@@ -1,5 +1,6 @@
 //! `insert`: stores documents, generating an ObjectId `_id` where one is missing.
 //!
+//! Documents are checked against the collection's validator (`crate::validation`).
 //! Ordered inserts stop at the first failing document; unordered ones go on and report
 //! every failure. Valid documents of one command go to storage in one atomic batch.
 //! Documents sent as an OP_MSG document sequence (what drivers do) stay in their wire
@@ -9,6 +10,7 @@ use super::write_batch::{check_batch_size, durability, WriteErrors};
 use super::Ctx;
 use crate::request::Fields;
 use crate::stats::Stats;
+use crate::validation::Validator;
 use basalt_catalog::{InsertOutcome, Writer};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_wire::MAX_BSON_OBJECT_SIZE_BYTES;
@@ -30,14 +32,34 @@ pub fn insert(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     check_batch_size(raw.map_or(decoded.len(), |s| s.documents.len()))?;
     let ordered = fields.bool_or("ordered", true)?;
     let durability = durability(&fields)?;
+    let bypass = fields.bool_or("bypassDocumentValidation", false)?;
+    // A collection this insert creates has no validator.
+    let validator = match ctx.server.catalog.get(ctx.db, name) {
+        Some(collection) => Validator::of(&collection.meta(), bypass)?,
+        None => None,
+    };
     let target = Target { ctx, name, ordered };
     let (inserted, errors) = match raw {
-        Some(sequence) => target.store(&sequence.documents, prepare_raw, |writer, docs| {
-            writer.insert_many_raw(docs, ordered, durability)
-        })?,
+        Some(sequence) => target.store(
+            &sequence.documents,
+            |doc| {
+                let ready = prepare_raw(doc)?;
+                if let Some(validator) = &validator {
+                    validator.check_new(&Document::try_from(ready.as_ref())?)?;
+                }
+                Ok(ready)
+            },
+            |writer, docs| writer.insert_many_raw(docs, ordered, durability),
+        )?,
         None => target.store(
             &decoded,
-            |doc| prepare_borrowed(doc),
+            |doc| {
+                let ready = prepare_borrowed(doc)?;
+                if let Some(validator) = &validator {
+                    validator.check_new(&ready)?;
+                }
+                Ok(ready)
+            },
             |writer, docs| writer.insert_many(docs, ordered, durability),
         )?,
     };

@@ -15,6 +15,7 @@ use super::Ctx;
 use crate::exec::{for_each_match, let_scope, AccessPath, Deadline};
 use crate::request::Fields;
 use crate::stats::Stats;
+use crate::validation::Validator;
 use basalt_agg::Pipeline;
 use basalt_catalog::Writer;
 use basalt_error::{Error, ErrorCode, Result};
@@ -63,6 +64,8 @@ pub(super) struct Statement<'a> {
     pub sort: Option<SortSpec>,
     /// The statement's collation, for string comparisons in the filter.
     pub collation: Option<Collation>,
+    /// `bypassDocumentValidation`: the collection's validator is not applied.
+    pub bypass_validation: bool,
 }
 
 /// The change a statement makes.
@@ -196,6 +199,7 @@ fn apply_statement(
     deadline: Deadline,
 ) -> Result<UpdateOutcome> {
     let targets = find_targets(writer, matcher, statement, deadline)?;
+    let validator = Validator::of(&writer.collection().meta(), statement.bypass_validation)?;
     let mut outcome = UpdateOutcome::default();
     for (record_id, before) in targets {
         let mut after = before.clone();
@@ -211,6 +215,9 @@ fn apply_statement(
         if changed {
             check_id_unchanged(&before, &after)?;
             check_updated_size(&after)?;
+            if let Some(validator) = &validator {
+                validator.check_update(&before, &after)?;
+            }
             let mut replace = || writer.replace(record_id, &before, &after, durability);
             if statement.update.is_replacement() {
                 // Its oplog record is the whole new document (a `replace` change event).
@@ -226,6 +233,9 @@ fn apply_statement(
     }
     if outcome.matched == 0 && statement.upsert {
         let inserted = build_upsert(statement)?;
+        if let Some(validator) = &validator {
+            validator.check_new(&inserted)?;
+        }
         let result = writer.insert_many(std::slice::from_ref(&inserted), true, durability)?;
         result
             .into_iter()
@@ -325,6 +335,7 @@ pub fn update(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     check_batch_size(statements.len())?;
     let ordered = fields.bool_or("ordered", true)?;
     let durability = durability(&fields)?;
+    let bypass_validation = fields.bool_or("bypassDocumentValidation", false)?;
     let deadline = ctx.deadline();
     let scope = let_scope(&fields)?;
     let let_vars = fields.document_opt("let")?;
@@ -342,8 +353,13 @@ pub fn update(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let mut upserted = Vec::new();
     let mut errors = WriteErrors::default();
     for (i, raw) in statements.iter().enumerate() {
-        let result = parse_statement(raw, &scope, let_vars)
-            .and_then(|s| execute(ctx, name, &s, durability, deadline.clone()));
+        let result = parse_statement(raw, &scope, let_vars).and_then(|statement| {
+            let statement = Statement {
+                bypass_validation,
+                ..statement
+            };
+            execute(ctx, name, &statement, durability, deadline.clone())
+        });
         match result {
             Ok(outcome) => {
                 matched += outcome.matched;
@@ -411,5 +427,6 @@ fn parse_statement<'a>(
         upsert: fields.bool_or("upsert", false)?,
         sort: None,
         collation: fields.collation()?,
+        bypass_validation: false,
     })
 }

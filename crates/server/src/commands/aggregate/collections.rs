@@ -8,6 +8,7 @@ use crate::commands::Ctx;
 use crate::connection::ConnectionInfo;
 use crate::exec::{AccessPath, CollectionScan, Deadline};
 use crate::security::UserName;
+use crate::validation::Validator;
 use crate::views::Resolved;
 use crate::Server;
 use basalt_agg::{Collections, DocumentStream, MergeTarget, MergeWrite, SessionUsers};
@@ -79,10 +80,17 @@ impl ServerCollections {
                 catalog.add_index(temp, index)?;
             }
         }
+        let validator = match old {
+            Some(old) => self.validator(&old.meta())?,
+            None => None,
+        };
         let mut batch = Vec::new();
         let mut bytes = 0usize;
         for doc in documents {
             let doc = prepare_for_insert(&doc?)?;
+            if let Some(validator) = &validator {
+                validator.check_new(&doc)?;
+            }
             bytes += basalt_value::document_size_bytes(&doc);
             batch.push(doc);
             if batch.len() >= OUT_BATCH_DOCS_MAX || bytes >= OUT_BATCH_BYTES_MAX {
@@ -135,6 +143,14 @@ impl ServerCollections {
                 }
             }
         })))
+    }
+
+    /// The validator `$out` and `$merge` apply to the documents they write into the
+    /// collection `meta`, unless the command bypasses it.
+    fn validator(&self, meta: &CollectionMeta) -> Result<Option<Validator>> {
+        let bypass = crate::request::Fields::new(&self.command)
+            .bool_or("bypassDocumentValidation", false)?;
+        Validator::of(meta, bypass)
     }
 
     fn insert_all(&self, collection: &Collection, docs: &[Document]) -> Result<()> {
@@ -424,6 +440,7 @@ impl MergeTarget for MergeInto<'_> {
             ));
         }
         let meta = collection.meta();
+        let validator = self.collections.validator(&meta)?;
         let index = unique_index_on(&meta, &self.on).ok_or_else(no_unique_index)?;
         let values: Vec<Bson> = index
             .key
@@ -443,6 +460,9 @@ impl MergeTarget for MergeInto<'_> {
             MergeWrite::Insert(doc) => {
                 // The write lock is held: insert through it rather than insert_all.
                 let ready = prepare_for_insert(&doc)?;
+                if let Some(validator) = &validator {
+                    validator.check_new(&ready)?;
+                }
                 let outcomes = writer.insert_many(&[ready], true, self.collections.durability)?;
                 outcomes.into_iter().try_for_each(|o| o.map(|_| ()))
             }
@@ -450,6 +470,9 @@ impl MergeTarget for MergeInto<'_> {
                 let (record_id, old) =
                     existing.ok_or_else(|| Error::internal("$merge replaced a missing match"))?;
                 check_document_size(&doc)?;
+                if let Some(validator) = &validator {
+                    validator.check_update(&old, &doc)?;
+                }
                 writer.replace(record_id, &old, &doc, self.collections.durability)
             }
         }
