@@ -19,6 +19,10 @@ mod testing;
 
 pub use optimization::optimize;
 pub use partitioned::{Partial, Partitioned};
+/// Time-series buckets: MongoDB's format, written and read.
+pub mod time_series {
+    pub use crate::stages::unpack_bucket::{append, unpack};
+}
 pub use pipeline::{
     stage_documents, Collections, DocumentStream, ExecContext, MergeTarget, MergeWrite,
     NoCollections, Pipeline, SessionUsers,

@@ -25,6 +25,7 @@ mod sessions;
 mod snapshot_reads;
 mod stats;
 mod system_js;
+mod timeseries;
 pub mod tls;
 mod transactions;
 mod ttl_monitor;

@@ -80,6 +80,9 @@ pub struct Resolved {
     /// The pipelines of the views in the chain, the innermost view's first.
     pub pipeline: Vec<Document>,
     pub collation: Option<Document>,
+    /// Read directly, a time-series collection, whose buckets a filter on time or meta
+    /// may narrow (see `crate::timeseries`).
+    pub time_series: Option<crate::timeseries::TimeSeries>,
 }
 
 /// The stored definitions of `db`'s views that match `filter`, with their record ids.
@@ -127,11 +130,27 @@ pub fn resolve(catalog: &Catalog, db: &str, name: &str) -> Result<Option<Resolve
         pipelines.push(inner.pipeline);
         source = inner.view_on;
     }
+    // A chain that ends at a time-series collection reads its buckets, unpacked.
+    if let Some((series, _)) = crate::timeseries::get(catalog, db, &source) {
+        let buckets = series.resolved(&source);
+        pipelines.push(buckets.pipeline);
+        source = buckets.collection;
+    }
     Ok(Some(Resolved {
         collection: source,
         pipeline: pipelines.into_iter().rev().flatten().collect(),
         collation,
+        time_series: None,
     }))
+}
+
+/// What a read of `db.name` runs over when it is no collection: a view's chain, or a
+/// time-series collection's buckets.
+pub fn resolve_readable(catalog: &Catalog, db: &str, name: &str) -> Result<Option<Resolved>> {
+    if let Some(view) = resolve(catalog, db, name)? {
+        return Ok(Some(view));
+    }
+    Ok(crate::timeseries::get(catalog, db, name).map(|(series, _)| series.resolved(name)))
 }
 
 fn depth_exceeded() -> Error {

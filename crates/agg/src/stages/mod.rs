@@ -32,6 +32,7 @@ mod sort;
 mod sort_by_count;
 mod time_unit;
 mod union_with;
+pub mod unpack_bucket;
 mod unwind;
 mod window_functions;
 
@@ -75,6 +76,8 @@ pub(crate) enum Stage {
     Densify(Box<densify::Densify>),
     CollStats(coll_stats::CollStats),
     IndexStats,
+    /// `$_internalUnpackBucket`: a time-series collection's measurements.
+    UnpackBucket(unpack_bucket::UnpackBucket),
 }
 
 impl Stage {
@@ -98,6 +101,9 @@ impl Stage {
             "$limit" => Stage::Limit(limit::parse(args)?),
             "$count" => Stage::Count(count::parse(args)?),
             "$unwind" => Stage::Unwind(unwind::Unwind::parse(args)?),
+            "$_internalUnpackBucket" => {
+                Stage::UnpackBucket(unpack_bucket::UnpackBucket::parse(args)?)
+            }
             "$replaceRoot" | "$replaceWith" => {
                 Stage::ReplaceRoot(replace_root::parse(name, args, ctx)?)
             }
@@ -160,6 +166,7 @@ impl Stage {
             Stage::Limit(n) => limit::apply(*n, input),
             Stage::Count(name) => count::apply(name, input),
             Stage::Unwind(u) => u.apply(input),
+            Stage::UnpackBucket(u) => u.apply(input),
             Stage::ReplaceRoot(e) => map_documents(input, move |doc| {
                 replace_root::apply(e, &doc, ctx.vars).map(Some)
             }),
@@ -194,6 +201,7 @@ impl Stage {
                 | Stage::ReplaceRoot(_)
                 | Stage::Unwind(_)
                 | Stage::Redact(_)
+                | Stage::UnpackBucket(_)
         )
     }
 

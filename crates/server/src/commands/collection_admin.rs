@@ -12,6 +12,12 @@ pub fn drop(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     if crate::views::remove(&ctx.server.catalog, ctx.db, name, durability)? {
         return Ok(doc! { "ns": format!("{}.{name}", ctx.db) });
     }
+    // A time-series collection goes with its buckets.
+    if crate::timeseries::get(&ctx.server.catalog, ctx.db, name).is_some() {
+        let buckets = crate::timeseries::buckets_name(name);
+        ctx.server.catalog.drop_collection(ctx.db, &buckets)?;
+        return Ok(doc! { "ns": format!("{}.{name}", ctx.db) });
+    }
     let indexes = ctx
         .server
         .catalog

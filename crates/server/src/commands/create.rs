@@ -2,9 +2,10 @@
 //! `pipeline`; see `crate::views`).
 //!
 //! A capped collection keeps its bounds in its options (see `basalt_catalog`'s
-//! `capped.rs`); a validator is checked here and applied by `crate::validation`. Time
-//! series are not built yet; asking for one is refused with a clear error rather than
-//! silently creating a plain collection that would behave differently. A view ignores the options of collections, once they are
+//! `capped.rs`); a validator is checked here and applied by `crate::validation`; a
+//! time-series collection is made by `crate::timeseries`. Encrypted collections are not
+//! built; asking for one is refused with a clear error rather than silently creating a
+//! plain collection that would behave differently. A view ignores the options of collections, once they are
 //! checked, as mongod does. A clustered collection (`clusteredIndex` on `_id`) is
 //! accepted: its `_id` index carries the given name and is reported as clustered, while
 //! records keep insertion order on disk (MongoDB leaves natural order unspecified).
@@ -12,6 +13,7 @@
 use super::write_batch::durability;
 use super::Ctx;
 use crate::request::{is_requested, Fields, GENERIC_COMMAND_FIELDS};
+use crate::timeseries::TimeSeries;
 use crate::views::{self, Definer, View};
 use basalt_catalog::validate_collection_name;
 use basalt_error::{Error, ErrorCode, Result};
@@ -25,11 +27,30 @@ const KEPT_OPTIONS: &[&str] = &[
     "clusteredIndex",
 ];
 /// Options that ask for collection kinds Basalt does not have yet.
-const UNSUPPORTED_OPTIONS: &[&str] = &["timeseries", "encryptedFields", "expireAfterSeconds"];
+const UNSUPPORTED_OPTIONS: &[&str] = &["encryptedFields"];
+
+/// Options a time-series collection cannot have (InvalidOptions).
+const NOT_FOR_TIME_SERIES: &[&str] = &[
+    "capped",
+    "validator",
+    "validationLevel",
+    "validationAction",
+    "idIndex",
+    "clusteredIndex",
+];
+
 /// Fields read apart (a capped collection's bounds, see [`capped_options`]), legacy
 /// ones that mean nothing here, and the `_id` index's spec (mongorestore sends it),
 /// which is always MongoDB's default here.
-const IGNORED_FIELDS: &[&str] = &["capped", "size", "max", "flags", "autoIndexId", "idIndex"];
+const IGNORED_FIELDS: &[&str] = &[
+    "capped",
+    "size",
+    "max",
+    "flags",
+    "autoIndexId",
+    "idIndex",
+    "timeseries",
+];
 
 /// The largest size bound of a capped collection (1 PB, MongoDB's).
 const MAX_CAPPED_SIZE_BYTES: i64 = 1 << 50;
@@ -63,6 +84,10 @@ pub fn create(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             "'pipeline' requires 'viewOn' to also be specified",
         ));
     }
+    let series = match body.get("timeseries") {
+        None | Some(Bson::Null) => None,
+        Some(spec) => Some(TimeSeries::parse(spec)?),
+    };
     let options = collection_options(body, view_on.is_some())?;
     if let Some(view_on) = view_on {
         let images = body
@@ -91,10 +116,62 @@ pub fn create(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         };
         return create_view(ctx, body, view);
     }
-    if views::get(&ctx.server.catalog, ctx.db, name)?.is_some() {
+    let expire = options
+        .get("expireAfterSeconds")
+        .and_then(basalt_value::as_i64);
+    if let Some(series) = series {
+        if let Some(option) = NOT_FOR_TIME_SERIES
+            .iter()
+            .find(|option| body.get(**option).is_some_and(is_requested))
+        {
+            return Err(Error::new(
+                ErrorCode::INVALID_OPTIONS,
+                format!("option '{option}' cannot be used with a time-series collection"),
+            ));
+        }
+        crate::timeseries::create(&ctx.server.catalog, ctx.db, name, &series, expire)?;
+        return Ok(Document::new());
+    }
+    if expire.is_some() && !options.contains_key("clusteredIndex") {
+        return Err(Error::new(
+            ErrorCode::INVALID_OPTIONS,
+            "'expireAfterSeconds' requires clustering or a time-series collection",
+        ));
+    }
+    if views::get(&ctx.server.catalog, ctx.db, name)?.is_some()
+        || crate::timeseries::get(&ctx.server.catalog, ctx.db, name).is_some()
+    {
         return Err(namespace_exists(ctx.db, name));
     }
-    create_collection(ctx, name, options)
+    let reply = create_collection(ctx, name, options)?;
+    // A clustered collection's TTL: documents go when their `_id` date expires.
+    if let (Some(seconds), Some(collection)) = (expire, ctx.server.catalog.get(ctx.db, name)) {
+        let id_index = collection.meta().indexes[0].name.clone();
+        ctx.server
+            .catalog
+            .set_index_expiry(&collection, &id_index, Some(seconds))?;
+    }
+    Ok(reply)
+}
+
+/// `expireAfterSeconds`: a whole number of seconds from 0 up to the seconds since the
+/// epoch (InvalidOptions otherwise), coerced as mongod coerces it.
+fn expire_after_seconds(value: &Bson) -> Result<i64> {
+    let seconds = crate::request::coerced_integer(value).ok_or_else(|| {
+        Error::type_mismatch(format!(
+            "BSON field 'create.expireAfterSeconds' is the wrong type '{}', expected types \
+             '[long, int, decimal, double]'",
+            crate::request::type_name(value)
+        ))
+    })?;
+    let now = basalt_value::clock::now().timestamp_millis() / 1000;
+    if !(0..=now).contains(&seconds) {
+        return Err(Error::new(
+            ErrorCode::INVALID_OPTIONS,
+            format!("'expireAfterSeconds' must be between 0 and {now}, not {seconds}"),
+        ));
+    }
+    Ok(seconds)
 }
 
 fn namespace_exists(db: &str, name: &str) -> Error {
@@ -115,7 +192,8 @@ fn create_view(ctx: &Ctx<'_>, body: &Document, view: View) -> Result<Document> {
     }
     let catalog = &ctx.server.catalog;
     validate_collection_name(ctx.db, &view.name)?;
-    if catalog.get(ctx.db, &view.name).is_some() {
+    let series = crate::timeseries::get(catalog, ctx.db, &view.name).is_some();
+    if series || catalog.get(ctx.db, &view.name).is_some() {
         return Err(namespace_exists(ctx.db, &view.name));
     }
     match views::get(catalog, ctx.db, &view.name)? {
@@ -141,7 +219,11 @@ fn collection_options(body: &Document, view: bool) -> Result<Document> {
                 format!("create with option '{key}' is not supported by Basalt yet"),
             ));
         }
-        if key == "clusteredIndex" {
+        if key == "expireAfterSeconds" {
+            if value != &Bson::Null {
+                options.insert(key.clone(), expire_after_seconds(value)?);
+            }
+        } else if key == "clusteredIndex" {
             options.insert(key.clone(), clustered_index(value)?);
         } else if key == "changeStreamPreAndPostImages" {
             options.insert(key.clone(), pre_and_post_images(value)?);

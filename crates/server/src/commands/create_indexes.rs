@@ -124,7 +124,10 @@ pub fn create_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
 }
 
 /// Parses one index spec; `default_collation` is the collection's.
-fn parse_spec(spec: &Document, default_collation: Option<&Collation>) -> Result<IndexSpec> {
+pub(crate) fn parse_spec(
+    spec: &Document,
+    default_collation: Option<&Collation>,
+) -> Result<IndexSpec> {
     let key = match spec.get("key") {
         Some(Bson::Document(key)) => key.clone(),
         Some(_) => return Err(Error::type_mismatch("The 'key' field must be an object")),

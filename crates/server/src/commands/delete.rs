@@ -80,10 +80,15 @@ pub fn delete(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let durability = durability(&fields)?;
     let deadline = ctx.deadline();
     let scope = let_scope(&fields)?;
+    let series = crate::timeseries::get(&ctx.server.catalog, ctx.db, name);
     let mut removed = 0u64;
     let mut errors = WriteErrors::default();
     for (i, statement) in statements.iter().enumerate() {
         let result = parse_statement(statement).and_then(|(filter, first, collation)| {
+            // A time-series collection's measurements are deleted from their buckets.
+            if let Some((options, buckets)) = &series {
+                return crate::timeseries::delete(options, buckets, filter, first, durability);
+            }
             let deletion = Deletion {
                 filter,
                 scope: &scope,
@@ -92,9 +97,10 @@ pub fn delete(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 collation: collation.as_ref(),
             };
             delete_matching(ctx, name, &deletion, durability, deadline.clone())
+                .map(|deleted| deleted.len() as u64)
         });
         match result {
-            Ok(deleted) => removed += deleted.len() as u64,
+            Ok(deleted) => removed += deleted,
             Err(e) => {
                 errors.push(i, e);
                 if ordered {

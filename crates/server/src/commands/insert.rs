@@ -32,6 +32,17 @@ pub fn insert(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     check_batch_size(raw.map_or(decoded.len(), |s| s.documents.len()))?;
     let ordered = fields.bool_or("ordered", true)?;
     let durability = durability(&fields)?;
+    if let Some((options, buckets)) = crate::timeseries::get(&ctx.server.catalog, ctx.db, name) {
+        let measurements = match raw {
+            Some(sequence) => sequence
+                .documents
+                .iter()
+                .map(|raw| Document::try_from(raw.as_ref()).map_err(Error::from))
+                .collect::<Result<Vec<_>>>()?,
+            None => decoded.into_iter().cloned().collect(),
+        };
+        return insert_measurements(ctx, &options, &buckets, measurements, ordered, durability);
+    }
     let bypass = fields.bool_or("bypassDocumentValidation", false)?;
     // A collection this insert creates has no validator.
     let validator = match ctx.server.catalog.get(ctx.db, name) {
@@ -63,6 +74,30 @@ pub fn insert(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             |writer, docs| writer.insert_many(docs, ordered, durability),
         )?,
     };
+    Stats::add(&ctx.server.stats.insert, inserted as u64);
+    let mut reply = doc! { "n": inserted as i32 };
+    errors.add_to(&mut reply);
+    Ok(reply)
+}
+
+/// An insert into a time-series collection: its measurements go into buckets.
+fn insert_measurements(
+    ctx: &Ctx<'_>,
+    options: &crate::timeseries::TimeSeries,
+    buckets: &basalt_catalog::Collection,
+    measurements: Vec<Document>,
+    ordered: bool,
+    durability: basalt_storage::Durability,
+) -> Result<Document> {
+    let mut errors = WriteErrors::default();
+    let mut inserted = 0i64;
+    let outcomes = crate::timeseries::insert(options, buckets, measurements, ordered, durability);
+    for (position, outcome) in outcomes.into_iter().enumerate() {
+        match outcome {
+            Ok(()) => inserted += 1,
+            Err(e) => errors.push(position, e),
+        }
+    }
     Stats::add(&ctx.server.stats.insert, inserted as u64);
     let mut reply = doc! { "n": inserted as i32 };
     errors.add_to(&mut reply);

@@ -1,5 +1,5 @@
-//! `listCollections`: the collections and views of a database as a cursor, with filter
-//! and nameOnly.
+//! `listCollections`: the collections, views and time-series collections of a database
+//! as a cursor, with filter and nameOnly.
 
 use super::Ctx;
 use crate::cursors::CursorSource;
@@ -61,6 +61,31 @@ pub fn list_collections(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocum
         if matcher.matches(&full) {
             entries.push(if name_only {
                 doc! { "name": view.name, "type": "view" }
+            } else {
+                full
+            });
+        }
+    }
+    for (name, series, bucket_options) in crate::timeseries::list(&ctx.server.catalog, ctx.db) {
+        if visible
+            .as_ref()
+            .is_some_and(|v| !v.shows(ctx.db, Some(&name)))
+        {
+            continue;
+        }
+        let mut options = doc! { "timeseries": series.to_document() };
+        if let Some(seconds) = bucket_options.get("expireAfterSeconds") {
+            options.insert("expireAfterSeconds", seconds.clone());
+        }
+        let full = doc! {
+            "name": name.clone(),
+            "type": "timeseries",
+            "options": options,
+            "info": { "readOnly": false },
+        };
+        if matcher.matches(&full) {
+            entries.push(if name_only {
+                doc! { "name": name, "type": "timeseries" }
             } else {
                 full
             });

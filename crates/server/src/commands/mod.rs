@@ -47,6 +47,7 @@ use crate::Server;
 use basalt_catalog::OperationClass;
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{cstr, doc, Document, RawDocumentBuf};
+pub(crate) use create_indexes::parse_spec as parse_index_spec;
 use std::sync::Arc;
 
 /// What a command handler sees.

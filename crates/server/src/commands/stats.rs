@@ -36,6 +36,9 @@ pub fn coll_stats(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         return crate::local_oplog::stats(&**ctx.server.catalog.engine(), set, scale);
     }
     let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
+        if crate::timeseries::get(&ctx.server.catalog, ctx.db, name).is_some() {
+            return time_series_stats(ctx, body, name);
+        }
         return Err(Error::new(
             ErrorCode::NAMESPACE_NOT_FOUND,
             format!("Collection [{namespace}] not found."),
@@ -68,6 +71,33 @@ pub fn coll_stats(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         reply.insert("maxSize", bounds.size_bytes as i64 / scale);
     }
     Ok(reply)
+}
+
+/// A time-series collection's statistics: its buckets' sizes, and in `timeseries` its
+/// bucket figures, as MongoDB reports them.
+fn time_series_stats(ctx: &Ctx<'_>, body: &Document, name: &str) -> Result<Document> {
+    let buckets = crate::timeseries::buckets_name(name);
+    let mut of_buckets = body.clone();
+    of_buckets.insert("collStats", buckets.clone());
+    let mut stats = coll_stats(ctx, &of_buckets)?;
+    let count = stats
+        .get("count")
+        .and_then(basalt_value::as_i64)
+        .unwrap_or(0);
+    let size = stats
+        .get("size")
+        .and_then(basalt_value::as_i64)
+        .unwrap_or(0);
+    stats.insert("ns", format!("{}.{name}", ctx.db));
+    stats.insert(
+        "timeseries",
+        doc! {
+            "bucketsNs": format!("{}.{buckets}", ctx.db),
+            "bucketCount": count,
+            "avgBucketSize": size.checked_div(count).unwrap_or(0),
+        },
+    );
+    Ok(stats)
 }
 
 /// The BSON bytes of every document of a database.

@@ -35,6 +35,14 @@ const NOT_ON_VIEWS: &[&str] = &[
     "cloneCollectionAsCapped",
 ];
 
+/// Commands a time-series collection refuses as a view does.
+const NOT_ON_TIME_SERIES: &[&str] = &[
+    "renameCollection",
+    "convertToCapped",
+    "cloneCollectionAsCapped",
+    "mapReduce",
+];
+
 /// Find options that have no aggregation counterpart: refused on a view, as by mongod.
 const NOT_IN_AGGREGATION: &[&str] = &[
     "min",
@@ -74,10 +82,24 @@ pub(super) fn refuse_on_view(ctx: &Ctx<'_>, command: &str, body: &Document) -> R
         "renameCollection" => target.split_once('.').unwrap_or((target, "")),
         _ => (ctx.db, target.as_str()),
     };
-    match views::get(&ctx.server.catalog, db, name)? {
-        Some(_) => Err(views::not_a_collection(db, name)),
-        None => Ok(()),
+    if views::get(&ctx.server.catalog, db, name)?.is_some() {
+        return Err(views::not_a_collection(db, name));
     }
+    // A time-series collection is a view of its buckets to these commands too.
+    let series = || crate::timeseries::get(&ctx.server.catalog, db, name).is_some();
+    if NOT_ON_TIME_SERIES.contains(&command) && series() {
+        return Err(views::not_a_collection(db, name));
+    }
+    if ["update", "findAndModify", "createIndexes"].contains(&command) && series() {
+        return Err(Error::new(
+            ErrorCode::COMMAND_NOT_SUPPORTED,
+            format!(
+                "{command} on a time-series collection is not supported by Basalt yet (its \
+                 measurements can be inserted, read and deleted)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A read of a view: the command, its body and the view resolved.
@@ -107,14 +129,13 @@ pub(super) fn read_of_view<'b>(
     let Some(Bson::String(name)) = body.get(command) else {
         return Ok(None);
     };
-    Ok(
-        views::resolve(&ctx.server.catalog, ctx.db, name)?.map(|view| ViewRead {
-            command,
-            body,
-            name,
-            view,
-        }),
-    )
+    let resolved = views::resolve_readable(&ctx.server.catalog, ctx.db, name)?;
+    Ok(resolved.map(|view| ViewRead {
+        command,
+        body,
+        name,
+        view,
+    }))
 }
 
 impl ViewRead<'_> {
@@ -254,11 +275,32 @@ impl ViewRead<'_> {
             }
         }
         pipeline.extend(user_stages.into_iter().cloned().map(Bson::Document));
+        if let Some(buckets) = self.bucket_filter()? {
+            pipeline.insert(0, Bson::from(doc! { "$match": buckets }));
+        }
         aggregation.insert("pipeline", pipeline);
         if let Some(collation) = collation {
             aggregation.insert("collation", collation);
         }
         Ok(aggregation)
+    }
+
+    /// For a read of a time-series collection, the filter on its buckets that its own
+    /// filter implies (a find's or count's, or an aggregation's leading `$match`).
+    fn bucket_filter(&self) -> Result<Option<Document>> {
+        let Some(series) = &self.view.time_series else {
+            return Ok(None);
+        };
+        let fields = Fields::new(self.body);
+        let filter = match self.command {
+            "find" => fields.document_opt("filter")?,
+            "aggregate" => fields
+                .documents("pipeline")?
+                .first()
+                .and_then(|stage| stage.get_document("$match").ok()),
+            _ => fields.document_opt("query")?,
+        };
+        Ok(filter.and_then(|filter| series.bucket_filter(filter)))
     }
 
     /// The view's collation, which the read runs under; OptionNotSupportedOnView when

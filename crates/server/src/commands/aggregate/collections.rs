@@ -171,7 +171,7 @@ impl Collections for ServerCollections {
 
     fn scan(&self, db: &str, collection: &str) -> Result<DocumentStream<'_>> {
         let Some(collection) = self.server.catalog.get(db, collection) else {
-            return match crate::views::resolve(&self.server.catalog, db, collection)? {
+            return match crate::views::resolve_readable(&self.server.catalog, db, collection)? {
                 Some(view) => self.view_results(db, view),
                 None => Ok(Box::new(std::iter::empty())),
             };

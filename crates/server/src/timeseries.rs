@@ -1,0 +1,635 @@
+//! Time-series collections (`create` with `timeseries: {timeField, metaField,
+//! granularity | bucketMaxSpanSeconds/bucketRoundingSeconds}`, `expireAfterSeconds`).
+//!
+//! As in MongoDB, the collection users name (`db.weather`) holds no documents itself:
+//! its measurements are stored in buckets, documents of the collection
+//! `db.system.buckets.weather` whose options hold the time-series options. A bucket
+//! gathers up to [`BUCKET_MEASUREMENTS_MAX`] measurements of one meta value within one
+//! time span (the granularity's), column by column (MongoDB's version 1 bucket, written
+//! and read by `basalt_agg::time_series`), with each field's minimum and maximum in its
+//! `control`: so a query's conditions on time and meta select whole buckets before any
+//! is unpacked. The buckets carry an index on `meta` and the time bounds, through which
+//! an insert finds the bucket a measurement goes into: where it goes depends only on the
+//! stored buckets, so every replica set member puts it in the same one.
+//!
+//! A read of the collection runs as an aggregation over the buckets that unpacks them
+//! (the reads of a view, `commands/views.rs`), with a `$match` on the buckets in front
+//! when the reader's filter bounds the time or the meta value. Deletes rewrite the
+//! buckets they touch; `expireAfterSeconds` is a TTL index on the buckets' latest time,
+//! so a bucket goes when its newest measurement expires.
+
+use crate::exec::{collect_matches, AccessPath, Deadline};
+use crate::views::Resolved;
+use basalt_catalog::{Catalog, Collection};
+use basalt_error::{Error, ErrorCode, Result};
+use basalt_query::Matcher;
+use basalt_storage::Durability;
+use bson::{doc, Bson, Document};
+use std::sync::Arc;
+
+/// The collection that holds the buckets of time-series collection `name`.
+pub const BUCKETS_PREFIX: &str = "system.buckets.";
+
+/// The most measurements a bucket holds (MongoDB's default).
+const BUCKET_MEASUREMENTS_MAX: i64 = 1000;
+
+/// The longest span a bucket may cover (one year, MongoDB's limit).
+const MAX_SPAN_SECONDS: i64 = 31_536_000;
+
+/// A time-series collection's options.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimeSeries {
+    pub time_field: String,
+    pub meta_field: Option<String>,
+    /// `seconds`, `minutes` or `hours`; `None` with custom bucketing.
+    granularity: Option<String>,
+    bucket_max_span_seconds: i64,
+    bucket_rounding_seconds: i64,
+}
+
+impl TimeSeries {
+    /// Parses `create`'s `timeseries` option, with mongod's errors.
+    pub fn parse(spec: &Bson) -> Result<TimeSeries> {
+        let Bson::Document(spec) = spec else {
+            return Err(Error::type_mismatch(format!(
+                "BSON field 'create.timeseries' is the wrong type '{}', expected type 'object'",
+                crate::request::type_name(spec)
+            )));
+        };
+        let field_name = |name: &str| -> Result<Option<String>> {
+            match spec.get(name) {
+                None | Some(Bson::Null) if name == "metaField" => Ok(None),
+                Some(Bson::String(field)) if field.contains('\0') => Err(Error::bad_value(
+                    format!("'{name}' cannot contain a null byte"),
+                )),
+                Some(Bson::String(field)) if field.contains('.') || field.starts_with('$') => {
+                    Err(Error::new(
+                        ErrorCode::INVALID_OPTIONS,
+                        format!("'{name}' must be a top-level field and not start with '$'"),
+                    ))
+                }
+                Some(Bson::String(field)) => Ok(Some(field.clone())),
+                other => Err(Error::type_mismatch(format!(
+                    "BSON field 'create.timeseries.{name}' is the wrong type '{}', expected type 'string'",
+                    other.map_or("missing", crate::request::type_name)
+                ))),
+            }
+        };
+        for key in spec.keys() {
+            let known = [
+                "timeField",
+                "metaField",
+                "granularity",
+                "bucketMaxSpanSeconds",
+                "bucketRoundingSeconds",
+            ];
+            if !known.contains(&key.as_str()) {
+                return Err(Error::location(
+                    40415,
+                    format!("BSON field 'create.timeseries.{key}' is an unknown field."),
+                ));
+            }
+        }
+        let time_field = field_name("timeField")?.unwrap_or_default();
+        let meta_field = field_name("metaField")?;
+        if meta_field.as_deref() == Some("_id") || meta_field.as_deref() == Some(&time_field) {
+            return Err(Error::new(
+                ErrorCode::INVALID_OPTIONS,
+                "The 'metaField' cannot be '_id' or the 'timeField'",
+            ));
+        }
+        let granularity = match spec.get("granularity") {
+            None | Some(Bson::Null) => None,
+            Some(Bson::String(g)) if ["seconds", "minutes", "hours"].contains(&g.as_str()) => {
+                Some(g.clone())
+            }
+            Some(Bson::String(g)) => {
+                return Err(Error::bad_value(format!(
+                    "Enumeration value '{g}' for field 'create.timeseries.granularity' is not a \
+                     valid value."
+                )))
+            }
+            Some(other) => {
+                return Err(Error::type_mismatch(format!(
+                    "BSON field 'create.timeseries.granularity' is the wrong type '{}', expected type 'string'",
+                    crate::request::type_name(other)
+                )))
+            }
+        };
+        let seconds = |name: &str| -> Result<Option<i64>> {
+            match spec.get(name) {
+                None | Some(Bson::Null) => Ok(None),
+                Some(value) => {
+                    let n = crate::request::coerced_integer(value).ok_or_else(|| {
+                        Error::type_mismatch(format!(
+                            "BSON field 'create.timeseries.{name}' is the wrong type '{}', \
+                             expected type 'int'",
+                            crate::request::type_name(value)
+                        ))
+                    })?;
+                    let finite = basalt_value::as_f64(value).is_some_and(f64::is_finite);
+                    if !finite || !(1..=MAX_SPAN_SECONDS).contains(&n) {
+                        return Err(Error::bad_value(format!(
+                            "'{name}' must be between 1 and {MAX_SPAN_SECONDS} seconds"
+                        )));
+                    }
+                    Ok(Some(n))
+                }
+            }
+        };
+        let (max_span, rounding_given) = (
+            seconds("bucketMaxSpanSeconds")?,
+            seconds("bucketRoundingSeconds")?,
+        );
+        let (default_span, default_rounding) = match granularity.as_deref().unwrap_or("seconds") {
+            "minutes" => (86_400, 3_600),
+            "hours" => (2_592_000, 86_400),
+            _ => (3_600, 60),
+        };
+        let (span, rounding) = match (max_span, rounding_given) {
+            (None, None) => (default_span, default_rounding),
+            // What listCollections shows (so what mongorestore sends back): the
+            // granularity with its own span.
+            (Some(span), None) if granularity.is_some() && span == default_span => {
+                (default_span, default_rounding)
+            }
+            (Some(span), Some(rounding)) if span == rounding && granularity.is_none() => {
+                (span, rounding)
+            }
+            _ => {
+                return Err(Error::new(
+                    ErrorCode::INVALID_OPTIONS,
+                    "Time-series 'bucketMaxSpanSeconds' and 'bucketRoundingSeconds' must be \
+                     given together, equal, and without 'granularity'",
+                ))
+            }
+        };
+        Ok(TimeSeries {
+            granularity: granularity
+                .or_else(|| rounding_given.is_none().then(|| "seconds".to_string())),
+            time_field,
+            meta_field,
+            bucket_max_span_seconds: span,
+            bucket_rounding_seconds: rounding,
+        })
+    }
+
+    /// The options as `listCollections` shows them (and as the buckets keep them).
+    pub fn to_document(&self) -> Document {
+        let mut options = doc! { "timeField": &self.time_field };
+        if let Some(meta) = &self.meta_field {
+            options.insert("metaField", meta);
+        }
+        match &self.granularity {
+            Some(granularity) => {
+                options.insert("granularity", granularity);
+                options.insert("bucketMaxSpanSeconds", self.bucket_max_span_seconds as i32);
+            }
+            None => {
+                options.insert("bucketRoundingSeconds", self.bucket_rounding_seconds as i32);
+                options.insert("bucketMaxSpanSeconds", self.bucket_max_span_seconds as i32);
+            }
+        }
+        options
+    }
+
+    /// The index a time-series collection has from its creation, as `listIndexes`
+    /// shows it (the buckets' index on meta and time bounds behind it).
+    pub fn default_index(&self) -> Document {
+        let mut key = Document::new();
+        if let Some(meta) = &self.meta_field {
+            key.insert(meta, 1);
+        }
+        key.insert(&self.time_field, 1);
+        let name = key
+            .keys()
+            .map(|field| format!("{field}_1"))
+            .collect::<Vec<_>>()
+            .join("_");
+        doc! { "v": 2, "key": key, "name": name }
+    }
+
+    fn from_options(options: &Document) -> Option<TimeSeries> {
+        let spec = options.get_document("timeseries").ok()?;
+        TimeSeries::parse(&Bson::Document(spec.clone())).ok()
+    }
+
+    /// The aggregation a read of the collection runs over its buckets.
+    pub fn resolved(&self, name: &str) -> Resolved {
+        let mut unpack = doc! {
+            "timeField": &self.time_field,
+            "bucketMaxSpanSeconds": self.bucket_max_span_seconds,
+        };
+        if let Some(meta) = &self.meta_field {
+            unpack.insert("metaField", meta);
+        }
+        Resolved {
+            collection: format!("{BUCKETS_PREFIX}{name}"),
+            pipeline: vec![doc! { "$_internalUnpackBucket": unpack }],
+            collation: None,
+            time_series: Some(self.clone()),
+        }
+    }
+
+    /// A filter on the buckets that keeps every bucket holding a measurement that
+    /// matches `filter`: its conditions on the metaField become conditions on `meta`,
+    /// and its bounds on the time become bounds on the buckets' time range. `None` when
+    /// the filter says nothing about either.
+    pub fn bucket_filter(&self, filter: &Document) -> Option<Document> {
+        let mut bucket = Document::new();
+        for (path, condition) in filter {
+            let (top, rest) = path
+                .split_once('.')
+                .map_or((path.as_str(), None), |(t, r)| (t, Some(r)));
+            if self.meta_field.as_deref() == Some(top) {
+                let meta_path = rest.map_or("meta".to_string(), |rest| format!("meta.{rest}"));
+                bucket.insert(meta_path, condition.clone());
+            } else if path == &self.time_field {
+                self.time_bounds(condition, &mut bucket);
+            }
+        }
+        (!bucket.is_empty()).then_some(bucket)
+    }
+
+    fn time_bounds(&self, condition: &Bson, bucket: &mut Document) {
+        let min = format!("control.min.{}", self.time_field);
+        let max = format!("control.max.{}", self.time_field);
+        let operators = match condition {
+            Bson::Document(operators) if operators.keys().all(|k| k.starts_with('$')) => {
+                operators.clone()
+            }
+            Bson::DateTime(_) => doc! { "$eq": condition.clone() },
+            _ => return,
+        };
+        for (operator, bound) in &operators {
+            if !matches!(bound, Bson::DateTime(_)) {
+                continue;
+            }
+            let mut narrow = |field: &str, op: &str| {
+                bucket.insert(field.to_string(), doc! { op: bound.clone() });
+            };
+            match operator.as_str() {
+                "$gt" => narrow(&max, "$gt"),
+                "$gte" => narrow(&max, "$gte"),
+                "$lt" => narrow(&min, "$lt"),
+                "$lte" => narrow(&min, "$lte"),
+                "$eq" => {
+                    narrow(&max, "$gte");
+                    narrow(&min, "$lte");
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The name of the buckets collection of `name`.
+pub fn buckets_name(name: &str) -> String {
+    format!("{BUCKETS_PREFIX}{name}")
+}
+
+/// The time-series collection `db.name` and its buckets, if it is one. A name that is a
+/// collection is never one, so that case costs one catalog lookup.
+pub fn get(catalog: &Catalog, db: &str, name: &str) -> Option<(TimeSeries, Arc<Collection>)> {
+    if name.starts_with(BUCKETS_PREFIX) || catalog.get(db, name).is_some() {
+        return None;
+    }
+    let buckets = catalog.get(db, &buckets_name(name))?;
+    let options = TimeSeries::from_options(&buckets.meta().options)?;
+    Some((options, buckets))
+}
+
+/// Every time-series collection of `db`, by name.
+pub fn list(catalog: &Catalog, db: &str) -> Vec<(String, TimeSeries, Document)> {
+    catalog
+        .collections_of(db)
+        .into_iter()
+        .filter_map(|buckets| {
+            let meta = buckets.meta();
+            let name = meta.name.strip_prefix(BUCKETS_PREFIX)?.to_string();
+            let options = TimeSeries::from_options(&meta.options)?;
+            Some((name, options, meta.options.clone()))
+        })
+        .collect()
+}
+
+/// Makes the time-series collection `db.name`: its buckets collection, with the index
+/// inserts and queries find buckets by, and a TTL index when measurements expire.
+pub fn create(
+    catalog: &Catalog,
+    db: &str,
+    name: &str,
+    options: &TimeSeries,
+    expire_after_seconds: Option<i64>,
+) -> Result<()> {
+    let mut bucket_options = doc! { "timeseries": options.to_document() };
+    if let Some(seconds) = expire_after_seconds {
+        bucket_options.insert("expireAfterSeconds", seconds);
+    }
+    if catalog.get(db, name).is_some() || crate::views::get(catalog, db, name)?.is_some() {
+        return Err(Error::new(
+            ErrorCode::NAMESPACE_EXISTS,
+            format!("Namespace {db}.{name} already exists"),
+        ));
+    }
+    let buckets = match catalog.create(db, &buckets_name(name), bucket_options.clone()) {
+        Ok(buckets) => buckets,
+        Err(e) if e.code == ErrorCode::NAMESPACE_EXISTS => {
+            let existing = catalog.get(db, &buckets_name(name));
+            if existing.is_some_and(|b| b.meta().options == bucket_options) {
+                return Ok(());
+            }
+            return Err(Error::new(
+                ErrorCode::NAMESPACE_EXISTS,
+                format!("Namespace {db}.{name} already exists with different options"),
+            ));
+        }
+        Err(e) => return Err(e),
+    };
+    let min_time = format!("control.min.{}", options.time_field);
+    let max_time = format!("control.max.{}", options.time_field);
+    let mut key = Document::new();
+    if options.meta_field.is_some() {
+        key.insert("meta", 1);
+    }
+    key.insert(min_time, 1);
+    key.insert(max_time.clone(), 1);
+    let mut indexes = vec![doc! { "key": key, "name": "bucket_time" }];
+    if let Some(seconds) = expire_after_seconds {
+        indexes.push(doc! {
+            "key": { max_time: 1 },
+            "name": "bucket_expiry",
+            "expireAfterSeconds": seconds,
+        });
+    }
+    for spec in indexes {
+        catalog.add_index(&buckets, crate::commands::parse_index_spec(&spec, None)?)?;
+    }
+    Ok(())
+}
+
+/// Stores the measurements of an insert into a time-series collection: each goes into
+/// the bucket of its meta value whose span holds its time and that has room, or a new
+/// one. Returns the outcome of each measurement tried, in order (an ordered insert
+/// tries none after the first that cannot be stored).
+pub fn insert(
+    options: &TimeSeries,
+    buckets: &Collection,
+    measurements: Vec<Document>,
+    ordered: bool,
+    durability: Durability,
+) -> Vec<Result<()>> {
+    let mut outcomes = Vec::with_capacity(measurements.len());
+    let mut ready: Vec<(usize, Option<Bson>, Document)> = Vec::new();
+    for (position, measurement) in measurements.into_iter().enumerate() {
+        let meta = options
+            .meta_field
+            .as_ref()
+            .and_then(|field| measurement.get(field).cloned());
+        match prepare(options, measurement) {
+            Ok(measurement) => {
+                outcomes.push(Ok(()));
+                ready.push((position, meta, measurement));
+            }
+            Err(e) => {
+                outcomes.push(Err(e));
+                if ordered {
+                    break;
+                }
+            }
+        }
+    }
+    // Measurements of one meta value, in time order, go to their buckets together.
+    let mut groups: Vec<(Option<Bson>, Group)> = Vec::new();
+    for (position, meta, measurement) in ready {
+        match groups.iter_mut().find(|(m, _)| *m == meta) {
+            Some((_, group)) => group.push((position, measurement)),
+            None => groups.push((meta, vec![(position, measurement)])),
+        }
+    }
+    for (meta, mut group) in groups {
+        group.sort_by_key(|(_, m)| time_of(options, m));
+        if let Err(e) = store_group(options, buckets, meta, &group, durability) {
+            for (position, _) in &group {
+                outcomes[*position] = Err(e.clone());
+            }
+        }
+    }
+    outcomes
+}
+
+/// Measurements of one meta value, each with its position in the insert.
+type Group = Vec<(usize, Document)>;
+
+/// A measurement ready for a bucket: a date at the timeField, an `_id` (generated when
+/// missing), and without the metaField (the bucket holds it).
+fn prepare(options: &TimeSeries, measurement: Document) -> Result<Document> {
+    if !matches!(
+        measurement.get(&options.time_field),
+        Some(Bson::DateTime(_))
+    ) {
+        return Err(Error::bad_value(format!(
+            "'{}' must be present and contain a valid BSON UTC datetime value",
+            options.time_field
+        )));
+    }
+    let mut ready = Document::new();
+    let id = measurement
+        .get("_id")
+        .cloned()
+        .unwrap_or_else(|| Bson::ObjectId(basalt_value::clock::object_id()));
+    ready.insert("_id", id);
+    for (field, value) in measurement {
+        if field != "_id" && Some(&field) != options.meta_field.as_ref() {
+            ready.insert(field, value);
+        }
+    }
+    Ok(ready)
+}
+
+fn time_of(options: &TimeSeries, measurement: &Document) -> i64 {
+    match measurement.get(&options.time_field) {
+        Some(Bson::DateTime(time)) => time.timestamp_millis(),
+        _ => 0,
+    }
+}
+
+/// Writes one meta value's measurements (in time order) into buckets.
+fn store_group(
+    options: &TimeSeries,
+    buckets: &Collection,
+    meta: Option<Bson>,
+    group: &[(usize, Document)],
+    durability: Durability,
+) -> Result<()> {
+    let span_ms = options.bucket_max_span_seconds * 1000;
+    let rounding_ms = options.bucket_rounding_seconds * 1000;
+    let mut writer = buckets.writer();
+    // The bucket being filled: record id (0 for a new one), its stored version, its
+    // start and how many measurements it will hold with the pending ones.
+    let mut open: Option<(u64, Document)> = None;
+    let (mut start, mut count) = (0i64, 0i64);
+    let mut pending: Vec<Document> = Vec::new();
+    for (_, measurement) in group {
+        let time = time_of(options, measurement);
+        let room = open.is_some()
+            && time >= start
+            && time < start + span_ms
+            && count < BUCKET_MEASUREMENTS_MAX;
+        if !room {
+            flush(&mut writer, open.take(), &mut pending, options, durability)?;
+            let (record_id, bucket) = match find_bucket(options, buckets, meta.as_ref(), time)? {
+                Some(found) => found,
+                None => (0, new_bucket(meta.as_ref(), time, rounding_ms)),
+            };
+            let control = bucket.get_document("control").ok();
+            start = control
+                .and_then(|c| c.get_document("min").ok())
+                .and_then(|min| min.get_datetime(&options.time_field).ok())
+                .map_or(time - time.rem_euclid(rounding_ms.max(1)), |t| {
+                    t.timestamp_millis()
+                });
+            count = control
+                .and_then(|c| c.get("count"))
+                .and_then(basalt_value::as_i64)
+                .unwrap_or(0);
+            open = Some((record_id, bucket));
+        }
+        pending.push(measurement.clone());
+        count += 1;
+    }
+    flush(&mut writer, open, &mut pending, options, durability)
+}
+
+/// A new, empty bucket for `meta` starting at `time` (its `_id` holds the rounded time).
+fn new_bucket(meta: Option<&Bson>, time_ms: i64, rounding_ms: i64) -> Document {
+    let start = time_ms - time_ms.rem_euclid(rounding_ms.max(1));
+    let mut id = basalt_value::clock::object_id().bytes();
+    let seconds = u32::try_from(start.div_euclid(1000)).unwrap_or(0);
+    id[..4].copy_from_slice(&seconds.to_be_bytes());
+    let mut bucket = doc! { "_id": bson::oid::ObjectId::from_bytes(id) };
+    if let Some(meta) = meta {
+        bucket.insert("meta", meta.clone());
+    }
+    bucket
+}
+
+/// Adds the pending measurements to `bucket` and stores it (record id 0: a new bucket).
+fn flush(
+    writer: &mut basalt_catalog::Writer<'_>,
+    bucket: Option<(u64, Document)>,
+    pending: &mut Vec<Document>,
+    options: &TimeSeries,
+    durability: Durability,
+) -> Result<()> {
+    let Some((record_id, before)) = bucket else {
+        return Ok(());
+    };
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let mut after = before.clone();
+    let rounding_ms = options.bucket_rounding_seconds * 1000;
+    basalt_agg::time_series::append(&mut after, pending, &options.time_field, rounding_ms)?;
+    pending.clear();
+    if record_id == 0 {
+        writer
+            .insert_many(&[after], true, durability)?
+            .into_iter()
+            .try_for_each(|outcome| outcome.map(|_| ()))
+    } else {
+        writer.replace(record_id, &before, &after, durability)
+    }
+}
+
+/// The newest bucket of `meta` whose span holds `time` and that has room, through the
+/// buckets' index on meta and time.
+fn find_bucket(
+    options: &TimeSeries,
+    buckets: &Collection,
+    meta: Option<&Bson>,
+    time_ms: i64,
+) -> Result<Option<(u64, Document)>> {
+    let span_ms = options.bucket_max_span_seconds * 1000;
+    let min_time = format!("control.min.{}", options.time_field);
+    let mut filter = doc! {
+        min_time.clone(): {
+            "$lte": bson::DateTime::from_millis(time_ms),
+            "$gt": bson::DateTime::from_millis(time_ms.saturating_sub(span_ms)),
+        },
+        "control.count": { "$lt": BUCKET_MEASUREMENTS_MAX },
+    };
+    match meta {
+        Some(meta) => filter.insert("meta", doc! { "$eq": meta.clone() }),
+        None => filter.insert("meta", doc! { "$exists": false }),
+    };
+    let matcher = Matcher::new(&filter)?;
+    let path = AccessPath::choose(buckets, &filter, None, None)?;
+    let found = collect_matches(buckets, &matcher, &path, None, Deadline::default())?;
+    Ok(found.into_iter().max_by_key(|(record_id, _)| *record_id))
+}
+
+/// Deletes the measurements of the time-series collection that match `filter` (at most
+/// one with `just_one`): each bucket holding one is rewritten without it, or deleted
+/// when none of its measurements stays. Returns how many were deleted.
+pub fn delete(
+    options: &TimeSeries,
+    buckets: &Collection,
+    filter: &Document,
+    just_one: bool,
+    durability: Durability,
+) -> Result<u64> {
+    let matcher = Matcher::new(filter)?;
+    let bucket_filter = options.bucket_filter(filter).unwrap_or_default();
+    let bucket_matcher = Matcher::new(&bucket_filter)?;
+    let path = AccessPath::choose(buckets, &bucket_filter, None, None)?;
+    let mut writer = buckets.writer();
+    let candidates = collect_matches(buckets, &bucket_matcher, &path, None, Deadline::default())?;
+    let rounding_ms = options.bucket_rounding_seconds * 1000;
+    let mut deleted = 0u64;
+    for (record_id, bucket) in candidates {
+        if just_one && deleted > 0 {
+            break;
+        }
+        let meta = options
+            .meta_field
+            .as_deref()
+            .zip(bucket.get("meta").cloned());
+        let mut kept = Vec::new();
+        let mut removed = 0u64;
+        let measurements =
+            basalt_agg::time_series::unpack(&bucket, &options.time_field, meta.clone());
+        for measurement in measurements {
+            let gone = !(just_one && deleted + removed > 0) && matcher.try_matches(&measurement)?;
+            if gone {
+                removed += 1;
+            } else {
+                let mut stored = measurement;
+                if let Some((field, _)) = &meta {
+                    stored.remove(*field);
+                }
+                kept.push(stored);
+            }
+        }
+        if removed == 0 {
+            continue;
+        }
+        deleted += removed;
+        if kept.is_empty() {
+            writer.delete(record_id, &bucket, durability)?;
+        } else {
+            let mut rewritten = doc! { "_id": bucket.get("_id").cloned().unwrap_or(Bson::Null) };
+            if let Some(meta) = bucket.get("meta") {
+                rewritten.insert("meta", meta.clone());
+            }
+            basalt_agg::time_series::append(
+                &mut rewritten,
+                &kept,
+                &options.time_field,
+                rounding_ms,
+            )?;
+            writer.replace(record_id, &bucket, &rewritten, durability)?;
+        }
+    }
+    Ok(deleted)
+}

@@ -1,0 +1,154 @@
+"""Time-series collections: measurements stored in buckets (`system.buckets.<name>`,
+one meta value and one time span per bucket, MongoDB's bucket format), read back as
+ordinary documents, with conditions on the time and meta fields narrowing the buckets
+read; deletes rewrite the buckets they touch; listCollections, listIndexes and
+collStats present the collection as MongoDB does; the options are checked as mongod
+checks them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from pymongo.errors import BulkWriteError, OperationFailure
+
+from helpers import raises_code
+
+T0 = dt.datetime(2024, 1, 1)
+
+
+def at(minutes: int) -> dt.datetime:
+    return T0 + dt.timedelta(minutes=minutes)
+
+
+@pytest.fixture
+def weather(db):
+    db.create_collection(
+        "weather", timeseries={"timeField": "ts", "metaField": "st", "granularity": "minutes"}
+    )
+    db.weather.insert_many([{"ts": at(i), "st": i % 3, "temp": i} for i in range(3000)])
+    return db.weather
+
+
+def test_measurements_are_stored_in_buckets_and_read_back(weather):
+    db = weather.database
+    assert weather.count_documents({}) == 3000
+    buckets = db["system.buckets.weather"]
+    # At most 1000 measurements and one day (the granularity's span) per bucket, one
+    # meta value each.
+    assert 3 <= buckets.count_documents({}) < 3000
+    bucket = buckets.find_one({"meta": 1})
+    assert bucket["control"]["count"] <= 1000
+    assert set(bucket["data"]) == {"_id", "ts", "temp"}
+    one = weather.find_one({"temp": 5}, {"_id": 0})
+    assert one == {"ts": at(5), "temp": 5, "st": 2}
+
+
+def test_queries_on_time_and_meta(weather):
+    assert weather.count_documents({"st": 1}) == 1000
+    window = {"ts": {"$gte": at(100), "$lt": at(200)}}
+    assert weather.count_documents(window) == 100
+    assert weather.count_documents({**window, "st": 0}) == 33
+    grouped = weather.aggregate(
+        [
+            {"$match": {"st": 2}},
+            {"$group": {"_id": "$st", "n": {"$sum": 1}, "hot": {"$max": "$temp"}}},
+        ]
+    )
+    assert list(grouped) == [{"_id": 2, "n": 1000, "hot": 2999}]
+    assert sorted(weather.distinct("st")) == [0, 1, 2]
+    # The reader's conditions on meta and time select the buckets before unpacking.
+    plan = weather.database.command(
+        "explain", {"find": "weather", "filter": {"st": 1, "ts": {"$gte": at(10)}}}
+    )
+    assert plan["command"]["pipeline"][0] == {
+        "$match": {"meta": 1, "control.max.ts": {"$gte": at(10)}}
+    }
+
+
+def test_deletes_rewrite_the_buckets(weather):
+    assert weather.delete_many({"st": 0}).deleted_count == 1000
+    assert weather.delete_many({"temp": {"$lt": 10}}).deleted_count == 6
+    assert weather.delete_one({"st": 1}).deleted_count == 1
+    assert weather.count_documents({}) == 3000 - 1000 - 6 - 1
+    assert weather.count_documents({"st": 0}) == 0
+
+
+def test_a_measurement_needs_its_time(weather):
+    with pytest.raises(BulkWriteError) as refused:
+        weather.insert_many([{"ts": at(1), "st": 9}, {"st": 9}, {"ts": at(2), "st": 9}])
+    assert [e["code"] for e in refused.value.details["writeErrors"]] == [2]
+    # An ordered insert stops at the first failure.
+    assert weather.count_documents({"st": 9}) == 1
+
+
+def test_presented_as_mongodb_presents_it(weather):
+    db = weather.database
+    listed = {c["name"]: c for c in db.list_collections()}
+    assert listed["weather"]["type"] == "timeseries"
+    assert listed["weather"]["options"] == {
+        "timeseries": {
+            "timeField": "ts",
+            "metaField": "st",
+            "granularity": "minutes",
+            "bucketMaxSpanSeconds": 86400,
+        }
+    }
+    assert listed["system.buckets.weather"]["type"] == "collection"
+    assert [i["key"] for i in weather.list_indexes()] == [{"st": 1, "ts": 1}]
+    stats = db.command("collStats", "weather")
+    assert stats["timeseries"]["bucketsNs"] == f"{db.name}.system.buckets.weather"
+    # What listCollections shows creates the same collection again (mongorestore).
+    db.weather.drop()
+    db.command("create", "weather", **listed["weather"]["options"])
+    assert db.command("collStats", "weather")["timeseries"]["bucketCount"] == 0
+
+
+def test_views_and_lookups_read_the_measurements(weather):
+    db = weather.database
+    db.command("create", "warm", viewOn="weather", pipeline=[{"$match": {"temp": {"$gte": 2990}}}])
+    assert db.warm.count_documents({}) == 10
+    db.stations.insert_many([{"_id": 0}, {"_id": 1}])
+    joined = db.stations.aggregate(
+        [
+            {"$lookup": {"from": "weather", "localField": "_id", "foreignField": "st", "as": "m"}},
+            {"$project": {"n": {"$size": "$m"}}},
+        ]
+    )
+    assert sorted((d["_id"], d["n"]) for d in joined) == [(0, 1000), (1, 1000)]
+
+
+def test_expiry_and_the_commands_a_time_series_refuses(db):
+    db.create_collection("ttl", timeseries={"timeField": "ts"}, expireAfterSeconds=3600)
+    assert (
+        next(c for c in db.list_collections() if c["name"] == "ttl")["options"][
+            "expireAfterSeconds"
+        ]
+        == 3600
+    )
+    db.ttl.insert_one({"ts": T0})
+    with raises_code("CommandNotSupportedOnView"):
+        db.client.admin.command("renameCollection", f"{db.name}.ttl", to=f"{db.name}.other")
+    with raises_code("NamespaceExists"):
+        db.command("create", "ttl")
+    with pytest.raises(OperationFailure) as refused:
+        db.ttl.update_one({}, {"$set": {"x": 1}})
+    assert refused.value.code == 115
+
+
+@pytest.mark.parametrize(
+    ("options", "code"),
+    [
+        ({"timeseries": {"timeField": 1}}, "TypeMismatch"),
+        ({"timeseries": {"timeField": "a.b"}}, "InvalidOptions"),
+        ({"timeseries": {"timeField": "t", "metaField": "t"}}, "InvalidOptions"),
+        ({"timeseries": {"timeField": "t", "granularity": "days"}}, "BadValue"),
+        ({"timeseries": {"timeField": "t", "bucketMaxSpanSeconds": 60}}, "InvalidOptions"),
+        ({"timeseries": {"timeField": "t"}, "capped": True, "size": 4096}, "InvalidOptions"),
+        ({"expireAfterSeconds": 10}, "InvalidOptions"),
+    ],
+)
+def test_options_are_checked(db, options, code):
+    with raises_code(code):
+        db.command("create", "bad", **options)
