@@ -44,11 +44,14 @@ def test_pre_and_post_images_option_and_coll_mod(db):
         db.command("collMod", "c", changeStreamPreAndPostImages=True)
 
 
-def test_coll_mod_refuses_options_it_cannot_honour(db):
+def test_coll_mod_refuses_options_of_other_kinds_of_collection(db):
     db.create_collection("c")
-    with pytest.raises(OperationFailure) as refused:
+    with raises_code("InvalidOptions"):
         db.command("collMod", "c", timeseries={"granularity": "hours"})
-    assert refused.value.code == 115
+    with raises_code("InvalidOptions"):
+        db.command("collMod", "c", cappedSize=4096)
+    with raises_code("InvalidOptions"):
+        db.command("collMod", "c", expireAfterSeconds=60)
 
 
 def test_coll_mod_of_a_missing_collection(db):
@@ -58,7 +61,7 @@ def test_coll_mod_of_a_missing_collection(db):
 
 def test_unsupported_kinds_are_refused_not_faked(db):
     with pytest.raises(OperationFailure) as failure:
-        db.command("create", "v", timeseries={"timeField": "ts"})
+        db.command("create", "v", encryptedFields={"fields": []})
     assert failure.value.code == 115
     assert "v" not in db.list_collection_names()
 

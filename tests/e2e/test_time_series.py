@@ -132,9 +132,8 @@ def test_expiry_and_the_commands_a_time_series_refuses(db):
         db.client.admin.command("renameCollection", f"{db.name}.ttl", to=f"{db.name}.other")
     with raises_code("NamespaceExists"):
         db.command("create", "ttl")
-    with pytest.raises(OperationFailure) as refused:
-        db.ttl.update_one({}, {"$set": {"x": 1}})
-    assert refused.value.code == 115
+    with raises_code("InvalidOptions"):
+        db.ttl.update_many({}, {"$set": {"x": 1}})
 
 
 @pytest.mark.parametrize(
@@ -152,3 +151,61 @@ def test_expiry_and_the_commands_a_time_series_refuses(db):
 def test_options_are_checked(db, options, code):
     with raises_code(code):
         db.command("create", "bad", **options)
+
+
+def test_indexes_are_the_buckets_indexes_shown_as_asked(weather):
+    weather.create_index([("st", 1), ("ts", -1)])
+    weather.create_index("temp")
+    assert [(i["name"], dict(i["key"])) for i in weather.list_indexes()] == [
+        ("st_1_ts_1", {"st": 1, "ts": 1}),
+        ("st_1_ts_-1", {"st": 1, "ts": -1}),
+        ("temp_1", {"temp": 1}),
+    ]
+    buckets = weather.database["system.buckets.weather"]
+    keys = {i["name"]: dict(i["key"]) for i in buckets.list_indexes()}
+    assert keys["temp_1"] == {"control.min.temp": 1, "control.max.temp": 1}
+    assert keys["st_1_ts_-1"] == {"meta": 1, "control.max.ts": -1, "control.min.ts": -1}
+    weather.drop_index("temp_1")
+    assert "temp_1" not in [i["name"] for i in weather.list_indexes()]
+    for refused, code in [({"unique": True}, 72), ({"sparse": True}, 72)]:
+        with pytest.raises(OperationFailure) as failure:
+            weather.create_index("temp", **refused)
+        assert failure.value.code == code
+    with pytest.raises(OperationFailure) as hashed:
+        weather.create_index([("temp", "hashed")])
+    assert hashed.value.code == 67
+
+
+def test_updates_change_the_meta_of_whole_buckets(weather):
+    result = weather.update_many({"st": 1}, {"$set": {"st": 7}})
+    assert (result.matched_count, result.modified_count) == (1000, 1000)
+    assert weather.count_documents({"st": 7}) == 1000
+    for statement in [
+        lambda: weather.update_one({"st": 2}, {"$set": {"st": 8}}),
+        lambda: weather.update_many({"temp": 1}, {"$set": {"st": 8}}),
+        lambda: weather.update_many({}, {"$set": {"temp": 0}}),
+        lambda: weather.update_many({}, {"$set": {"st": 0}}, upsert=True),
+    ]:
+        with raises_code("InvalidOptions"):
+            statement()
+    assert weather.find_one_and_delete({"temp": 3})["temp"] == 3
+    with raises_code("InvalidOptions"):
+        weather.find_one_and_update({"st": 2}, {"$set": {"st": 9}})
+
+
+def test_coll_mod_grows_the_bucketing_and_sets_expiry(weather):
+    db = weather.database
+    db.command("collMod", "weather", timeseries={"granularity": "hours"})
+    options = db.command("listCollections", filter={"name": "weather"})["cursor"]["firstBatch"][0][
+        "options"
+    ]
+    assert options["timeseries"]["granularity"] == "hours"
+    with raises_code("InvalidOptions"):
+        db.command("collMod", "weather", timeseries={"granularity": "seconds"})
+    db.command("collMod", "weather", expireAfterSeconds=3600)
+    listed = db.command("listCollections", filter={"name": "weather"})["cursor"]["firstBatch"][0]
+    assert listed["options"]["expireAfterSeconds"] == 3600
+    db.command("collMod", "weather", expireAfterSeconds="off")
+    with raises_code("InvalidOptions"):
+        db.command("collMod", "weather", validator={"temp": {"$gt": 0}})
+    assert weather.count_documents({}) == 3000

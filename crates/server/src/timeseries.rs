@@ -62,13 +62,15 @@ impl TimeSeries {
                 Some(Bson::String(field)) if field.contains('\0') => Err(Error::bad_value(
                     format!("'{name}' cannot contain a null byte"),
                 )),
-                Some(Bson::String(field)) if field.contains('.') || field.starts_with('$') => {
-                    Err(Error::new(
-                        ErrorCode::INVALID_OPTIONS,
-                        format!("'{name}' must be a top-level field and not start with '$'"),
-                    ))
-                }
+                Some(Bson::String(field)) if field.contains('.') => Err(Error::new(
+                    ErrorCode::INVALID_OPTIONS,
+                    format!("'{name}' must be a top-level field"),
+                )),
                 Some(Bson::String(field)) => Ok(Some(field.clone())),
+                None | Some(Bson::Null) => Err(Error::location(
+                    40414,
+                    format!("BSON field 'create.timeseries.{name}' is missing but a required field"),
+                )),
                 other => Err(Error::type_mismatch(format!(
                     "BSON field 'create.timeseries.{name}' is the wrong type '{}', expected type 'string'",
                     other.map_or("missing", crate::request::type_name)
@@ -193,20 +195,17 @@ impl TimeSeries {
         options
     }
 
-    /// The index a time-series collection has from its creation, as `listIndexes`
-    /// shows it (the buckets' index on meta and time bounds behind it).
-    pub fn default_index(&self) -> Document {
-        let mut key = Document::new();
-        if let Some(meta) = &self.meta_field {
-            key.insert(meta, 1);
-        }
+    /// The index a time-series collection with a metaField has from its creation, as
+    /// `listIndexes` shows it (the buckets' index on meta and time bounds behind it).
+    pub fn default_index(&self) -> Option<Document> {
+        let mut key = doc! { self.meta_field.as_deref()?: 1 };
         key.insert(&self.time_field, 1);
         let name = key
             .keys()
             .map(|field| format!("{field}_1"))
             .collect::<Vec<_>>()
             .join("_");
-        doc! { "v": 2, "key": key, "name": name }
+        Some(doc! { "v": 2, "key": key, "name": name })
     }
 
     fn from_options(options: &Document) -> Option<TimeSeries> {
@@ -354,13 +353,15 @@ pub fn create(
     }
     key.insert(min_time, 1);
     key.insert(max_time.clone(), 1);
-    let mut indexes = vec![doc! { "key": key, "name": "bucket_time" }];
+    // With a metaField this is the collection's own default index (listIndexes shows
+    // it); without, the buckets' index that inserts use.
+    let name = match options.default_index() {
+        Some(index) => index.get_str("name").unwrap_or(TIME_INDEX).to_string(),
+        None => TIME_INDEX.to_string(),
+    };
+    let mut indexes = vec![doc! { "key": key, "name": name }];
     if let Some(seconds) = expire_after_seconds {
-        indexes.push(doc! {
-            "key": { max_time: 1 },
-            "name": "bucket_expiry",
-            "expireAfterSeconds": seconds,
-        });
+        indexes.push(expiry_index(options, seconds));
     }
     for spec in indexes {
         catalog.add_index(&buckets, crate::commands::parse_index_spec(&spec, None)?)?;
@@ -571,14 +572,14 @@ fn find_bucket(
 
 /// Deletes the measurements of the time-series collection that match `filter` (at most
 /// one with `just_one`): each bucket holding one is rewritten without it, or deleted
-/// when none of its measurements stays. Returns how many were deleted.
+/// when none of its measurements stays. Returns the measurements deleted.
 pub fn delete(
     options: &TimeSeries,
     buckets: &Collection,
     filter: &Document,
     just_one: bool,
     durability: Durability,
-) -> Result<u64> {
+) -> Result<Vec<Document>> {
     let matcher = Matcher::new(filter)?;
     let bucket_filter = options.bucket_filter(filter).unwrap_or_default();
     let bucket_matcher = Matcher::new(&bucket_filter)?;
@@ -586,9 +587,9 @@ pub fn delete(
     let mut writer = buckets.writer();
     let candidates = collect_matches(buckets, &bucket_matcher, &path, None, Deadline::default())?;
     let rounding_ms = options.bucket_rounding_seconds * 1000;
-    let mut deleted = 0u64;
+    let mut deleted = Vec::new();
     for (record_id, bucket) in candidates {
-        if just_one && deleted > 0 {
+        if just_one && !deleted.is_empty() {
             break;
         }
         let meta = options
@@ -596,13 +597,14 @@ pub fn delete(
             .as_deref()
             .zip(bucket.get("meta").cloned());
         let mut kept = Vec::new();
-        let mut removed = 0u64;
+        let before = deleted.len();
         let measurements =
             basalt_agg::time_series::unpack(&bucket, &options.time_field, meta.clone());
         for measurement in measurements {
-            let gone = !(just_one && deleted + removed > 0) && matcher.try_matches(&measurement)?;
+            let room = !just_one || deleted.is_empty();
+            let gone = room && matcher.try_matches(&measurement)?;
             if gone {
-                removed += 1;
+                deleted.push(measurement);
             } else {
                 let mut stored = measurement;
                 if let Some((field, _)) = &meta {
@@ -611,10 +613,9 @@ pub fn delete(
                 kept.push(stored);
             }
         }
-        if removed == 0 {
+        if deleted.len() == before {
             continue;
         }
-        deleted += removed;
         if kept.is_empty() {
             writer.delete(record_id, &bucket, durability)?;
         } else {
@@ -632,4 +633,382 @@ pub fn delete(
         }
     }
     Ok(deleted)
+}
+
+/// An update of a time-series collection: as MongoDB allows it, a `multi` update with
+/// update operators that change only the metaField, selecting measurements by the
+/// metaField alone (InvalidOptions otherwise). It rewrites the `meta` of each bucket it
+/// selects. Returns how many measurements matched and how many changed.
+pub fn update_meta(
+    options: &TimeSeries,
+    buckets: &Collection,
+    statement: &Document,
+    durability: Durability,
+) -> Result<(u64, u64)> {
+    let refuse = |why: &str| {
+        Err(Error::new(
+            ErrorCode::INVALID_OPTIONS,
+            format!("Cannot perform an update on a time-series collection {why}"),
+        ))
+    };
+    let Some(meta_field) = options.meta_field.as_deref() else {
+        return refuse("that has no metaField");
+    };
+    if !statement.get_bool("multi").unwrap_or(false) {
+        return refuse("with multi: false");
+    }
+    if statement.get_bool("upsert").unwrap_or(false) {
+        return refuse("with upsert: true");
+    }
+    let on_meta = |path: &str| {
+        path == meta_field
+            || path
+                .strip_prefix(meta_field)
+                .is_some_and(|rest| rest.starts_with('.'))
+    };
+    let filter = statement.get_document("q").cloned().unwrap_or_default();
+    if !filter.keys().all(|path| on_meta(path)) {
+        return refuse("that selects measurements by fields other than the metaField");
+    }
+    let Ok(update) = statement.get_document("u") else {
+        return refuse("with a pipeline");
+    };
+    let mut on_buckets = Document::new();
+    for (operator, fields) in update {
+        let Bson::Document(fields) = fields else {
+            return refuse("with a replacement document");
+        };
+        if !operator.starts_with('$') || operator == "$rename" {
+            return refuse(&format!("with {operator}"));
+        }
+        let mut renamed = Document::new();
+        for (path, value) in fields {
+            if !on_meta(path) {
+                return refuse("that does not update only the metaField");
+            }
+            renamed.insert(format!("meta{}", &path[meta_field.len()..]), value.clone());
+        }
+        on_buckets.insert(operator.clone(), renamed);
+    }
+    let update = basalt_query::UpdateSpec::parse(&on_buckets, None)?;
+    let bucket_filter = options.bucket_filter(&filter).unwrap_or_default();
+    let matcher = Matcher::new(&bucket_filter)?;
+    let path = AccessPath::choose(buckets, &bucket_filter, None, None)?;
+    let mut writer = buckets.writer();
+    let (mut matched, mut modified) = (0u64, 0u64);
+    for (record_id, bucket) in collect_matches(buckets, &matcher, &path, None, Deadline::default())?
+    {
+        let count = bucket
+            .get_document("control")
+            .ok()
+            .and_then(|control| control.get("count"))
+            .and_then(basalt_value::as_i64)
+            .unwrap_or(0) as u64;
+        matched += count;
+        let mut after = bucket.clone();
+        if update.apply(&mut after, &basalt_query::UpdateContext::new())? {
+            writer.replace(record_id, &bucket, &after, durability)?;
+            modified += count;
+        }
+    }
+    Ok((matched, modified))
+}
+
+/// `collMod` of a time-series collection: its bucketing may only grow (a coarser
+/// `granularity`, or a longer `bucketMaxSpanSeconds` with an equal
+/// `bucketRoundingSeconds`), and `expireAfterSeconds` sets or (`"off"`) removes its
+/// expiry. Validators and change stream images are refused (InvalidOptions).
+pub fn modify(catalog: &Catalog, buckets: &Collection, body: &Document) -> Result<()> {
+    let mut options = buckets.meta().options.clone();
+    let mut series = TimeSeries::from_options(&options)
+        .ok_or_else(|| Error::internal("time-series buckets without their options"))?;
+    let mut expiry: Option<Option<i64>> = None;
+    for (key, value) in body.iter().skip(1) {
+        match key.as_str() {
+            "timeseries" => series = series.modified(value)?,
+            "expireAfterSeconds" => expiry = Some(expire_after_seconds(value)?),
+            "validator"
+            | "validationLevel"
+            | "validationAction"
+            | "changeStreamPreAndPostImages" => {
+                return Err(Error::new(
+                    ErrorCode::INVALID_OPTIONS,
+                    format!("option '{key}' is not allowed on a time-series collection"),
+                ))
+            }
+            generic if crate::request::GENERIC_COMMAND_FIELDS.contains(&generic) => {}
+            other => {
+                return Err(Error::new(
+                    ErrorCode::INVALID_OPTIONS,
+                    format!(
+                        "collMod option '{other}' is not supported on a time-series collection"
+                    ),
+                ))
+            }
+        }
+    }
+    options.insert("timeseries", series.to_document());
+    if let Some(expiry) = expiry {
+        match expiry {
+            Some(seconds) => options.insert("expireAfterSeconds", seconds),
+            None => options.remove("expireAfterSeconds"),
+        };
+        set_expiry(catalog, buckets, &series, expiry)?;
+    }
+    catalog.set_options(buckets, options)
+}
+
+/// collMod's `expireAfterSeconds` on a time-series or clustered collection: `"off"`
+/// (`None`) or a number of seconds, coerced as mongod coerces it (below 0 is 0).
+pub fn expire_after_seconds(value: &Bson) -> Result<Option<i64>> {
+    let invalid = |what: String| {
+        Err(Error::new(
+            ErrorCode::INVALID_OPTIONS,
+            format!(
+                "Invalid value for 'expireAfterSeconds': {what} (a number of seconds or \"off\")"
+            ),
+        ))
+    };
+    match value {
+        Bson::String(off) if off == "off" => Ok(None),
+        Bson::String(other) => invalid(format!("'{other}'")),
+        _ => match crate::request::coerced_integer(value) {
+            Some(seconds) => {
+                let now = basalt_value::clock::now().timestamp_millis() / 1000;
+                if (0..=now).contains(&seconds) {
+                    Ok(Some(seconds))
+                } else {
+                    invalid(seconds.to_string())
+                }
+            }
+            None => Err(Error::type_mismatch(format!(
+                "BSON field 'collMod.expireAfterSeconds' is the wrong type '{}'",
+                crate::request::type_name(value)
+            ))),
+        },
+    }
+}
+
+/// The buckets' TTL index: made, changed or removed to match `expiry`.
+fn set_expiry(
+    catalog: &Catalog,
+    buckets: &Collection,
+    series: &TimeSeries,
+    expiry: Option<i64>,
+) -> Result<()> {
+    let exists = buckets
+        .meta()
+        .indexes
+        .iter()
+        .any(|i| i.name == EXPIRY_INDEX);
+    match (expiry, exists) {
+        (Some(seconds), true) => catalog
+            .set_index_expiry(buckets, EXPIRY_INDEX, Some(seconds))
+            .map(|_| ()),
+        (Some(seconds), false) => {
+            let spec = expiry_index(series, seconds);
+            catalog.add_index(buckets, crate::commands::parse_index_spec(&spec, None)?)
+        }
+        (None, true) => catalog.remove_index(buckets, EXPIRY_INDEX),
+        (None, false) => Ok(()),
+    }
+}
+
+/// The name of the buckets' index on their time bounds, without a metaField.
+const TIME_INDEX: &str = "bucket_time";
+
+/// Whether a buckets' index is the buckets' own (not one of the collection's).
+pub fn is_internal_index(name: &str) -> bool {
+    name == TIME_INDEX || name == EXPIRY_INDEX
+}
+
+/// The name of the buckets' TTL index.
+const EXPIRY_INDEX: &str = "bucket_expiry";
+
+/// The buckets' TTL index: on the newest time of each bucket.
+fn expiry_index(series: &TimeSeries, seconds: i64) -> Document {
+    doc! {
+        "key": { format!("control.max.{}", series.time_field): 1 },
+        "name": EXPIRY_INDEX,
+        "expireAfterSeconds": seconds,
+    }
+}
+
+impl TimeSeries {
+    /// These options after collMod's `timeseries` change (bucketing may only grow).
+    fn modified(&self, change: &Bson) -> Result<TimeSeries> {
+        let change = match change {
+            Bson::Null => return Ok(self.clone()),
+            Bson::Document(change) => change,
+            other => {
+                return Err(Error::type_mismatch(format!(
+                "BSON field 'collMod.timeseries' is the wrong type '{}', expected type 'object'",
+                crate::request::type_name(other)
+            )))
+            }
+        };
+        if change.is_empty() {
+            return Ok(self.clone());
+        }
+        let mut spec = doc! { "timeField": &self.time_field };
+        if let Some(meta) = &self.meta_field {
+            spec.insert("metaField", meta);
+        }
+        for (key, value) in change {
+            match key.as_str() {
+                "granularity" | "bucketMaxSpanSeconds" | "bucketRoundingSeconds" => {
+                    spec.insert(key.clone(), value.clone());
+                }
+                other => {
+                    return Err(Error::location(
+                        40415,
+                        format!("BSON field 'collMod.timeseries.{other}' is an unknown field."),
+                    ))
+                }
+            }
+        }
+        let granularity_only = change.contains_key("granularity")
+            && !change.contains_key("bucketMaxSpanSeconds")
+            && !change.contains_key("bucketRoundingSeconds");
+        if change.get("granularity") == Some(&Bson::Null)
+            || (!granularity_only && !change.contains_key("granularity"))
+        {
+            spec.remove("granularity");
+        }
+        let changed = TimeSeries::parse(&Bson::Document(spec))?;
+        if changed.bucket_max_span_seconds < self.bucket_max_span_seconds
+            || changed.bucket_rounding_seconds < self.bucket_rounding_seconds
+        {
+            return Err(Error::new(
+                ErrorCode::INVALID_OPTIONS,
+                "Invalid transition for the time-series bucketing: it may only grow",
+            ));
+        }
+        Ok(changed)
+    }
+}
+
+impl TimeSeries {
+    /// An index spec of the collection as the buckets' index that serves it, as MongoDB
+    /// translates it: the metaField becomes `meta`, the time and other fields the
+    /// bounds of each bucket (`control.min`/`control.max`). The name is the one the
+    /// spec asks for, or made from the key as given.
+    pub fn bucket_index(&self, spec: &Document) -> Result<Document> {
+        let refuse = |code: ErrorCode, why: &str| {
+            Err(Error::new(
+                code,
+                format!("{why} on a time-series collection"),
+            ))
+        };
+        let Ok(key) = spec.get_document("key") else {
+            return Ok(spec.clone());
+        };
+        for option in ["unique", "sparse"] {
+            if spec.get_bool(option).unwrap_or(false) {
+                return refuse(
+                    ErrorCode::INVALID_OPTIONS,
+                    &format!("a {option} index is not allowed"),
+                );
+            }
+        }
+        if spec.contains_key("expireAfterSeconds") && !spec.contains_key("partialFilterExpression")
+        {
+            return refuse(
+                ErrorCode::INVALID_OPTIONS,
+                "a TTL index needs a partialFilterExpression on the metaField",
+            );
+        }
+        let mut bucket_key = Document::new();
+        for (field, direction) in key {
+            match direction {
+                Bson::String(kind) if kind == "text" => {
+                    return refuse(ErrorCode::INVALID_OPTIONS, "a text index is not allowed")
+                }
+                Bson::String(kind) if field.contains("$**") || kind == "wildcard" => {
+                    return refuse(ErrorCode(7246201), "a wildcard index is not allowed")
+                }
+                _ if field.contains("$**") => {
+                    return refuse(ErrorCode(7246201), "a wildcard index is not allowed")
+                }
+                _ => {}
+            }
+            if let Some(rest) = self.meta_path(field) {
+                bucket_key.insert(format!("meta{rest}"), direction.clone());
+                continue;
+            }
+            let ascending = match direction {
+                Bson::String(_) => {
+                    return refuse(
+                        ErrorCode::CANNOT_CREATE_INDEX,
+                        "an index of this type on a measurement field is not allowed",
+                    )
+                }
+                other => basalt_value::as_f64(other).is_none_or(|d| d >= 0.0),
+            };
+            let (min, max) = (
+                format!("control.min.{field}"),
+                format!("control.max.{field}"),
+            );
+            if ascending {
+                bucket_key.insert(min, direction.clone());
+                bucket_key.insert(max, direction.clone());
+            } else {
+                bucket_key.insert(max, direction.clone());
+                bucket_key.insert(min, direction.clone());
+            }
+        }
+        let mut translated = spec.clone();
+        if !translated.contains_key("name") {
+            translated.insert("name", crate::commands::generated_index_name(key));
+        }
+        translated.insert("key", bucket_key);
+        if let Ok(filter) = spec.get_document("partialFilterExpression") {
+            let on_meta = filter.keys().all(|path| self.meta_path(path).is_some());
+            let Some(buckets) = self.bucket_filter(filter).filter(|_| on_meta) else {
+                return refuse(
+                    ErrorCode::COMMAND_NOT_SUPPORTED,
+                    "a partialFilterExpression on fields other than the metaField is not \
+                     supported by Basalt yet",
+                );
+            };
+            translated.insert("partialFilterExpression", buckets);
+        }
+        Ok(translated)
+    }
+
+    /// The key of the collection that a buckets' index key serves (the reverse of
+    /// [`TimeSeries::bucket_index`]); `None` for the buckets' own indexes.
+    pub fn user_key(&self, bucket_key: &Document) -> Option<Document> {
+        let meta_field = self.meta_field.as_deref();
+        let mut key = Document::new();
+        let mut fields = bucket_key.iter().peekable();
+        while let Some((field, direction)) = fields.next() {
+            if let Some(rest) = field.strip_prefix("meta") {
+                if rest.is_empty() || rest.starts_with('.') {
+                    key.insert(format!("{}{rest}", meta_field?), direction.clone());
+                    continue;
+                }
+            }
+            let (first, second) = match field.strip_prefix("control.min.") {
+                Some(name) => (name, format!("control.max.{name}")),
+                None => {
+                    let name = field.strip_prefix("control.max.")?;
+                    (name, format!("control.min.{name}"))
+                }
+            };
+            let (next, _) = fields.next()?;
+            if *next != second {
+                return None;
+            }
+            key.insert(first, direction.clone());
+        }
+        Some(key)
+    }
+
+    /// What follows the metaField in `path` ("" for the metaField itself), if the path
+    /// is in the metaField.
+    fn meta_path<'p>(&self, path: &'p str) -> Option<&'p str> {
+        let rest = path.strip_prefix(self.meta_field.as_deref()?)?;
+        (rest.is_empty() || rest.starts_with('.')).then_some(rest)
+    }
 }

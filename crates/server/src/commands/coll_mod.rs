@@ -18,6 +18,10 @@ pub fn coll_mod(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         if let Some(view) = views::get(&ctx.server.catalog, ctx.db, name)? {
             return modify_view(ctx, body, view);
         }
+        if let Some((_, buckets)) = crate::timeseries::get(&ctx.server.catalog, ctx.db, name) {
+            crate::timeseries::modify(&ctx.server.catalog, &buckets, body)?;
+            return Ok(Document::new());
+        }
         return Err(Error::new(
             ErrorCode::NAMESPACE_NOT_FOUND,
             format!("ns does not exist: {}.{name}", ctx.db),
@@ -27,6 +31,30 @@ pub fn coll_mod(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let mut reply = Document::new();
     for (key, value) in body.iter().skip(1) {
         match key.as_str() {
+            "timeseries" => {
+                return Err(Error::new(
+                    ErrorCode::INVALID_OPTIONS,
+                    format!("option 'timeseries' is only for time-series collections, and {name} is not one"),
+                ))
+            }
+            "expireAfterSeconds" => {
+                let meta = collection.meta();
+                if !meta.options.contains_key("clusteredIndex") {
+                    return Err(Error::new(
+                        ErrorCode::INVALID_OPTIONS,
+                        "'expireAfterSeconds' is for clustered and time-series collections only",
+                    ));
+                }
+                let expiry = crate::timeseries::expire_after_seconds(value)?;
+                match expiry {
+                    Some(seconds) => options.insert("expireAfterSeconds", seconds),
+                    None => options.remove("expireAfterSeconds"),
+                };
+                let id_index = meta.indexes[0].name.clone();
+                ctx.server
+                    .catalog
+                    .set_index_expiry(&collection, &id_index, expiry)?;
+            }
             "cappedSize" | "cappedMax" if *value == Bson::Null => {}
             "cappedSize" | "cappedMax" if collection.meta().capped().is_none() => {
                 return Err(Error::new(

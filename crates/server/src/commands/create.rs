@@ -37,6 +37,7 @@ const NOT_FOR_TIME_SERIES: &[&str] = &[
     "validationAction",
     "idIndex",
     "clusteredIndex",
+    "changeStreamPreAndPostImages",
 ];
 
 /// Fields read apart (a capped collection's bounds, see [`capped_options`]), legacy

@@ -55,6 +55,18 @@ const UNSUPPORTED_OPTIONS: &[&str] = &[
 pub fn create_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let fields = Fields::new(body);
     let name = fields.collection()?;
+    // A time-series collection's indexes are its buckets', as MongoDB translates them.
+    if let Some((series, _)) = crate::timeseries::get(&ctx.server.catalog, ctx.db, name) {
+        let mut on_buckets = body.clone();
+        on_buckets.insert("createIndexes", crate::timeseries::buckets_name(name));
+        let translated = fields
+            .documents("indexes")?
+            .into_iter()
+            .map(|spec| series.bucket_index(spec).map(Bson::Document))
+            .collect::<Result<Vec<_>>>()?;
+        on_buckets.insert("indexes", translated);
+        return create_indexes(ctx, &on_buckets);
+    }
     let specs = fields.documents("indexes")?;
     if specs.is_empty() {
         return Err(Error::bad_value(

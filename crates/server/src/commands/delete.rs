@@ -87,7 +87,8 @@ pub fn delete(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         let result = parse_statement(statement).and_then(|(filter, first, collation)| {
             // A time-series collection's measurements are deleted from their buckets.
             if let Some((options, buckets)) = &series {
-                return crate::timeseries::delete(options, buckets, filter, first, durability);
+                return crate::timeseries::delete(options, buckets, filter, first, durability)
+                    .map(|deleted| deleted.len() as u64);
             }
             let deletion = Deletion {
                 filter,

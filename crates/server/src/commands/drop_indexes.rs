@@ -10,6 +10,20 @@ use bson::{doc, Bson, Document};
 pub fn drop_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let fields = Fields::new(body);
     let name = fields.collection()?;
+    // A time-series collection's indexes are its buckets'.
+    if let Some((series, _)) = crate::timeseries::get(&ctx.server.catalog, ctx.db, name) {
+        let mut on_buckets = body.clone();
+        on_buckets.insert("dropIndexes", crate::timeseries::buckets_name(name));
+        if let Some(Bson::Document(key)) = body.get("index") {
+            let index = doc! { "key": key.clone(), "name": "" };
+            let translated = series.bucket_index(&index)?;
+            on_buckets.insert(
+                "index",
+                translated.get("key").cloned().unwrap_or(Bson::Null),
+            );
+        }
+        return drop_indexes(ctx, &on_buckets);
+    }
     let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
         return Err(Error::new(
             ErrorCode::NAMESPACE_NOT_FOUND,

@@ -68,7 +68,13 @@ pub fn find_and_modify(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 sort: sort.as_ref(),
                 collation: collation.as_ref(),
             };
-            let deleted = delete_matching(ctx, name, &deletion, durability, deadline)?;
+            let deleted = match crate::timeseries::get(&ctx.server.catalog, ctx.db, name) {
+                // A time-series collection's measurement is removed from its bucket.
+                Some((options, buckets)) => {
+                    crate::timeseries::delete(&options, &buckets, filter, true, durability)?
+                }
+                None => delete_matching(ctx, name, &deletion, durability, deadline)?,
+            };
             Stats::add(&ctx.server.stats.delete, deleted.len() as u64);
             let n = deleted.len() as i32;
             (deleted.into_iter().next(), doc! { "n": n })

@@ -11,12 +11,25 @@ pub fn list_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentB
     let name = fields.collection()?;
     let batch_size = fields.cursor_batch_size()?;
     let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
-        // A time-series collection has MongoDB's default index on its meta and time,
-        // kept on its buckets.
-        if let Some((series, _)) = crate::timeseries::get(&ctx.server.catalog, ctx.db, name) {
+        // A time-series collection's indexes are its buckets', shown with the keys they
+        // were asked for (see `crate::timeseries`).
+        if let Some((series, buckets)) = crate::timeseries::get(&ctx.server.catalog, ctx.db, name) {
+            let specs = buckets
+                .meta()
+                .indexes
+                .iter()
+                .filter(|index| {
+                    !index.is_id_index() && !crate::timeseries::is_internal_index(&index.name)
+                })
+                .filter_map(|index| {
+                    let mut spec = index.to_list_document();
+                    spec.insert("key", series.user_key(&index.key)?);
+                    Some(spec)
+                })
+                .collect();
             return ctx.server.cursors.first_batch_reply(
                 format!("{}.{name}", ctx.db),
-                CursorSource::buffered(vec![series.default_index()]),
+                CursorSource::buffered(specs),
                 batch_size,
                 false,
                 crate::exec::Deadline::default(),

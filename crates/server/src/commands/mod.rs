@@ -47,7 +47,9 @@ use crate::Server;
 use basalt_catalog::OperationClass;
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{cstr, doc, Document, RawDocumentBuf};
-pub(crate) use create_indexes::parse_spec as parse_index_spec;
+pub(crate) use create_indexes::{
+    generated_name as generated_index_name, parse_spec as parse_index_spec,
+};
 use std::sync::Arc;
 
 /// What a command handler sees.

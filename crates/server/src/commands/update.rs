@@ -352,7 +352,24 @@ pub fn update(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let (mut matched, mut modified) = (0u64, 0u64);
     let mut upserted = Vec::new();
     let mut errors = WriteErrors::default();
+    let series = crate::timeseries::get(&ctx.server.catalog, ctx.db, name);
     for (i, raw) in statements.iter().enumerate() {
+        // A time-series collection's measurements change through their buckets' meta.
+        if let Some((options, buckets)) = &series {
+            match crate::timeseries::update_meta(options, buckets, raw, durability) {
+                Ok((n, changed)) => {
+                    matched += n;
+                    modified += changed;
+                }
+                Err(e) => {
+                    errors.push(i, e);
+                    if ordered {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
         let result = parse_statement(raw, &scope, let_vars).and_then(|statement| {
             let statement = Statement {
                 bypass_validation,

@@ -90,13 +90,12 @@ pub(super) fn refuse_on_view(ctx: &Ctx<'_>, command: &str, body: &Document) -> R
     if NOT_ON_TIME_SERIES.contains(&command) && series() {
         return Err(views::not_a_collection(db, name));
     }
-    if ["update", "findAndModify", "createIndexes"].contains(&command) && series() {
+    // findAndModify may only remove a measurement, as in MongoDB.
+    let removes = body.get_bool("remove").unwrap_or(false);
+    if command == "findAndModify" && !removes && series() {
         return Err(Error::new(
-            ErrorCode::COMMAND_NOT_SUPPORTED,
-            format!(
-                "{command} on a time-series collection is not supported by Basalt yet (its \
-                 measurements can be inserted, read and deleted)"
-            ),
+            ErrorCode::INVALID_OPTIONS,
+            "Cannot perform a findAndModify update on a time-series collection",
         ));
     }
     Ok(())
