@@ -358,6 +358,17 @@ impl Pipeline {
                 "{aggregate: 1} is not valid for an empty pipeline.",
             ));
         }
+        let later_text = stages.iter().skip(1).any(|stage| {
+            stage
+                .get_document("$match")
+                .is_ok_and(|filter| filter.contains_key("$text"))
+        });
+        if later_text {
+            return Err(Error::location(
+                17313,
+                "$match with $text is only allowed as the first pipeline stage",
+            ));
+        }
         if sub_pipeline_depth(stages) > MAX_SUB_PIPELINE_DEPTH {
             return Err(Error::location(
                 232,

@@ -8,11 +8,17 @@
 //! "abc" as one key.
 
 use basalt_error::{Error, ErrorCode, Result};
+use basalt_query::text::{Language, TextIndex};
 use basalt_query::Matcher;
 use basalt_value::key_string::{encode_key_with, encode_value_with};
 use basalt_value::Collation;
 use bson::{doc, Bson, Document};
 use std::sync::Arc;
+
+/// The key pattern field of a text index's terms, as MongoDB names it.
+pub const TEXT_KEY_FIELD: &str = "_fts";
+/// The key pattern field that follows it (MongoDB keeps the term's score there).
+pub const TEXT_SCORE_KEY_FIELD: &str = "_ftsx";
 
 /// The longest encoded key an index entry holds: the storage engine's 65,535-byte key
 /// less the index id before it and the record id after it.
@@ -46,8 +52,10 @@ pub struct IndexSpec {
     /// Hidden from the planner (maintained all the same), as MongoDB 4.4's hidden
     /// indexes: a way to see what dropping an index would do without rebuilding it.
     pub hidden: bool,
-    /// Options kept only to be echoed by `listIndexes` as they were given: the index
-    /// version `v` (1 or 2), `background`, `storageEngine`.
+    /// Options echoed by `listIndexes` as they were given: the index version `v` (1 or
+    /// 2), `background`, `storageEngine`, and a text index's `weights`,
+    /// `default_language`, `language_override` and `textIndexVersion` (which its entries
+    /// are made by, see [`IndexSpec::text`]).
     pub echoed: Document,
 }
 
@@ -250,6 +258,81 @@ impl IndexSpec {
         })
     }
 
+    /// A text index's definition (its key pattern holds `_fts: "text"`); `None` for any
+    /// other index.
+    pub fn text(&self) -> Option<TextIndex> {
+        if self.key.get_str(TEXT_KEY_FIELD).ok() != Some("text") {
+            return None;
+        }
+        let weights = self
+            .echoed
+            .get_document("weights")
+            .map(|weights| {
+                weights
+                    .iter()
+                    .map(|(path, weight)| {
+                        (
+                            path.clone(),
+                            basalt_value::as_i64(weight).unwrap_or(1) as i32,
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(TextIndex {
+            weights,
+            default_language: self
+                .echoed
+                .get_str("default_language")
+                .ok()
+                .and_then(Language::parse)
+                .unwrap_or(Language::ENGLISH),
+            language_override: self
+                .echoed
+                .get_str("language_override")
+                .unwrap_or("language")
+                .to_string(),
+        })
+    }
+
+    /// A text index's entries for `doc`: one per term of its indexed strings (none
+    /// without any: text indexes are sparse), with the document's values of the other
+    /// fields of a compound text index.
+    fn text_keys(&self, text: &TextIndex, doc: &Document) -> Result<DocumentKeys> {
+        if let Some(partial) = &self.partial {
+            if !partial.matcher.try_matches(doc)? {
+                return Ok(DocumentKeys {
+                    keys: Vec::new(),
+                    multikey: false,
+                });
+            }
+        }
+        let mut keys = Vec::new();
+        for term in text.document_terms(doc) {
+            let values: Vec<Bson> = self
+                .key
+                .keys()
+                .map(|field| match field.as_str() {
+                    TEXT_KEY_FIELD => Bson::String(term.clone()),
+                    TEXT_SCORE_KEY_FIELD => Bson::Null,
+                    path => basalt_value::path::get_path(doc, path)
+                        .cloned()
+                        .unwrap_or(Bson::Null),
+                })
+                .collect();
+            let key = IndexKey {
+                encoded: self.encode(&values),
+                values,
+            };
+            self.check_key_size(&key)?;
+            keys.push(key);
+        }
+        Ok(DocumentKeys {
+            keys,
+            multikey: true,
+        })
+    }
+
     /// Whether the key pattern's field at `position` is descending.
     pub fn is_descending_field(&self, position: usize) -> bool {
         self.key.values().nth(position).is_some_and(is_descending)
@@ -313,6 +396,9 @@ impl IndexSpec {
 
     /// The keys of `doc` and whether they made the index multikey.
     pub fn document_keys(&self, doc: &Document) -> Result<DocumentKeys> {
+        if let Some(text) = self.text() {
+            return self.text_keys(&text, doc);
+        }
         if let Some(partial) = &self.partial {
             if !partial.matcher.try_matches(doc)? {
                 return Ok(DocumentKeys {

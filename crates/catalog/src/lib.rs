@@ -25,7 +25,10 @@ use collection::{delete_prefix, delete_record_ids};
 pub use collection::{
     duplicate_key_error, Collection, CollectionMeta, CollectionStats, InsertOutcome, Writer,
 };
-pub use index::{hashed_value, is_hashed, DocumentKeys, IndexKey, IndexSpec, PartialFilter};
+pub use index::{
+    hashed_value, is_hashed, DocumentKeys, IndexKey, IndexSpec, PartialFilter, TEXT_KEY_FIELD,
+    TEXT_SCORE_KEY_FIELD,
+};
 pub use index_builds::IndexBuildProgress;
 pub use latency_stats::{LatencyStats, OperationClass};
 pub use namespace::{validate_collection_name, validate_database_name};

@@ -15,7 +15,7 @@
 
 use crate::index_bounds::{IndexBounds, KeyFilter, KeyRange};
 use crate::predicate::{Condition, Predicates};
-use basalt_catalog::IndexSpec;
+use basalt_catalog::{IndexSpec, TEXT_KEY_FIELD};
 use basalt_error::{Error, Result};
 use basalt_value::Collation;
 use bson::{doc, Bson, Document};
@@ -213,6 +213,12 @@ pub(crate) fn candidate(
     predicates: &Predicates,
     collation: Option<&Collation>,
 ) -> Option<(Score, IndexScanPlan)> {
+    // A text index holds only documents with words: it serves `$text` alone (whose
+    // words the server turns into conditions on `_fts`).
+    let text = index.key.contains_key(TEXT_KEY_FIELD);
+    if text && predicates.conditions(TEXT_KEY_FIELD).is_empty() {
+        return None;
+    }
     let bounds = IndexBounds::for_index(index, |path| predicates.conditions(path), collation);
     let usable = bounds.leading_field_bounded()
         && !(index.sparse && bounds.leading_field_admits_null())
@@ -355,7 +361,9 @@ pub(crate) fn whole_index_in_order(
 ) -> Option<IndexScanPlan> {
     indexes
         .iter()
-        .filter(|index| !index.sparse && index.partial.is_none())
+        .filter(|index| {
+            !index.sparse && index.partial.is_none() && !index.key.contains_key(TEXT_KEY_FIELD)
+        })
         .map(|index| IndexScanPlan::new(index, IndexBounds::whole_index(index)))
         .find_map(|mut scan| scan.serve_sort(sort, collation).then_some(scan))
 }

@@ -1,6 +1,6 @@
 //! MongoDB's query semantics as pure functions over documents: filters ([`Matcher`]),
 //! projections ([`Projection`]), update operators ([`UpdateSpec`]) and sort orders
-//! ([`SortSpec`]), and the blocking sort ([`BlockingSort`]) that orders results under
+//! ([`SortSpec`]), text search (`text`), and the blocking sort ([`BlockingSort`]) that orders results under
 //! MongoDB's memory limit, spilling sorted runs to temporary files when allowed. Nothing
 //! here knows about storage, indexes or the network.
 
@@ -11,6 +11,7 @@ mod operators;
 mod projection;
 mod raw_filter;
 mod sort;
+pub mod text;
 mod update;
 
 pub use blocking_sort::{BlockingSort, SortedDocuments, BLOCKING_SORT_MEMORY_LIMIT_BYTES};

@@ -11,10 +11,9 @@
 //! variables and `$$NOW` and, unlike the rest of a filter, can fail while a document is
 //! tested (`{$add: ["$a", "text"]}`): the first such error is the outcome of the match.
 
-use crate::operators::{
-    not_supported, parse_logical, parse_path_condition, JsonSchema, ValueMatch,
-};
+use crate::operators::{parse_logical, parse_path_condition, JsonSchema, ValueMatch};
 use crate::raw_filter::RawFilter;
+use crate::text::{TextIndex, TextQuery};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_expr::{truthy, Expression, FieldSet, ParseContext, Scope, Variables};
 use basalt_js::WhereClause;
@@ -33,6 +32,8 @@ pub struct Matcher {
     collation: Option<Collation>,
     /// The filter's simple comparisons, tested on stored documents before decoding.
     raw: RawFilter,
+    /// The collection's text index, which a `$text` condition searches under.
+    text_index: Option<Arc<TextIndex>>,
 }
 
 /// What a successful match found out about the document.
@@ -51,12 +52,36 @@ impl Matcher {
 
     /// Parses a filter whose `$expr` sees the variables of the command it belongs to.
     pub fn with_scope(filter: &Document, scope: &Scope) -> Result<Matcher> {
+        check_text_placement(filter, true)?;
         Ok(Matcher {
             root: parse_filter(filter, FilterLevel::Top(Some(&scope.names)))?,
             vars: scope.values.clone(),
             collation: None,
             raw: RawFilter::new(filter),
+            text_index: None,
         })
+    }
+
+    /// The `$text` condition of the filter, if it has one.
+    pub fn text_query(&self) -> Option<&TextQuery> {
+        self.root.text_query()
+    }
+
+    /// The same filter with `$text` searching under `index` (the collection's text
+    /// index; without one, a `$text` condition fails with IndexNotFound).
+    pub fn with_text_index(mut self, index: Option<Arc<TextIndex>>) -> Matcher {
+        self.text_index = index;
+        self
+    }
+
+    /// Whether a text index is attached (see [`Matcher::with_text_index`]).
+    pub fn has_text_index(&self) -> bool {
+        self.text_index.is_some()
+    }
+
+    /// The text score of a matching document, when the filter has `$text`.
+    pub fn text_score(&self, doc: &Document) -> Option<f64> {
+        self.text_query()?.score(self.text_index.as_deref()?, doc)
     }
 
     /// The same filter with its strings compared under `collation` (the command's
@@ -91,6 +116,7 @@ impl Matcher {
             vars: Variables::new(),
             collation: None,
             raw: RawFilter::default(),
+            text_index: None,
         })
     }
 
@@ -107,7 +133,8 @@ impl Matcher {
 
     /// Like [`Matcher::try_matches`], also reporting the matched array position.
     pub fn match_details(&self, doc: &Document) -> Result<Option<Matched>> {
-        let env = MatchEnv::new(&self.vars, self.collation.as_ref());
+        let mut env = MatchEnv::new(&self.vars, self.collation.as_ref());
+        env.text_index = self.text_index.as_deref();
         let mut array_position = None;
         let matched = self.root.matches(doc, &env, &mut array_position);
         match env.error.take() {
@@ -151,6 +178,7 @@ pub(crate) enum FilterLevel<'a> {
 pub(crate) struct MatchEnv<'a> {
     vars: &'a Variables,
     pub(crate) collation: Option<&'a Collation>,
+    text_index: Option<&'a TextIndex>,
     error: Cell<Option<Error>>,
 }
 
@@ -159,6 +187,7 @@ impl<'a> MatchEnv<'a> {
         MatchEnv {
             vars,
             collation,
+            text_index: None,
             error: Cell::new(None),
         }
     }
@@ -183,6 +212,8 @@ pub(crate) enum MatchExpr {
     Schema(Arc<JsonSchema>),
     /// `$where`: the document matches when the JavaScript predicate is truthy.
     Where(WhereClause),
+    /// `$text`: the document matches the search under the collection's text index.
+    Text(Arc<TextQuery>),
     Always(bool),
 }
 
@@ -205,8 +236,17 @@ impl MatchExpr {
             MatchExpr::Expr(_, reads) => add_fields(out, reads.fields()),
             // A script that reads its document only as `this.name` sees only those.
             MatchExpr::Where(clause) => add_fields(out, clause.fields_read()),
-            MatchExpr::Schema(_) => false,
+            MatchExpr::Schema(_) | MatchExpr::Text(_) => false,
             MatchExpr::Always(_) => true,
+        }
+    }
+
+    /// The `$text` condition, at the top or in a top-level `$and` (where it may be).
+    fn text_query(&self) -> Option<&TextQuery> {
+        match self {
+            MatchExpr::Text(query) => Some(query),
+            MatchExpr::And(children) => children.iter().find_map(MatchExpr::text_query),
+            _ => None,
         }
     }
 
@@ -235,6 +275,16 @@ impl MatchExpr {
                 env.fail(e);
                 false
             }),
+            MatchExpr::Text(query) => match env.text_index {
+                Some(index) => query.matches(index, doc),
+                None => {
+                    env.fail(Error::new(
+                        ErrorCode::INDEX_NOT_FOUND,
+                        "text index required for $text query",
+                    ));
+                    false
+                }
+            },
             MatchExpr::Always(result) => *result,
         }
     }
@@ -248,6 +298,7 @@ impl MatchExpr {
             MatchExpr::Expr(..)
             | MatchExpr::Schema(_)
             | MatchExpr::Where(_)
+            | MatchExpr::Text(_)
             | MatchExpr::Always(_) => false,
         }
     }
@@ -295,7 +346,12 @@ pub(crate) fn parse_filter(filter: &Document, level: FilterLevel<'_>) -> Result<
                     JsonSchema::parse_operand(value)?,
                 ))),
                 "where" => where_clause = Some(MatchExpr::Where(WhereClause::parse(value)?)),
-                "text" => return Err(not_supported(name)),
+                "text" => match level {
+                    FilterLevel::Top(_) => {
+                        children.push(MatchExpr::Text(Arc::new(TextQuery::parse(value)?)))
+                    }
+                    FilterLevel::Element => return Err(text_not_allowed()),
+                },
                 _ => {
                     return Err(Error::bad_value(format!(
                         "unknown top level operator: {name}. If you have a field name that \
@@ -316,6 +372,36 @@ pub(crate) fn parse_filter(filter: &Document, level: FilterLevel<'_>) -> Result<
     } else {
         MatchExpr::And(children)
     })
+}
+
+fn text_not_allowed() -> Error {
+    Error::bad_value("$text is only allowed at the top level of a filter or in its $and")
+}
+
+/// `$text` may appear once, at the top of the filter or in a top-level `$and`.
+fn check_text_placement(filter: &Document, allowed: bool) -> Result<()> {
+    let mut count = 0;
+    count_text(filter, allowed, &mut count)?;
+    if count > 1 {
+        return Err(Error::bad_value("Too many text expressions"));
+    }
+    Ok(())
+}
+
+fn count_text(filter: &Document, allowed: bool, count: &mut usize) -> Result<()> {
+    for (name, value) in filter {
+        match (name.as_str(), value) {
+            ("$text", _) if !allowed => return Err(text_not_allowed()),
+            ("$text", _) => *count += 1,
+            (logical @ ("$and" | "$or" | "$nor"), Bson::Array(branches)) => {
+                for branch in branches.iter().filter_map(Bson::as_document) {
+                    count_text(branch, allowed && logical == "$and", count)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn top_level_only(name: &str) -> Error {

@@ -16,6 +16,7 @@
 //! array's extreme is picked and when keys are compared.
 
 use crate::display::element_to_string;
+use crate::text::TEXT_SCORE_FIELD;
 use basalt_error::{Error, Result};
 use basalt_value::{as_f64, compare_values_with, Collation, FieldPath, Reached};
 use bson::{Bson, Document};
@@ -47,8 +48,16 @@ impl SortSpec {
             }
             let direction =
                 match order {
+                    // The text score, highest first, as MongoDB sorts it.
+                    Bson::Document(meta) if meta.get_str("$meta").ok() == Some("textScore") => {
+                        fields.push((FieldPath::parse(TEXT_SCORE_FIELD), Direction::Descending));
+                        continue;
+                    }
                     Bson::Document(meta) if meta.contains_key("$meta") => {
-                        return Err(Error::bad_value("sorting by $meta is not supported yet"))
+                        return Err(Error::location(
+                            17308,
+                            format!("Unsupported argument to $meta: {meta}"),
+                        ))
                     }
                     Bson::Document(_) => {
                         return Err(Error::location(
@@ -404,9 +413,14 @@ mod tests {
             err(doc! {"a": "x"}).message,
             "Illegal key in $sort specification: a: \"x\""
         );
-        assert!(err(doc! {"a": {"$meta": "textScore"}})
-            .message
-            .contains("not supported"));
+        assert_eq!(err(doc! {"a": {"$meta": "searchScore"}}).code.0, 17308);
+        // The text score sorts highest first.
+        let by_score = SortSpec::new(&doc! {"s": {"$meta": "textScore"}}).unwrap();
+        let scored = |score: f64| doc! {TEXT_SCORE_FIELD: score};
+        assert_eq!(
+            by_score.compare(&scored(2.0), &scored(1.0)),
+            std::cmp::Ordering::Less
+        );
         assert!(SortSpec::new(&doc! {"a": 1.0, "b": -1i64}).is_ok());
     }
 }

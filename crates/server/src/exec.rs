@@ -7,14 +7,15 @@
 
 use crate::parallel_scan::{self, RecordRange};
 use crate::request::Fields;
-use basalt_catalog::{Collection, IndexSpec};
+use basalt_catalog::{Collection, IndexSpec, TEXT_KEY_FIELD};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_expr::Scope;
 use basalt_plan::{IndexScanPlan, KeyCheck, KeyRange, Plan, PlanChoice};
+use basalt_query::text::{TextIndex, TextQuery, TEXT_SCORE_FIELD};
 use basalt_query::{Matcher, Projection};
 use basalt_storage::Snapshot;
 use basalt_value::Collation;
-use bson::{Bson, Document, RawDocument, RawDocumentBuf};
+use bson::{doc, Bson, Document, RawDocument, RawDocumentBuf};
 use std::collections::HashSet;
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -113,6 +114,8 @@ impl AccessPath {
             path.note_index_uses(collection);
             return Ok((path, sorted));
         }
+        let planned = text_planning_filter(collection, filter)?;
+        let filter = planned.as_ref().unwrap_or(filter);
         let (meta, generation) = collection.meta_for_planning();
         let parts = basalt_plan::QueryShapeParts { sort, collation };
         let (plan, sorted) = basalt_plan::plan_with_cache(
@@ -136,6 +139,43 @@ impl AccessPath {
                 .for_each(|scan| collection.note_index_use(scan.index.id)),
         }
     }
+}
+
+/// The collection's text index, if it has one.
+fn text_index(collection: &Collection) -> Option<std::sync::Arc<TextIndex>> {
+    collection
+        .meta()
+        .indexes
+        .iter()
+        .find_map(IndexSpec::text)
+        .map(std::sync::Arc::new)
+}
+
+/// The filter the planner sees for a `$text` search: its words as conditions on the
+/// text index's terms (`_fts`), so that it reads only the documents holding one of
+/// them; a search of phrases alone scans the collection. IndexNotFound without a text
+/// index, as in MongoDB. `None` for a filter without `$text`.
+fn text_planning_filter(collection: &Collection, filter: &Document) -> Result<Option<Document>> {
+    let Some(search) = filter.get("$text") else {
+        return Ok(None);
+    };
+    let Some(index) = text_index(collection) else {
+        return Err(Error::new(
+            ErrorCode::INDEX_NOT_FOUND,
+            "text index required for $text query",
+        ));
+    };
+    let terms = TextQuery::parse(search)?.index_terms(&index);
+    let mut planned = Document::new();
+    for (name, value) in filter {
+        if name != "$text" {
+            planned.insert(name.clone(), value.clone());
+        } else if !terms.is_empty() {
+            let terms: Vec<Bson> = terms.iter().cloned().map(Bson::String).collect();
+            planned.insert(TEXT_KEY_FIELD, doc! { "$in": terms });
+        }
+    }
+    Ok(Some(planned))
 }
 
 /// `hint: {}` is no hint, as in MongoDB.
@@ -162,6 +202,8 @@ pub fn plan_choice(
     hint: Option<&Bson>,
     sort: Option<&Document>,
 ) -> Result<(PlanChoice, bool)> {
+    let planned = text_planning_filter(collection, filter)?;
+    let filter = planned.as_ref().unwrap_or(filter);
     let meta = collection.planning_meta();
     let hint = hint.filter(|h| !is_empty_hint(h));
     basalt_plan::plan_sorted(&meta.indexes, filter, collation, hint, sort)
@@ -310,6 +352,21 @@ pub fn execute(
     needs: Needs<'_>,
     visit: &mut Visitor<'_>,
 ) -> Result<()> {
+    // A `$text` search runs under the collection's text index, and each match carries
+    // its score on to whatever reads it (`{$meta: "textScore"}`).
+    if matcher.text_query().is_some() && !matcher.has_text_index() {
+        let searching = matcher.clone().with_text_index(text_index(collection));
+        let scored = &mut |record_id, raw: Option<&RawDocument>, mut doc: Document| {
+            if let Some(score) = searching.text_score(&doc) {
+                doc.insert(TEXT_SCORE_FIELD, score);
+            }
+            visit(record_id, raw, doc)
+        };
+        let (position, stats) = (position, stats);
+        return execute(
+            collection, snapshot, &searching, path, position, stats, deadline, needs, scored,
+        );
+    }
     // Checked at every pass too, not only every DEADLINE_CHECK_INTERVAL_DOCS documents
     // or keys: a cursor's small batches each start a pass.
     deadline.check()?;

@@ -39,6 +39,8 @@ pub(crate) enum Unary {
     Exp,
     Ln,
     Log10,
+    /// `$sigmoid` (MongoDB 8.2): 1 / (1 + e^-x).
+    Sigmoid,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -59,6 +61,7 @@ impl Unary {
             Unary::Exp => "$exp",
             Unary::Ln => "$ln",
             Unary::Log10 => "$log10",
+            Unary::Sigmoid => "$sigmoid",
         }
     }
 }
@@ -83,6 +86,7 @@ impl Arithmetic {
             "$exp" => return unary(Unary::Exp),
             "$ln" => return unary(Unary::Ln),
             "$log10" => return unary(Unary::Log10),
+            "$sigmoid" => return unary(Unary::Sigmoid),
             "$round" => Arithmetic::Round(Rounding::Round, parse_ranged(name, args, ctx, 1, 2)?),
             "$trunc" => Arithmetic::Round(Rounding::Trunc, parse_ranged(name, args, ctx, 1, 2)?),
             _ => return Ok(None),
@@ -291,6 +295,12 @@ fn unary(op: Unary, v: Option<&Bson>) -> Result<Bson> {
         return Ok(Bson::Null);
     }
     let Some(n) = number(v) else {
+        if op == Unary::Sigmoid {
+            return Err(Error::type_mismatch(format!(
+                "$sigmoid only supports numeric types, not {}",
+                type_name(v)
+            )));
+        }
         return Err(Error::location(
             28765,
             format!(
@@ -338,6 +348,8 @@ fn unary(op: Unary, v: Option<&Bson>) -> Result<Bson> {
             Ok(float_result(n, f64::sqrt))
         }
         Unary::Exp => Ok(float_result(n, f64::exp)),
+        // Decimals go through a double: 15 significant digits, not 34.
+        Unary::Sigmoid => Ok(float_result(n, |x| 1.0 / (1.0 + (-x).exp()))),
         Unary::Ln | Unary::Log10 => {
             if n.to_f64() <= 0.0 {
                 let code = if op == Unary::Ln { 28766 } else { 28761 };
@@ -730,6 +742,8 @@ mod tests {
         assert_eq!(value(bson!({"$sqrt": 16})), bson!(4.0));
         assert_eq!(error_code(bson!({"$sqrt": -1})), 28714);
         assert_eq!(value(bson!({"$exp": 0})), bson!(1.0));
+        assert_eq!(value(bson!({"$sigmoid": 0})), bson!(0.5));
+        assert_eq!(value(bson!({"$sigmoid": null})), Bson::Null);
         assert_eq!(value(bson!({"$ln": 1})), bson!(0.0));
         assert_eq!(
             error_message(bson!({"$ln": -1})),

@@ -1,9 +1,11 @@
-//! `$inc`, `$mul`, `$min` and `$max`.
+//! `$inc`, `$mul`, `$min`, `$max` and `$bit`.
 //!
 //! `$inc` and `$mul` follow MongoDB's numeric promotion (int32 overflow widens to int64;
 //! int64 overflow is an error, not a silent double). On a missing field `$inc` sets the
 //! operand and `$mul` sets a zero of the operand's type. `$min`/`$max` compare across
-//! types in MongoDB's sort order.
+//! types in MongoDB's sort order. `$bit` applies `and`/`or`/`xor` with integers in the
+//! order given, on an int32 or int64 (a missing field counts as 0 of the operand's type);
+//! an int64 on either side makes an int64.
 
 use super::describe_document;
 use super::modifier::{Outcome, Target};
@@ -15,6 +17,107 @@ use basalt_value::number::{arithmetic, ArithmeticOp, Int64Overflow, Number};
 use bson::{Bson, Decimal128};
 use std::cmp::Ordering;
 use std::str::FromStr;
+
+/// `$bit`'s operations, applied in order.
+#[derive(Clone, Debug)]
+pub(crate) struct Bitwise {
+    operations: Vec<(BitOp, Bson)>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum BitOp {
+    And,
+    Or,
+    Xor,
+}
+
+impl Bitwise {
+    pub(super) fn parse(path: &str, operand: &Bson) -> Result<Bitwise> {
+        let Bson::Document(operations) = operand else {
+            return Err(Error::bad_value(format!(
+                "The $bit modifier is not compatible with a {}. You must pass in an embedded \
+                 document: {{$bit: {{field: {{and/or/xor: #}}}}",
+                type_name(operand)
+            )));
+        };
+        if operations.is_empty() {
+            return Err(Error::bad_value(format!(
+                "You must pass in at least one bitwise operation. The format is: {{$bit: \
+                 {{field: {{and/or/xor: #}}}}}} for {path}"
+            )));
+        }
+        let mut parsed = Vec::with_capacity(operations.len());
+        for (name, value) in operations {
+            let op = match name.as_str() {
+                "and" => BitOp::And,
+                "or" => BitOp::Or,
+                "xor" => BitOp::Xor,
+                other => {
+                    return Err(Error::bad_value(format!(
+                        "The $bit modifier only supports 'and', 'or', and 'xor', not '{other}' \
+                         which is an unknown operator: {{{}}}",
+                        element_to_string(name, value)
+                    )))
+                }
+            };
+            if !matches!(value, Bson::Int32(_) | Bson::Int64(_)) {
+                return Err(Error::bad_value(format!(
+                    "The $bit modifier field must be an Integer(32/64 bit); a '{}' is not \
+                     supported here: {{{}}}",
+                    type_name(value),
+                    element_to_string(name, value)
+                )));
+            }
+            parsed.push((op, value.clone()));
+        }
+        Ok(Bitwise { operations: parsed })
+    }
+
+    pub(super) fn apply(
+        &self,
+        existing: Option<&Bson>,
+        target: &Target,
+        env: &Env,
+    ) -> Result<Outcome> {
+        let mut current = match existing {
+            None => match self.operations.first() {
+                Some((_, Bson::Int64(_))) => Bson::Int64(0),
+                _ => Bson::Int32(0),
+            },
+            Some(value @ (Bson::Int32(_) | Bson::Int64(_))) => value.clone(),
+            Some(other) => {
+                return Err(Error::bad_value(format!(
+                    "Cannot apply $bit to a value of non-integral type.{} has the field {} of \
+                     non-integer type {}",
+                    describe_document(env.id.as_ref()),
+                    target.field,
+                    type_name(other)
+                )))
+            }
+        };
+        for (op, operand) in &self.operations {
+            let apply = |a: i64, b: i64| match op {
+                BitOp::And => a & b,
+                BitOp::Or => a | b,
+                BitOp::Xor => a ^ b,
+            };
+            current = match (&current, operand) {
+                (Bson::Int32(a), Bson::Int32(b)) => {
+                    Bson::Int32(apply(i64::from(*a), i64::from(*b)) as i32)
+                }
+                (a, b) => {
+                    let widen = |v: &Bson| match v {
+                        Bson::Int32(n) => i64::from(*n),
+                        Bson::Int64(n) => *n,
+                        _ => 0,
+                    };
+                    Bson::Int64(apply(widen(a), widen(b)))
+                }
+            };
+        }
+        Ok(Outcome::Set(current))
+    }
+}
 
 #[derive(Clone, Debug)]
 pub(crate) struct Arithmetic {
@@ -136,6 +239,24 @@ mod tests {
     use basalt_error::ErrorCode;
     use bson::{doc, Bson, Decimal128};
     use std::str::FromStr;
+
+    #[test]
+    fn bit_applies_its_operations_in_order_and_widens_to_int64() {
+        let (d, _) = run(
+            doc! {"a": 13, "b": 1, "c": 5i64},
+            doc! {"$bit": {"a": {"and": 10}, "b": {"or": 6i64, "xor": 2i64}, "c": {"and": 4}, "n": {"or": 3}}},
+        )
+        .unwrap();
+        assert_eq!(d, doc! {"a": 8, "b": 5i64, "c": 4i64, "n": 3});
+        let code = |update| run(doc! {"a": 1.5}, update).unwrap_err().code;
+        assert_eq!(code(doc! {"$bit": {"a": {"and": 1}}}), ErrorCode::BAD_VALUE);
+        assert_eq!(code(doc! {"$bit": {"b": {"not": 1}}}), ErrorCode::BAD_VALUE);
+        assert_eq!(
+            code(doc! {"$bit": {"b": {"and": 1.0}}}),
+            ErrorCode::BAD_VALUE
+        );
+        assert_eq!(code(doc! {"$bit": {"b": {}}}), ErrorCode::BAD_VALUE);
+    }
 
     #[test]
     fn inc_promotes() {

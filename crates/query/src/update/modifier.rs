@@ -15,6 +15,7 @@ pub(super) enum Modifier {
     CurrentDate(field::DateKind),
     Arithmetic(arithmetic::Arithmetic),
     Bound(arithmetic::Bound),
+    Bitwise(arithmetic::Bitwise),
     Push(array::Push),
     AddToSet(Vec<Bson>),
     Pop(array::PopEnd),
@@ -48,6 +49,7 @@ pub(super) fn is_update_operator(name: &str) -> bool {
             | "$currentDate"
             | "$inc"
             | "$mul"
+            | "$bit"
             | "$min"
             | "$max"
             | "$rename"
@@ -72,6 +74,7 @@ impl Modifier {
                 Modifier::Arithmetic(arithmetic::Arithmetic::parse(operator, path, operand)?)
             }
             "$min" | "$max" => Modifier::Bound(arithmetic::Bound::new(operator, operand)),
+            "$bit" => Modifier::Bitwise(arithmetic::Bitwise::parse(path, operand)?),
             "$push" => Modifier::Push(array::Push::parse(operand)?),
             "$addToSet" => Modifier::AddToSet(array::parse_add_to_set(operand)?),
             "$pop" => Modifier::Pop(array::PopEnd::parse(path, operand)?),
@@ -107,6 +110,7 @@ impl Modifier {
             Modifier::Unset | Modifier::RenameSource => Outcome::Remove,
             Modifier::CurrentDate(kind) => Outcome::Set(kind.now(env.ctx.now)),
             Modifier::Arithmetic(a) => a.apply(existing, target, env)?,
+            Modifier::Bitwise(b) => b.apply(existing, target, env)?,
             Modifier::Bound(b) => b.apply(existing),
             Modifier::Push(p) => p.apply(existing, target, env)?,
             Modifier::AddToSet(values) => array::add_to_set(values, existing, target)?,

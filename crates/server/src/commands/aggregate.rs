@@ -250,7 +250,9 @@ const FIRST_ELEMENT_SHOWN_CHARS: usize = 100;
 /// Every result must fit in a BSON document, as in MongoDB (a `$group` pushing too much,
 /// a `$lookup` joining too many): results may use the 16 KB MongoDB allows beyond 16 MB
 /// for its own documents, and the error reads as MongoDB's.
-fn fits_in_bson(doc: Document) -> Result<Document> {
+fn fits_in_bson(mut doc: Document) -> Result<Document> {
+    // A text search's score goes no further than the pipeline (`{$meta: "textScore"}`).
+    doc.remove(basalt_query::text::TEXT_SCORE_FIELD);
     let size = basalt_value::document_size_bytes(&doc);
     if size > MAX_BSON_OBJECT_INTERNAL_SIZE_BYTES {
         // Only the start of the first element: it may be most of the 16 MB.

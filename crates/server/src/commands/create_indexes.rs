@@ -13,8 +13,9 @@
 
 use super::Ctx;
 use crate::request::Fields;
-use basalt_catalog::{IndexSpec, PartialFilter};
+use basalt_catalog::{IndexSpec, PartialFilter, TEXT_KEY_FIELD, TEXT_SCORE_KEY_FIELD};
 use basalt_error::{Error, ErrorCode, Result};
+use basalt_query::text::{Language, TEXT_INDEX_VERSION};
 use basalt_value::Collation;
 use bson::{doc, Bson, Document};
 
@@ -32,6 +33,11 @@ const SUPPORTED_OPTIONS: &[&str] = &[
     "collation",
     "hidden",
     "storageEngine",
+    // A text index's (see `text_options`).
+    "weights",
+    "default_language",
+    "language_override",
+    "textIndexVersion",
     // Ignored since MongoDB 3.0, and still accepted by it.
     "dropDups",
 ];
@@ -39,10 +45,6 @@ const SUPPORTED_OPTIONS: &[&str] = &[
 const ECHOED_OPTIONS: &[&str] = &["v", "background", "storageEngine"];
 /// Real MongoDB index options whose behaviour Basalt does not have yet.
 const UNSUPPORTED_OPTIONS: &[&str] = &[
-    "weights",
-    "default_language",
-    "language_override",
-    "textIndexVersion",
     "2dsphereIndexVersion",
     "bits",
     "min",
@@ -90,6 +92,18 @@ pub fn create_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let before = collection.meta().indexes.len() as i32;
     for spec in requested {
         let existing = collection.meta().indexes.clone();
+        let other_text = existing
+            .iter()
+            .find(|index| index.text().is_some() && index.name != spec.name);
+        if let (Some(other), Some(_)) = (other_text, spec.text()) {
+            return Err(Error::new(
+                ErrorCode::INDEX_OPTIONS_CONFLICT,
+                format!(
+                    "only one text index per collection allowed, found existing text index \"{}\"",
+                    other.name
+                ),
+            ));
+        }
         if let Some(same_name) = existing.iter().find(|i| i.name == spec.name) {
             if same_name.key == spec.key
                 && same_name.unique == spec.unique
@@ -160,7 +174,7 @@ pub(crate) fn parse_spec(
     }
     for (field, direction) in &key {
         match direction {
-            Bson::String(kind) if kind == "hashed" => {}
+            Bson::String(kind) if kind == "hashed" || kind == "text" => {}
             Bson::String(kind) => {
                 return Err(invalid(format!("index type '{kind}' on field '{field}' is not supported by Basalt yet")));
             }
@@ -190,6 +204,32 @@ pub(crate) fn parse_spec(
         Some(Bson::String(_)) => return Err(invalid("index name cannot be empty".into())),
         Some(_) => return Err(Error::type_mismatch("The 'name' field must be a string")),
         None => generated_name(&key),
+    };
+    // A text index keeps its terms under `_fts`, its fields and weights apart.
+    for (option, expected) in [
+        ("default_language", "string"),
+        ("language_override", "string"),
+        ("weights", "object"),
+        ("textIndexVersion", "int"),
+    ] {
+        let fits = match spec.get(option) {
+            None => true,
+            // mongod reads a string or an array of weights, then refuses them (67).
+            Some(Bson::String(_) | Bson::Array(_)) if option == "weights" => true,
+            Some(Bson::String(_)) => expected == "string",
+            Some(Bson::Document(_)) => expected == "object",
+            Some(value) => expected == "int" && basalt_value::is_number(value),
+        };
+        if !fits {
+            return Err(Error::type_mismatch(format!(
+                "BSON field '{option}' is the wrong type '{}', expected type '{expected}'",
+                crate::request::type_name(&spec[option])
+            )));
+        }
+    }
+    let (key, text) = match text_options(&key, spec).map_err(invalid)? {
+        Some((text_key, options)) => (text_key, Some(options)),
+        None => (key, None),
     };
     let flag = |field: &str| match spec.get(field) {
         None => Ok(false),
@@ -261,6 +301,11 @@ pub(crate) fn parse_spec(
             )))
         }
     };
+    if text.is_some() && collation.is_some() {
+        return Err(invalid(
+            "Index type 'text' does not support collation".into(),
+        ));
+    }
     let hidden = flag("hidden")?;
     if hidden && on_id_only {
         return Err(invalid("can't hide _id index".into()));
@@ -271,6 +316,7 @@ pub(crate) fn parse_spec(
             echoed.insert(*option, value.clone());
         }
     }
+    echoed.extend(text.unwrap_or_default());
     match echoed.get("v").map(basalt_value::as_f64) {
         None | Some(Some(2.0)) => {
             echoed.remove("v");
@@ -311,6 +357,84 @@ pub(crate) fn parse_spec(
         hidden,
         echoed,
     })
+}
+
+/// A text index's key pattern (its text fields replaced by MongoDB's `_fts: "text",
+/// _ftsx: 1`, other fields kept around them) and options as listIndexes shows them:
+/// `weights` (1 for a text field not weighted, from 1 to 99,999), `default_language`,
+/// `language_override`, `textIndexVersion` (3). `None` for an index without text fields.
+fn text_options(
+    key: &Document,
+    spec: &Document,
+) -> std::result::Result<Option<(Document, Document)>, String> {
+    if !key
+        .values()
+        .any(|direction| direction.as_str() == Some("text"))
+    {
+        return Ok(None);
+    }
+    let mut text_key = Document::new();
+    let mut weights = Document::new();
+    // Whether the text fields have ended (a scalar field came after them).
+    let mut after_text = false;
+    for (field, direction) in key {
+        if direction.as_str() == Some("text") {
+            if after_text {
+                return Err("text fields of a compound index must be next to each other".into());
+            }
+            if !text_key.contains_key(TEXT_KEY_FIELD) {
+                text_key.insert(TEXT_KEY_FIELD, "text");
+                text_key.insert(TEXT_SCORE_KEY_FIELD, 1);
+            }
+            weights.insert(field.clone(), 1);
+        } else {
+            after_text = text_key.contains_key(TEXT_KEY_FIELD);
+            text_key.insert(field.clone(), direction.clone());
+        }
+    }
+    match spec.get("weights") {
+        None => {}
+        Some(Bson::Document(given)) => {
+            for (field, weight) in given {
+                let weight = basalt_value::as_f64(weight)
+                    .filter(|w| (1.0..100_000.0).contains(w))
+                    .ok_or_else(|| {
+                        format!("text index weight must be in the range 1-99,999, not {weight}")
+                    })?;
+                weights.insert(field.clone(), weight as i32);
+            }
+        }
+        Some(other) => return Err(format!("weights must be an object, not {other}")),
+    }
+    let language = match spec.get("default_language") {
+        None => "english".to_string(),
+        Some(Bson::String(name)) => Language::parse(name)
+            .map(|language| language.name().to_string())
+            .ok_or_else(|| format!("default_language \"{name}\" is not supported"))?,
+        Some(other) => return Err(format!("default_language must be a string, not {other}")),
+    };
+    let language_override = match spec.get("language_override") {
+        None => "language".to_string(),
+        Some(Bson::String(field)) if !field.is_empty() => field.clone(),
+        Some(other) => {
+            return Err(format!(
+                "language_override must be a field name, not {other}"
+            ))
+        }
+    };
+    match spec.get("textIndexVersion").map(basalt_value::as_f64) {
+        None | Some(Some(3.0)) => {}
+        Some(_) => return Err("only textIndexVersion 3 is supported".into()),
+    }
+    Ok(Some((
+        text_key,
+        doc! {
+            "weights": weights,
+            "default_language": language,
+            "language_override": language_override,
+            "textIndexVersion": TEXT_INDEX_VERSION,
+        },
+    )))
 }
 
 /// The expressions MongoDB allows in a partial filter: equalities, `$exists: true`,

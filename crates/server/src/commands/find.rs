@@ -11,7 +11,7 @@ use crate::request::{is_requested, Fields, GENERIC_COMMAND_FIELDS};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_query::{Matcher, Projection, SortSpec};
 use basalt_value::Collation;
-use bson::{Bson, Document, RawDocumentBuf};
+use bson::{doc, Bson, Document, RawDocumentBuf};
 
 /// The find options Basalt reads or accepts (as mongod does, for those that mean
 /// nothing here: no shards, replicas or query statistics).
@@ -174,6 +174,17 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
             .is_none_or(|c| c.meta().capped().is_some());
     check_fields(body, &namespace, capped)?;
     let filter = fields.document_opt("filter")?.cloned().unwrap_or_default();
+    // A text search runs as an aggregation, whose stages read its score.
+    if filter.contains_key("$text") && collection.is_some() {
+        let mut aggregation =
+            doc! { "aggregate": name, "pipeline": super::views::find_stages(body)? };
+        super::views::find_cursor(body, &mut aggregation)?;
+        let cursor = super::aggregate::ViewCursor {
+            namespace,
+            single_batch: fields.bool_or("singleBatch", false)?,
+        };
+        return super::aggregate::aggregate_as(ctx, &aggregation, Some(cursor));
+    }
     let scope = let_scope(&fields)?;
     let collation = fields.collation()?;
     let matcher = Matcher::with_scope(&filter, &scope)?.with_collation(collation.as_ref());

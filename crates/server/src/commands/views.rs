@@ -194,6 +194,7 @@ impl ViewRead<'_> {
             .collect();
         let mut stage = |name: &str, value: Bson| pipeline.push(Bson::from(doc! { name: value }));
         let mut user_stages = Vec::new();
+        let mut appended: Vec<Bson> = Vec::new();
         let mut aggregation = doc! { "aggregate": &self.view.collection };
         match self.command {
             "aggregate" => {
@@ -205,43 +206,8 @@ impl ViewRead<'_> {
                 );
             }
             "find" => {
-                for option in NOT_IN_AGGREGATION {
-                    if self.body.get(*option).is_some_and(is_requested) {
-                        return Err(Error::new(
-                            ErrorCode::INVALID_PIPELINE_OPERATOR,
-                            format!("Option {option} not supported in aggregation."),
-                        ));
-                    }
-                }
-                if let Some(filter) = fields.document_opt("filter")?.filter(|f| !f.is_empty()) {
-                    stage("$match", Bson::Document(filter.clone()));
-                }
-                if let Some(sort) = fields.document_opt("sort")?.filter(|s| !s.is_empty()) {
-                    if sort.contains_key("$natural") {
-                        return Err(Error::new(
-                            ErrorCode::INVALID_PIPELINE_OPERATOR,
-                            "Sort option $natural not supported in aggregation.",
-                        ));
-                    }
-                    stage("$sort", Bson::Document(sort.clone()));
-                }
-                if let Some(skip) = fields.non_negative_opt("skip")?.filter(|n| *n > 0) {
-                    stage("$skip", Bson::Int64(skip));
-                }
-                if let Some(limit) = fields.non_negative_opt("limit")?.filter(|n| *n > 0) {
-                    stage("$limit", Bson::Int64(limit));
-                }
-                if let Some(projection) =
-                    fields.document_opt("projection")?.filter(|p| !p.is_empty())
-                {
-                    stage("$project", Bson::Document(projection.clone()));
-                }
-                let mut cursor = Document::new();
-                if let Some(batch_size) = fields.non_negative_opt("batchSize")? {
-                    cursor.insert("batchSize", batch_size);
-                }
-                copy_except(&mut aggregation, self.body, FIND_ONLY);
-                aggregation.insert("cursor", cursor);
+                appended = find_stages(self.body)?;
+                find_cursor(self.body, &mut aggregation)?;
             }
             "count" => {
                 if let Some(query) = fields.document_opt("query")?.filter(|q| !q.is_empty()) {
@@ -274,6 +240,7 @@ impl ViewRead<'_> {
             }
         }
         pipeline.extend(user_stages.into_iter().cloned().map(Bson::Document));
+        pipeline.extend(appended);
         if let Some(buckets) = self.bucket_filter()? {
             pipeline.insert(0, Bson::from(doc! { "$match": buckets }));
         }
@@ -327,6 +294,81 @@ impl ViewRead<'_> {
             ),
         )
     }
+}
+
+/// A find's filter, sort, skip, limit and projection as aggregation stages, as MongoDB
+/// rewrites a find on a view: find options without a stage are refused. A projection's
+/// `{$meta: "textScore"}` fields are added to the documents the rest of it shapes, as a
+/// find projection adds them.
+pub(super) fn find_stages(body: &Document) -> Result<Vec<Bson>> {
+    let fields = Fields::new(body);
+    for option in NOT_IN_AGGREGATION {
+        if body.get(*option).is_some_and(is_requested) {
+            return Err(Error::new(
+                ErrorCode::INVALID_PIPELINE_OPERATOR,
+                format!("Option {option} not supported in aggregation."),
+            ));
+        }
+    }
+    let mut stages = Vec::new();
+    let mut stage = |name: &str, value: Bson| stages.push(Bson::from(doc! { name: value }));
+    if let Some(filter) = fields.document_opt("filter")?.filter(|f| !f.is_empty()) {
+        stage("$match", Bson::Document(filter.clone()));
+    }
+    if let Some(sort) = fields.document_opt("sort")?.filter(|s| !s.is_empty()) {
+        if sort.contains_key("$natural") {
+            return Err(Error::new(
+                ErrorCode::INVALID_PIPELINE_OPERATOR,
+                "Sort option $natural not supported in aggregation.",
+            ));
+        }
+        stage("$sort", Bson::Document(sort.clone()));
+    }
+    if let Some(skip) = fields.non_negative_opt("skip")?.filter(|n| *n > 0) {
+        stage("$skip", Bson::Int64(skip));
+    }
+    if let Some(limit) = fields.non_negative_opt("limit")?.filter(|n| *n > 0) {
+        stage("$limit", Bson::Int64(limit));
+    }
+    if let Some(projection) = fields.document_opt("projection")?.filter(|p| !p.is_empty()) {
+        let is_meta = |value: &Bson| matches!(value, Bson::Document(d) if d.contains_key("$meta"));
+        let (meta, rest): (Document, Document) = (
+            projection
+                .iter()
+                .filter(|(_, v)| is_meta(v))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            projection
+                .iter()
+                .filter(|(_, v)| !is_meta(v))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        );
+        let excludes = rest
+            .values()
+            .all(|v| matches!(v, Bson::Boolean(false)) || basalt_value::as_f64(v) == Some(0.0));
+        if meta.is_empty() || (!rest.is_empty() && !excludes) {
+            stage("$project", Bson::Document(projection.clone()));
+        } else {
+            if !rest.is_empty() {
+                stage("$project", Bson::Document(rest));
+            }
+            stage("$addFields", Bson::Document(meta));
+        }
+    }
+    Ok(stages)
+}
+
+/// The rest of a find as its aggregation's fields: its batch size as `cursor`, and the
+/// options that are not stages.
+pub(super) fn find_cursor(body: &Document, aggregation: &mut Document) -> Result<()> {
+    let mut cursor = Document::new();
+    if let Some(batch_size) = Fields::new(body).non_negative_opt("batchSize")? {
+        cursor.insert("batchSize", batch_size);
+    }
+    copy_except(aggregation, body, FIND_ONLY);
+    aggregation.insert("cursor", cursor);
+    Ok(())
 }
 
 /// Copies `from`'s fields into `to`, but the `skipped` ones.

@@ -87,7 +87,7 @@ impl ServerCollections {
         let mut batch = Vec::new();
         let mut bytes = 0usize;
         for doc in documents {
-            let doc = prepare_for_insert(&doc?)?;
+            let doc = prepare_for_insert(&written(doc?))?;
             if let Some(validator) = &validator {
                 validator.check_new(&doc)?;
             }
@@ -387,6 +387,13 @@ fn unique_index_on<'m>(meta: &'m CollectionMeta, on: &[String]) -> Option<&'m In
     })
 }
 
+/// A document as `$out` and `$merge` store it: without the text score a search left
+/// on it for the pipeline.
+fn written(mut doc: Document) -> Document {
+    doc.remove(basalt_query::text::TEXT_SCORE_FIELD);
+    doc
+}
+
 /// `$out` and `$merge` write collections, never views (CommandNotSupportedOnView).
 fn refuse_view(server: &Server, db: &str, collection: &str) -> Result<()> {
     match crate::views::get(&server.catalog, db, collection)? {
@@ -423,7 +430,7 @@ impl MergeTarget for MergeInto<'_> {
                 MergeWrite::Insert(doc) => {
                     let created = catalog.get_or_create(&self.db, &self.collection)?;
                     self.collections
-                        .insert_all(&created, &[prepare_for_insert(&doc)?])
+                        .insert_all(&created, &[prepare_for_insert(&written(doc))?])
                 }
                 MergeWrite::Keep => Ok(()),
                 MergeWrite::Replace(_) => Err(Error::internal("$merge replaced a missing match")),
@@ -459,7 +466,7 @@ impl MergeTarget for MergeInto<'_> {
             MergeWrite::Keep => Ok(()),
             MergeWrite::Insert(doc) => {
                 // The write lock is held: insert through it rather than insert_all.
-                let ready = prepare_for_insert(&doc)?;
+                let ready = prepare_for_insert(&written(doc))?;
                 if let Some(validator) = &validator {
                     validator.check_new(&ready)?;
                 }
@@ -467,6 +474,7 @@ impl MergeTarget for MergeInto<'_> {
                 outcomes.into_iter().try_for_each(|o| o.map(|_| ()))
             }
             MergeWrite::Replace(doc) => {
+                let doc = written(doc);
                 let (record_id, old) =
                     existing.ok_or_else(|| Error::internal("$merge replaced a missing match"))?;
                 check_document_size(&doc)?;
