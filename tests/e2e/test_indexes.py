@@ -19,6 +19,7 @@ import time
 
 import pytest
 from bson import json_util
+from pymongo.errors import DuplicateKeyError, OperationFailure
 
 from basalt_server import BasaltServer
 from helpers import raises_code
@@ -488,3 +489,30 @@ def test_an_index_key_past_the_storage_engine_s_limit_is_key_too_long(db):
     # Just within the limit is fine.
     coll.insert_one({"_id": 3, "a": "y" * 65_000})
     assert coll.count_documents({"a": "y" * 65_000}) == 1
+
+
+def test_an_index_prepared_then_made_unique(coll):
+    """collMod's prepareUnique refuses new duplicates and keeps the old ones; unique then
+    turns the index unique once none are left, naming them until then (MongoDB 6.0)."""
+    coll.insert_many([{"_id": 1, "x": 1}, {"_id": 2, "x": 1}, {"_id": 3, "x": 2}])
+    coll.create_index("x")
+    db = coll.database
+    reply = db.command("collMod", coll.name, index={"keyPattern": {"x": 1}, "prepareUnique": True})
+    assert (reply["prepareUnique_old"], reply["prepareUnique_new"]) == (False, True)
+    with pytest.raises(DuplicateKeyError):
+        coll.insert_one({"_id": 4, "x": 2})
+    with pytest.raises(OperationFailure) as refused:
+        db.command("collMod", coll.name, index={"keyPattern": {"x": 1}, "unique": True})
+    assert refused.value.code == 359
+    assert refused.value.details["violations"] == [{"ids": [1, 2]}]
+    coll.delete_one({"_id": 2})
+    assert (
+        db.command("collMod", coll.name, index={"name": "x_1", "unique": True})["unique_new"]
+        is True
+    )
+    assert next(i for i in coll.list_indexes() if i["name"] == "x_1")["unique"] is True
+    coll.create_index("y")
+    with raises_code("InvalidOptions"):
+        db.command(
+            "collMod", coll.name, index={"name": "y_1", "prepareUnique": True, "hidden": True}
+        )

@@ -306,6 +306,35 @@ impl Collection {
         })
     }
 
+    /// The record ids of each key of `index` that more than one record has (what makes
+    /// an index impossible to turn unique), in key order.
+    pub fn duplicate_keys(
+        &self,
+        snapshot: &dyn Snapshot,
+        index: &IndexSpec,
+    ) -> Result<Vec<Vec<u64>>> {
+        let mut groups: Vec<Vec<u64>> = Vec::new();
+        let mut current: (Vec<u8>, Vec<u64>) = (Vec::new(), Vec::new());
+        self.scan_index(snapshot, index, &[], None, &mut |entry, _| {
+            let Some(record_id) = keys::trailing_record_id(entry) else {
+                return Ok(ControlFlow::Continue(()));
+            };
+            let key = &entry[..entry.len() - 8];
+            if key != current.0.as_slice() {
+                let done = std::mem::replace(&mut current, (key.to_vec(), Vec::new()));
+                if done.1.len() > 1 {
+                    groups.push(done.1);
+                }
+            }
+            current.1.push(record_id);
+            Ok(ControlFlow::Continue(()))
+        })?;
+        if current.1.len() > 1 {
+            groups.push(current.1);
+        }
+        Ok(groups)
+    }
+
     /// As [`Collection::scan_index`], in descending key order: from the last entry below
     /// `before` (an encoded key, possibly with its record id) when given, else from the
     /// last entry with the prefix.
@@ -715,7 +744,7 @@ impl Writer<'_> {
             };
             for key in keys {
                 let prefix = keys::index_key_prefix(index.id, &key.encoded);
-                if index.unique {
+                if index.rejects_duplicates() {
                     let taken = staging.pending[position].contains(&prefix)
                         || self.stored_key_may_exist(
                             snapshot,
@@ -820,7 +849,7 @@ impl Writer<'_> {
                     continue;
                 }
                 let prefix = keys::index_key_prefix(index.id, &key.encoded);
-                if index.unique
+                if index.rejects_duplicates()
                     && !kept
                     && !self
                         .holders(&*snapshot, &prefix, Some(record_id))?

@@ -15,6 +15,99 @@ use basalt_value::Collation;
 use bson::{doc, Bson, Document};
 use std::sync::Arc;
 
+/// The first field of a wildcard index's keys: the path of the value that follows.
+pub const WILDCARD_PATH_FIELD: &str = "$_path";
+
+/// What a wildcard index covers: the subtree of `prefix` (everything without one), and
+/// the paths its `wildcardProjection` includes or excludes (with `_id`'s own setting).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Wildcard {
+    pub prefix: Option<String>,
+    pub projection: Option<(bool, Vec<String>, Option<bool>)>,
+}
+
+impl Wildcard {
+    /// Whether the index holds the values at `path`.
+    pub fn covers(&self, path: &str) -> bool {
+        let under = |path: &str, root: &str| {
+            path == root
+                || path
+                    .strip_prefix(root)
+                    .is_some_and(|rest| rest.starts_with('.'))
+        };
+        if let Some(prefix) = &self.prefix {
+            return under(path, prefix);
+        }
+        let top = path.split('.').next().unwrap_or(path);
+        match &self.projection {
+            None => top != "_id",
+            Some((_, _, Some(id))) if top == "_id" => *id,
+            Some(_) if top == "_id" => false,
+            Some((true, paths, _)) => paths.iter().any(|root| under(path, root)),
+            Some((false, paths, _)) => !paths.iter().any(|root| under(path, root)),
+        }
+    }
+
+    /// Whether some path under `path` may be covered (worth descending into).
+    fn may_cover_within(&self, path: &str) -> bool {
+        let above = |root: &str| {
+            root.strip_prefix(path)
+                .is_some_and(|rest| rest.starts_with('.'))
+        };
+        match (&self.prefix, &self.projection) {
+            (Some(prefix), _) => self.covers(path) || above(prefix),
+            (None, Some((true, paths, _))) => {
+                self.covers(path) || paths.iter().any(|root| above(root))
+            }
+            _ => self.covers(path) || path.split('.').next() != Some("_id"),
+        }
+    }
+}
+
+/// Collects the leaf values of `doc` (under `prefix`) that `wildcard` covers: scalars,
+/// the elements of arrays, and empty documents and arrays, with their paths.
+fn wildcard_leaves(
+    doc: &Document,
+    prefix: &str,
+    wildcard: &Wildcard,
+    out: &mut Vec<(String, Bson)>,
+) {
+    for (field, value) in doc {
+        let path = if prefix.is_empty() {
+            field.clone()
+        } else {
+            format!("{prefix}.{field}")
+        };
+        wildcard_value(&path, value, wildcard, out, true);
+    }
+}
+
+fn wildcard_value(
+    path: &str,
+    value: &Bson,
+    wildcard: &Wildcard,
+    out: &mut Vec<(String, Bson)>,
+    top: bool,
+) {
+    match value {
+        Bson::Document(inner) if !inner.is_empty() => {
+            if wildcard.may_cover_within(path) {
+                wildcard_leaves(inner, path, wildcard, out);
+            }
+        }
+        Bson::Array(items) if !items.is_empty() && top => {
+            for item in items {
+                wildcard_value(path, item, wildcard, out, false);
+            }
+        }
+        leaf => {
+            if wildcard.covers(path) {
+                out.push((path.to_string(), leaf.clone()));
+            }
+        }
+    }
+}
+
 /// The key pattern field of a text index's terms, as MongoDB names it.
 pub const TEXT_KEY_FIELD: &str = "_fts";
 /// The key pattern field that follows it (MongoDB keeps the term's score there).
@@ -258,6 +351,71 @@ impl IndexSpec {
         })
     }
 
+    /// Whether a write may not add a key other documents have: a unique index, or one
+    /// being prepared to become unique (`collMod` `prepareUnique`, which leaves the
+    /// duplicates already there).
+    pub fn rejects_duplicates(&self) -> bool {
+        self.unique || self.echoed.get_bool("prepareUnique").unwrap_or(false)
+    }
+
+    /// A wildcard index's definition (its key pattern is `{"$**": d}` or
+    /// `{"path.$**": d}`); `None` for any other index.
+    pub fn wildcard(&self) -> Option<Wildcard> {
+        let (field, _) = self.key.iter().next().filter(|_| self.key.len() == 1)?;
+        let prefix = match field.as_str() {
+            "$**" => None,
+            scoped => Some(scoped.strip_suffix(".$**")?.to_string()),
+        };
+        let projection = self
+            .echoed
+            .get_document("wildcardProjection")
+            .ok()
+            .map(|p| {
+                let include = p.iter().any(|(path, v)| {
+                    path != "_id"
+                        && (v.as_bool() == Some(true)
+                            || basalt_value::as_f64(v).is_some_and(|n| n != 0.0))
+                });
+                let paths = p.keys().filter(|path| *path != "_id").cloned().collect();
+                let id = p.get("_id").map(|v| {
+                    v.as_bool() == Some(true) || basalt_value::as_f64(v).is_some_and(|n| n != 0.0)
+                });
+                (include, paths, id)
+            });
+        Some(Wildcard { prefix, projection })
+    }
+
+    /// A wildcard index's entries for `doc`: one per leaf value (array elements
+    /// included) of each path the index covers, keyed by the path and the value.
+    fn wildcard_keys(&self, wildcard: &Wildcard, doc: &Document) -> Result<DocumentKeys> {
+        let mut leaves = Vec::new();
+        wildcard_leaves(doc, "", wildcard, &mut leaves);
+        let mut keys: Vec<IndexKey> = Vec::with_capacity(leaves.len());
+        for (path, value) in leaves {
+            let values = vec![Bson::String(path), value];
+            let parts: Vec<(&Bson, bool)> = values.iter().map(|v| (v, false)).collect();
+            let encoded = encode_key_with(&parts, self.collation.as_ref());
+            if keys.iter().any(|k| k.encoded == encoded) {
+                continue;
+            }
+            let key = IndexKey { encoded, values };
+            self.check_key_size(&key)?;
+            keys.push(key);
+        }
+        Ok(DocumentKeys {
+            keys,
+            multikey: true,
+        })
+    }
+
+    /// The key pattern a wildcard index has for one path: the path, then its value.
+    pub fn wildcard_for_path(&self, path: &str) -> IndexSpec {
+        let mut virtual_index = self.clone();
+        virtual_index.key = doc! { WILDCARD_PATH_FIELD: 1, path: 1 };
+        virtual_index.multikey = true;
+        virtual_index
+    }
+
     /// A text index's definition (its key pattern holds `_fts: "text"`); `None` for any
     /// other index.
     pub fn text(&self) -> Option<TextIndex> {
@@ -398,6 +556,9 @@ impl IndexSpec {
     pub fn document_keys(&self, doc: &Document) -> Result<DocumentKeys> {
         if let Some(text) = self.text() {
             return self.text_keys(&text, doc);
+        }
+        if let Some(wildcard) = self.wildcard() {
+            return self.wildcard_keys(&wildcard, doc);
         }
         if let Some(partial) = &self.partial {
             if !partial.matcher.try_matches(doc)? {

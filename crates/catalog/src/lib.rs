@@ -26,8 +26,8 @@ pub use collection::{
     duplicate_key_error, Collection, CollectionMeta, CollectionStats, InsertOutcome, Writer,
 };
 pub use index::{
-    hashed_value, is_hashed, DocumentKeys, IndexKey, IndexSpec, PartialFilter, TEXT_KEY_FIELD,
-    TEXT_SCORE_KEY_FIELD,
+    hashed_value, is_hashed, DocumentKeys, IndexKey, IndexSpec, PartialFilter, Wildcard,
+    TEXT_KEY_FIELD, TEXT_SCORE_KEY_FIELD, WILDCARD_PATH_FIELD,
 };
 pub use index_builds::IndexBuildProgress;
 pub use latency_stats::{LatencyStats, OperationClass};
@@ -392,7 +392,7 @@ impl Catalog {
 
     /// Changes the spec of the index `name` with `change`, durably; returns what
     /// `change` returned.
-    fn modify_index<R>(
+    pub fn modify_index<R>(
         &self,
         collection: &Collection,
         name: &str,

@@ -71,6 +71,7 @@ error_codes! {
     AMBIGUOUS_INDEX_KEY_PATTERN = 181, "AmbiguousIndexKeyPattern";
     TIME_PROOF_MISMATCH = 183, "TimeProofMismatch";
     KEY_NOT_FOUND = 211, "KeyNotFound";
+    CANNOT_CONVERT_INDEX_TO_UNIQUE = 359, "CannotConvertIndexToUnique";
     KEY_TOO_LONG = 17280, "KeyTooLong";
     DOCUMENT_VALIDATION_FAILURE = 121, "DocumentValidationFailure";
     COMMAND_NOT_SUPPORTED = 115, "CommandNotSupported";

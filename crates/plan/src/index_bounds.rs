@@ -62,11 +62,11 @@ impl Interval {
             && compare_values_with(&self.start, &self.end, collation) == Ordering::Equal
     }
 
-    fn is_all_values(&self) -> bool {
+    pub(crate) fn is_all_values(&self) -> bool {
         self == &Interval::all_values()
     }
 
-    fn contains(&self, v: &Bson, collation: Option<&Collation>) -> bool {
+    pub(crate) fn contains(&self, v: &Bson, collation: Option<&Collation>) -> bool {
         let after_start = match compare_values_with(&self.start, v, collation) {
             Ordering::Less => true,
             Ordering::Equal => self.start_inclusive,

@@ -15,7 +15,7 @@
 
 use crate::index_bounds::{IndexBounds, KeyFilter, KeyRange};
 use crate::predicate::{Condition, Predicates};
-use basalt_catalog::{IndexSpec, TEXT_KEY_FIELD};
+use basalt_catalog::{IndexSpec, TEXT_KEY_FIELD, WILDCARD_PATH_FIELD};
 use basalt_error::{Error, Result};
 use basalt_value::Collation;
 use bson::{doc, Bson, Document};
@@ -213,6 +213,9 @@ pub(crate) fn candidate(
     predicates: &Predicates,
     collation: Option<&Collation>,
 ) -> Option<(Score, IndexScanPlan)> {
+    if index.wildcard().is_some() {
+        return wildcard_candidate(index, predicates, collation);
+    }
     // A text index holds only documents with words: it serves `$text` alone (whose
     // words the server turns into conditions on `_fts`).
     let text = index.key.contains_key(TEXT_KEY_FIELD);
@@ -236,6 +239,71 @@ pub(crate) fn candidate(
         };
         (score, IndexScanPlan::new(index, bounds))
     })
+}
+
+/// The best scan of a wildcard index for the predicates: on one path it covers, whose
+/// conditions bound its values and cannot match a document without it (the index
+/// holds only the values there are), scanned as the index for that path
+/// (`IndexSpec::wildcard_for_path`: the path, then the value). Scored as a one-field
+/// index on the path.
+fn wildcard_candidate(
+    index: &IndexSpec,
+    predicates: &Predicates,
+    collation: Option<&Collation>,
+) -> Option<(Score, IndexScanPlan)> {
+    let wildcard = index.wildcard()?;
+    predicates
+        .fields
+        .iter()
+        .filter(|(path, conditions)| {
+            wildcard.covers(path)
+                && !path.split('.').any(|part| part.parse::<usize>().is_ok())
+                && conditions.iter().all(|condition| match condition {
+                    Condition::Eq(value)
+                    | Condition::Gt(value)
+                    | Condition::Gte(value)
+                    | Condition::Lt(value)
+                    | Condition::Lte(value) => is_leaf(value),
+                    Condition::In(values) => values.iter().all(is_leaf),
+                    Condition::Exists(_) | Condition::Other => true,
+                })
+        })
+        .filter_map(|(path, _)| {
+            let scoped = index.wildcard_for_path(path);
+            let on_path = [Condition::Eq(Bson::String(path.clone()))];
+            let bounds = IndexBounds::for_index(
+                &scoped,
+                |field| {
+                    if field == WILDCARD_PATH_FIELD {
+                        &on_path
+                    } else {
+                        predicates.conditions(field)
+                    }
+                },
+                collation,
+            );
+            let (_, _, values) = bounds.fields.get(1)?;
+            let bounded = !(values.len() == 1 && values[0].is_all_values());
+            let admits_null = values.iter().any(|i| i.contains(&Bson::Null, collation));
+            if !bounded || admits_null {
+                return None;
+            }
+            let (points, bounded) = bounds.selectivity();
+            let score = Score {
+                points: points.saturating_sub(1),
+                bounded,
+                unique_point: false,
+                fewer_fields: Reverse(1),
+            };
+            Some((score, IndexScanPlan::new(&scoped, bounds)))
+        })
+        .max_by_key(|(score, _)| *score)
+}
+
+/// Whether a wildcard index holds `value` as one of its keys: a scalar (it holds the
+/// leaves of documents, not their objects or arrays).
+fn is_leaf(value: &Bson) -> bool {
+    !matches!(value, Bson::Document(_) | Bson::Array(_) | Bson::Null)
 }
 
 /// Index union for a top-level `$or`: each branch (with the filter's other top-level

@@ -139,9 +139,11 @@ fn modify_view(ctx: &Ctx<'_>, body: &Document, mut view: View) -> Result<Documen
     Ok(Document::new())
 }
 
-/// `index: {name | keyPattern, expireAfterSeconds | hidden}`: changes a TTL or hides an
-/// index from the planner (or shows it again), replying with the
-/// old and new values as MongoDB does.
+/// `index: {name | keyPattern, expireAfterSeconds | hidden | prepareUnique | unique}`:
+/// changes a TTL, hides an index from the planner (or shows it again), prepares it to
+/// become unique (new duplicates are refused) or makes it unique (when no key has
+/// duplicates: CannotConvertIndexToUnique with them otherwise), replying with the old
+/// and new values as MongoDB does.
 fn modify_index(
     ctx: &Ctx<'_>,
     collection: &basalt_catalog::Collection,
@@ -169,6 +171,40 @@ fn modify_index(
             format!("cannot find index {spec} for ns {}", meta.namespace()),
         ));
     };
+    let catalog = &ctx.server.catalog;
+    let mut reply = Document::new();
+    if let Some(value) = spec.get("prepareUnique").filter(|v| **v != Bson::Null) {
+        let prepare = truthy_option("prepareUnique", value)?;
+        let old = index.echoed.get_bool("prepareUnique").unwrap_or(false);
+        if old != prepare
+            && (spec.contains_key("hidden") || spec.contains_key("expireAfterSeconds"))
+        {
+            return Err(Error::new(
+                ErrorCode::INVALID_OPTIONS,
+                "prepareUnique cannot be changed together with other index options",
+            ));
+        }
+        if old != prepare {
+            catalog.modify_index(collection, &index.name, |index| {
+                if prepare {
+                    index.echoed.insert("prepareUnique", true);
+                } else {
+                    index.echoed.remove("prepareUnique");
+                }
+            })?;
+            reply.insert("prepareUnique_old", old);
+            reply.insert("prepareUnique_new", prepare);
+        }
+    }
+    if let Some(value) = spec.get("unique") {
+        if !truthy_option("unique", value)? {
+            return Err(Error::bad_value("collMod can only change 'unique' to true"));
+        }
+        if !index.unique {
+            make_unique(collection, catalog, index)?;
+            reply.insert("unique_new", true);
+        }
+    }
     if let Some(hidden) = spec.get("hidden") {
         let Bson::Boolean(hidden) = hidden else {
             return Err(Error::type_mismatch(
@@ -178,33 +214,82 @@ fn modify_index(
         if index.is_id_index() {
             return Err(Error::bad_value("can't hide _id index"));
         }
-        let old = ctx
-            .server
-            .catalog
-            .set_index_hidden(collection, &index.name, *hidden)?;
-        return Ok(doc! { "hidden_old": old, "hidden_new": *hidden });
+        let old = catalog.set_index_hidden(collection, &index.name, *hidden)?;
+        reply.insert("hidden_old", old);
+        reply.insert("hidden_new", *hidden);
     }
-    let Some(value) = spec.get("expireAfterSeconds") else {
+    if let Some(value) = spec.get("expireAfterSeconds") {
+        if index.is_id_index() || index.key.len() > 1 {
+            return Err(Error::new(
+                ErrorCode::INVALID_OPTIONS,
+                "TTL indexes are single-field indexes, compound indexes do not support TTL",
+            ));
+        }
+        let seconds =
+            super::create_indexes::expire_after_seconds(value).map_err(Error::bad_value)?;
+        let old = catalog.set_index_expiry(collection, &index.name, Some(seconds))?;
+        if let Some(old) = old {
+            reply.insert("expireAfterSeconds_old", old);
+        }
+        reply.insert("expireAfterSeconds_new", seconds);
+    }
+    let changes = ["prepareUnique", "unique", "hidden", "expireAfterSeconds"];
+    let given = |option: &&str| spec.get(*option).is_some_and(|v| *v != Bson::Null);
+    if !changes.iter().any(given) {
         return Err(Error::new(
             ErrorCode::INVALID_OPTIONS,
-            "no expireAfterSeconds or hidden field",
-        ));
-    };
-    if index.is_id_index() || index.key.len() > 1 {
-        return Err(Error::new(
-            ErrorCode::INVALID_OPTIONS,
-            "TTL indexes are single-field indexes, compound indexes do not support TTL",
+            "no expireAfterSeconds, hidden, prepareUnique or unique field",
         ));
     }
-    let seconds = super::create_indexes::expire_after_seconds(value).map_err(Error::bad_value)?;
-    let old = ctx
-        .server
-        .catalog
-        .set_index_expiry(collection, &index.name, Some(seconds))?;
-    let mut reply = doc! {};
-    if let Some(old) = old {
-        reply.insert("expireAfterSeconds_old", old);
-    }
-    reply.insert("expireAfterSeconds_new", seconds);
     Ok(reply)
+}
+
+/// A boolean index option, taken as mongod takes it: a number is true unless zero.
+fn truthy_option(name: &str, value: &Bson) -> Result<bool> {
+    match value {
+        Bson::Boolean(flag) => Ok(*flag),
+        n if basalt_value::is_number(n) => Ok(basalt_value::as_f64(n) != Some(0.0)),
+        other => Err(Error::type_mismatch(format!(
+            "BSON field 'collMod.index.{name}' is the wrong type '{}', expected type 'bool'",
+            crate::request::type_name(other)
+        ))),
+    }
+}
+
+/// Turns a prepared index unique, when no two documents share a key.
+fn make_unique(
+    collection: &basalt_catalog::Collection,
+    catalog: &basalt_catalog::Catalog,
+    index: &basalt_catalog::IndexSpec,
+) -> Result<()> {
+    if !index.echoed.get_bool("prepareUnique").unwrap_or(false) {
+        return Err(Error::new(
+            ErrorCode::INVALID_OPTIONS,
+            "Cannot make index unique with 'prepareUnique' not set to true",
+        ));
+    }
+    let snapshot = collection.snapshot();
+    let groups = collection.duplicate_keys(&*snapshot, index)?;
+    if !groups.is_empty() {
+        let mut violations = Vec::with_capacity(groups.len());
+        for records in groups {
+            let mut ids = Vec::with_capacity(records.len());
+            for record_id in records {
+                if let Some(document) = collection.get_record(&*snapshot, record_id)? {
+                    ids.push(document.get("_id").cloned().unwrap_or(Bson::Null));
+                }
+            }
+            violations.push(doc! { "ids": ids });
+        }
+        return Err(Error::new(
+            ErrorCode::CANNOT_CONVERT_INDEX_TO_UNIQUE,
+            "Cannot convert the index to unique. Please resolve conflicting documents \
+             before running collMod again.",
+        )
+        .with_extra(doc! { "violations": violations }));
+    }
+    catalog.modify_index(collection, &index.name, |index| {
+        index.unique = true;
+        index.echoed.remove("prepareUnique");
+    })
 }

@@ -38,21 +38,23 @@ const SUPPORTED_OPTIONS: &[&str] = &[
     "default_language",
     "language_override",
     "textIndexVersion",
+    // New duplicates refused, as collMod's (see `basalt_catalog::IndexSpec::rejects_duplicates`).
+    "prepareUnique",
+    // The paths a wildcard index covers (`basalt_catalog::IndexSpec::wildcard`).
+    "wildcardProjection",
     // Ignored since MongoDB 3.0, and still accepted by it.
     "dropDups",
 ];
-/// Options kept only for `listIndexes` to echo.
-const ECHOED_OPTIONS: &[&str] = &["v", "background", "storageEngine"];
-/// Real MongoDB index options whose behaviour Basalt does not have yet.
-const UNSUPPORTED_OPTIONS: &[&str] = &[
-    "2dsphereIndexVersion",
-    "bits",
-    "min",
-    "max",
-    "wildcardProjection",
+/// Options kept as given, for `listIndexes` to echo (`prepareUnique` also acts).
+const ECHOED_OPTIONS: &[&str] = &[
+    "v",
+    "background",
+    "storageEngine",
     "prepareUnique",
-    "clustered",
+    "wildcardProjection",
 ];
+/// Real MongoDB index options whose behaviour Basalt does not have yet.
+const UNSUPPORTED_OPTIONS: &[&str] = &["2dsphereIndexVersion", "bits", "min", "max", "clustered"];
 
 pub fn create_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let fields = Fields::new(body);
@@ -185,6 +187,7 @@ pub(crate) fn parse_spec(
             other => return Err(invalid(format!("Values in v:2 index key pattern cannot be of type {}. Only numbers > 0, numbers < 0, and strings are allowed.", crate::request::type_name(other)))),
         }
     }
+    check_wildcard(&key, spec, &invalid)?;
     for option in spec.keys() {
         if UNSUPPORTED_OPTIONS.contains(&option.as_str()) {
             return Err(Error::new(
@@ -357,6 +360,98 @@ pub(crate) fn parse_spec(
         hidden,
         echoed,
     })
+}
+
+/// A wildcard index (`{"$**": 1}`, `{"path.$**": 1}`), checked as mongod checks it: one
+/// ascending or descending field, neither unique, sparse nor TTL, version 2, and a
+/// `wildcardProjection` (of `$**` only) that includes or excludes paths.
+fn check_wildcard(
+    key: &Document,
+    spec: &Document,
+    invalid: &dyn Fn(String) -> Error,
+) -> Result<()> {
+    let wildcards: Vec<(&String, &Bson)> = key
+        .iter()
+        .filter(|(f, d)| f.contains("$**") && d.as_str() != Some("text"))
+        .collect();
+    let projection = spec.get("wildcardProjection");
+    if wildcards.is_empty() {
+        if projection.is_some() {
+            return Err(Error::bad_value(
+                "The field 'wildcardProjection' is only allowed in a wildcard index",
+            ));
+        }
+        return Ok(());
+    }
+    if wildcards.len() > 1 || key.len() > 1 {
+        return Err(invalid(
+            "a wildcard index has one field only (compound wildcard indexes are not \
+             supported by Basalt yet)"
+                .into(),
+        ));
+    }
+    let (field, direction) = wildcards[0];
+    let scoped = field.strip_suffix(".$**");
+    if field != "$**" && scoped.is_none_or(|path| path.is_empty() || path.contains("$**")) {
+        return Err(invalid(format!(
+            "the wildcard path '{field}' must end with a single '$**'"
+        )));
+    }
+    let ordered = basalt_value::as_f64(direction).is_some_and(|d| d != 0.0 && !d.is_nan());
+    if !ordered {
+        return Err(invalid(format!(
+            "a wildcard index's field must be 1 or -1, not {direction}"
+        )));
+    }
+    for option in ["unique", "sparse"] {
+        if spec.get_bool(option).unwrap_or(false) {
+            return Err(invalid(format!(
+                "Index type 'wildcard' does not support the '{option}' option"
+            )));
+        }
+    }
+    if spec.contains_key("expireAfterSeconds") {
+        return Err(invalid(
+            "Index type 'wildcard' cannot be a TTL index".into(),
+        ));
+    }
+    if spec
+        .get("v")
+        .and_then(basalt_value::as_f64)
+        .is_some_and(|v| v < 2.0)
+    {
+        return Err(invalid("wildcard indexes need index version 2".into()));
+    }
+    match projection {
+        None => Ok(()),
+        Some(Bson::Document(_)) if field != "$**" => Err(Error::failed_to_parse(
+            "The field 'wildcardProjection' is only allowed in a wildcard index on '$**'",
+        )),
+        Some(Bson::Document(projection)) if projection.is_empty() => {
+            Err(invalid("The 'wildcardProjection' may not be empty".into()))
+        }
+        Some(Bson::Document(projection)) => {
+            let kinds: Vec<bool> = projection
+                .iter()
+                .filter(|(path, _)| *path != "_id")
+                .map(|(_, v)| {
+                    v.as_bool()
+                        .unwrap_or_else(|| basalt_value::as_f64(v).is_some_and(|n| n != 0.0))
+                })
+                .collect();
+            if kinds.iter().any(|k| *k) && kinds.iter().any(|k| !*k) {
+                return Err(Error::location(
+                    31254,
+                    "Cannot do exclusion and inclusion in a 'wildcardProjection'",
+                ));
+            }
+            Ok(())
+        }
+        Some(other) => Err(Error::type_mismatch(format!(
+            "The field 'wildcardProjection' must be an object, not {}",
+            crate::request::type_name(other)
+        ))),
+    }
 }
 
 /// A text index's key pattern (its text fields replaced by MongoDB's `_fts: "text",
