@@ -65,6 +65,7 @@ CODES = {
     "DocumentValidationFailure": 121,
     "Location40324": 40324,
     "Location232": 232,
+    "Location40414": 40414,
 }
 
 

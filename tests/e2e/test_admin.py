@@ -279,3 +279,25 @@ def test_validate(db):
 def test_validate_missing_collection(db):
     with raises_code("NamespaceNotFound"):
         db.command("validate", "missing")
+
+
+def test_validate_db_metadata_names_what_api_version_1_forbids(client, db):
+    db.c.create_index([("t", "text")])
+    db.c.create_index("s", sparse=True)
+    db.c.create_index("plain")
+    db.command("create", "v", viewOn="c", pipeline=[{"$indexStats": {}}])
+    reply = client.admin.command(
+        "validateDBMetadata", 1, db=db.name, apiParameters={"version": "1", "strict": True}
+    )
+    namespaces = sorted((e["ns"], e["codeName"]) for e in reply["apiVersionErrors"])
+    assert namespaces == [
+        (f"{db.name}.c", "APIStrictError"),
+        (f"{db.name}.c", "APIStrictError"),
+        (f"{db.name}.v", "APIStrictError"),
+    ]
+    lenient = client.admin.command(
+        "validateDBMetadata", 1, db=db.name, apiParameters={"version": "1"}
+    )
+    assert lenient["apiVersionErrors"] == []
+    with raises_code("Location40414"):
+        client.admin.command("validateDBMetadata", 1, db=db.name)

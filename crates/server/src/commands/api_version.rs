@@ -72,6 +72,11 @@ const VERSION_1_STAGES: &[&str] = &[
     "$unwind",
 ];
 
+/// Whether the aggregation stage `name` is part of API Version 1.
+pub fn is_version_1_stage(name: &str) -> bool {
+    VERSION_1_STAGES.contains(&name)
+}
+
 /// Checks the Stable API parameters of the command `name`.
 pub fn check(name: &str, body: &Document) -> Result<()> {
     let version = body.get("apiVersion");

@@ -36,6 +36,7 @@ mod stats;
 mod update;
 mod user_management;
 mod validate;
+mod validate_db_metadata;
 mod views;
 mod write_batch;
 
@@ -442,6 +443,11 @@ static COMMANDS: &[Command] = &[
         "dropDatabase",
         collection_admin::drop_database,
         "drops a database",
+    ),
+    command(
+        "validateDBMetadata",
+        validate_db_metadata::validate_db_metadata,
+        "lists what in a database would break a Stable API version",
     ),
     command(
         "convertToCapped",

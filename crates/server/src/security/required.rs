@@ -106,6 +106,9 @@ pub fn required(command: &str, db: &str, body: &Document) -> Option<Need> {
         "dropDatabase" => on_db(A::DropDatabase),
         "renameCollection" => rename_collection(body),
         "convertToCapped" => on_collection(&[A::ConvertToCapped]),
+        // mongod asks for listCollections and listIndexes on what it reads; a user
+        // with them on the database may run it.
+        "validateDBMetadata" => on_db(A::ListCollections),
         "cloneCollectionAsCapped" => {
             let target = Resource::namespace(db, body.get_str("toCollection").unwrap_or(""));
             Need::All(vec![
