@@ -66,6 +66,12 @@ CODES = {
     "Location40324": 40324,
     "Location232": 232,
     "Location40414": 40414,
+    "NoQueryExecutionPlans": 291,
+    "Location13027": 13027,
+    "Location16755": 16755,
+    "Location16895": 16895,
+    "Location40603": 40603,
+    "Location5626500": 5626500,
 }
 
 

@@ -444,6 +444,15 @@ impl Pipeline {
         Ok(Some(filter))
     }
 
+    /// A leading `$geoNear`, for the server to name the geo field it measures (from the
+    /// collection's geo indexes).
+    pub fn leading_geo_near(&mut self) -> Option<&mut crate::GeoNear> {
+        match self.stages.0.first_mut() {
+            Some(Stage::GeoNear(geo_near)) => Some(geo_near),
+            _ => None,
+        }
+    }
+
     /// The keys of a leading `$sort` (after the leading `$match` was taken), which an
     /// index scan may provide.
     pub fn leading_sort(&self) -> Option<&Document> {

@@ -568,6 +568,9 @@ impl IndexSpec {
                 });
             }
         }
+        if let Some(geo) = self.geo() {
+            return self.geo_keys(&geo, doc);
+        }
         let mut per_field: Vec<Vec<Bson>> = Vec::with_capacity(self.key.len());
         let mut any_present = false;
         let mut array_fields = 0;

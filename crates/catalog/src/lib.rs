@@ -7,6 +7,7 @@
 
 mod capped;
 mod collection;
+mod geo_index;
 mod index;
 mod index_builds;
 mod keys;
@@ -25,6 +26,7 @@ use collection::{delete_prefix, delete_record_ids};
 pub use collection::{
     duplicate_key_error, Collection, CollectionMeta, CollectionStats, InsertOutcome, Writer,
 };
+pub use geo_index::{is_geo, GeoIndex, GEO_CELL_FIELD, SPHERE_INDEX_VERSION};
 pub use index::{
     hashed_value, is_hashed, DocumentKeys, IndexKey, IndexSpec, PartialFilter, Wildcard,
     TEXT_KEY_FIELD, TEXT_SCORE_KEY_FIELD, WILDCARD_PATH_FIELD,

@@ -96,6 +96,7 @@ error_codes! {
     EMPTY_FIELD_NAME = 56, "EmptyFieldName";
     INCOMPATIBLE_COLLATION_VERSION = 161, "IncompatibleCollationVersion";
     MERGE_STAGE_NO_MATCHING_DOCUMENT = 13113, "MergeStageNoMatchingDocument";
+    NO_QUERY_EXECUTION_PLANS = 291, "NoQueryExecutionPlans";
     QUERY_EXCEEDED_MEMORY_LIMIT_NO_DISK_USE_ALLOWED = 292, "QueryExceededMemoryLimitNoDiskUseAllowed";
     DATA_CORRUPTION_DETECTED = 301, "DataCorruptionDetected";
     OUT_OF_DISK_SPACE = 14031, "OutOfDiskSpace";

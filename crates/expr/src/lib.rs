@@ -28,4 +28,6 @@ pub use expression::{type_name, Expression};
 pub use limits::{BUILT_VALUE_MEMORY_BYTES_MAX, STRING_SIZE_BYTES_MAX};
 pub use operators::boolean::truthy;
 pub use operators::date::{civil_from_days, days_from_civil, TimeUnit};
-pub use operators::miscellaneous::TEXT_SCORE_FIELD;
+pub use operators::miscellaneous::{
+    GEO_NEAR_DISTANCE_FIELD, GEO_NEAR_POINT_FIELD, METADATA_FIELDS, TEXT_SCORE_FIELD,
+};

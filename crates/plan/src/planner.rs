@@ -216,6 +216,11 @@ pub(crate) fn candidate(
     if index.wildcard().is_some() {
         return wildcard_candidate(index, predicates, collation);
     }
+    // A geo index's keys are cells, not values: it serves geo queries alone, planned
+    // through its cells (`IndexSpec::geo_cells_index`).
+    if index.geo().is_some() {
+        return None;
+    }
     // A text index holds only documents with words: it serves `$text` alone (whose
     // words the server turns into conditions on `_fts`).
     let text = index.key.contains_key(TEXT_KEY_FIELD);

@@ -6,6 +6,7 @@
 
 pub use basalt_value::display;
 mod blocking_sort;
+pub mod geo;
 mod matcher;
 mod operators;
 mod projection;
@@ -16,6 +17,7 @@ mod update;
 
 pub use blocking_sort::{BlockingSort, SortedDocuments, BLOCKING_SORT_MEMORY_LIMIT_BYTES};
 pub use matcher::{Matched, Matcher};
+pub use operators::NearQuery;
 pub use projection::Projection;
 pub use sort::{Direction, SortSpec};
 pub use update::{upsert_seed, OperatorUpdate, UpdateContext, UpdateSpec};

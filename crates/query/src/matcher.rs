@@ -11,7 +11,9 @@
 //! variables and `$$NOW` and, unlike the rest of a filter, can fail while a document is
 //! tested (`{$add: ["$a", "text"]}`): the first such error is the outcome of the match.
 
-use crate::operators::{parse_logical, parse_path_condition, JsonSchema, ValueMatch};
+use crate::operators::{
+    parse_logical, parse_path_condition, GeoTest, JsonSchema, NearQuery, Predicate, ValueMatch,
+};
 use crate::raw_filter::RawFilter;
 use crate::text::{TextIndex, TextQuery};
 use basalt_error::{Error, ErrorCode, Result};
@@ -53,6 +55,7 @@ impl Matcher {
     /// Parses a filter whose `$expr` sees the variables of the command it belongs to.
     pub fn with_scope(filter: &Document, scope: &Scope) -> Result<Matcher> {
         check_text_placement(filter, true)?;
+        check_near_placement(filter)?;
         Ok(Matcher {
             root: parse_filter(filter, FilterLevel::Top(Some(&scope.names)))?,
             vars: scope.values.clone(),
@@ -65,6 +68,11 @@ impl Matcher {
     /// The `$text` condition of the filter, if it has one.
     pub fn text_query(&self) -> Option<&TextQuery> {
         self.root.text_query()
+    }
+
+    /// The `$near`/`$nearSphere` condition of the filter and its path, if it has one.
+    pub fn near(&self) -> Option<(&str, &NearQuery)> {
+        self.root.near()
     }
 
     /// The same filter with `$text` searching under `index` (the collection's text
@@ -250,6 +258,17 @@ impl MatchExpr {
         }
     }
 
+    /// The `$near` condition, at the top or in a top-level `$and` (where it may be).
+    fn near(&self) -> Option<(&str, &NearQuery)> {
+        match self {
+            MatchExpr::Path(path, ValueMatch::Leaf(Predicate::Geo(GeoTest::Near(query)))) => {
+                Some((path.as_str(), query))
+            }
+            MatchExpr::And(children) => children.iter().find_map(MatchExpr::near),
+            _ => None,
+        }
+    }
+
     /// Whether `doc` matches; a match inside an array records its position. As in
     /// MongoDB, branches of `$or` and `$nor` do not report positions.
     pub(crate) fn matches(
@@ -396,6 +415,62 @@ fn count_text(filter: &Document, allowed: bool, count: &mut usize) -> Result<()>
             (logical @ ("$and" | "$or" | "$nor"), Bson::Array(branches)) => {
                 for branch in branches.iter().filter_map(Bson::as_document) {
                     count_text(branch, allowed && logical == "$and", count)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// `$near` and `$nearSphere` may appear once, at the top of the filter or in its
+/// `$and`s, not beside `$text`.
+fn check_near_placement(filter: &Document) -> Result<()> {
+    let mut count = 0;
+    count_near(filter, true, &mut count)?;
+    if count > 1 {
+        return Err(Error::bad_value("Too many geoNear expressions"));
+    }
+    if count == 1 && filter.contains_key("$text") {
+        return Err(Error::bad_value(
+            "text and geoNear not allowed in same query",
+        ));
+    }
+    Ok(())
+}
+
+fn count_near(filter: &Document, allowed: bool, count: &mut usize) -> Result<()> {
+    let misplaced = || Error::bad_value("geoNear must be top-level expr");
+    for (name, value) in filter {
+        match (name.as_str(), value) {
+            (logical @ ("$and" | "$or" | "$nor"), Bson::Array(branches)) => {
+                for branch in branches.iter().filter_map(Bson::as_document) {
+                    count_near(branch, allowed && logical == "$and", count)?;
+                }
+            }
+            (_, Bson::Document(ops)) if !name.starts_with('$') => {
+                if ops.contains_key("$near") || ops.contains_key("$nearSphere") {
+                    if !allowed {
+                        return Err(misplaced());
+                    }
+                    *count += usize::from(ops.contains_key("$near"))
+                        + usize::from(ops.contains_key("$nearSphere"));
+                }
+                for (op, operand) in ops {
+                    let nested = match (op.as_str(), operand) {
+                        ("$not", Bson::Document(inner)) => Some(inner),
+                        ("$elemMatch", Bson::Document(inner)) => Some(inner),
+                        _ => None,
+                    };
+                    if let Some(inner) = nested {
+                        let mut inner_count = 0;
+                        let wrapped = bson::doc! { "x": Bson::Document(inner.clone()) };
+                        count_near(&wrapped, true, &mut inner_count)?;
+                        count_near(inner, true, &mut inner_count)?;
+                        if inner_count > 0 {
+                            return Err(misplaced());
+                        }
+                    }
                 }
             }
             _ => {}

@@ -16,7 +16,7 @@ use basalt_query::{Matcher, Projection};
 use basalt_storage::Snapshot;
 use basalt_value::Collation;
 use bson::{doc, Bson, Document, RawDocument, RawDocumentBuf};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -83,6 +83,9 @@ pub enum AccessPath {
     IndexScan(Box<IndexScanPlan>),
     /// The union of index scans for a top-level `$or`.
     Or(Vec<IndexScanPlan>),
+    /// The records a geo index's cells reach (`crate::geo::cell_scans`), each fetched
+    /// once in record order: a collection scan's order, from a fraction of its reads.
+    Cells(Box<crate::geo::CellScan>),
 }
 
 impl AccessPath {
@@ -114,6 +117,11 @@ impl AccessPath {
             path.note_index_uses(collection);
             return Ok((path, sorted));
         }
+        if let Some(cells) = crate::geo::cell_scans(collection, filter)? {
+            let path = AccessPath::Cells(Box::new(cells));
+            path.note_index_uses(collection);
+            return Ok((path, false));
+        }
         let planned = text_planning_filter(collection, filter)?;
         let filter = planned.as_ref().unwrap_or(filter);
         let (meta, generation) = collection.meta_for_planning();
@@ -137,6 +145,7 @@ impl AccessPath {
             AccessPath::Or(scans) => scans
                 .iter()
                 .for_each(|scan| collection.note_index_use(scan.index.id)),
+            AccessPath::Cells(cells) => collection.note_index_use(cells.index.id),
         }
     }
 }
@@ -228,6 +237,8 @@ pub struct Position {
     after_entry: Option<Vec<u8>>,
     branch: usize,
     seen: HashSet<u64>,
+    /// The records a scan of cells reaches, in order, found by its first batch.
+    cell_records: Option<Arc<CellRecords>>,
 }
 
 impl Position {
@@ -413,6 +424,82 @@ pub fn execute(
             }
             Ok(())
         }
+        AccessPath::Cells(cells) => {
+            let records = match &position.cell_records {
+                Some(records) => records.clone(),
+                None => {
+                    let records =
+                        Arc::new(cell_records(collection, snapshot, &cells.scans, stats)?);
+                    position.cell_records = Some(records.clone());
+                    records
+                }
+            };
+            let start = match position.after_record {
+                Some(after) => records.entries.partition_point(|(id, _)| *id <= after),
+                None => 0,
+            };
+            // An entry storing its document's indexed values answers for it when they
+            // are all the filter and the consumer read; entries storing the same values
+            // (observations at one place) are tested once.
+            let stored_fields: Vec<&str> = cells.index.stored_fields().collect();
+            let answers = matcher.top_level_fields().is_some_and(|read| {
+                let wanted = needs.decoded().unwrap_or(&[]);
+                matches!(needs, Needs::Fields(_))
+                    && read
+                        .iter()
+                        .chain(wanted)
+                        .all(|f| stored_fields.contains(&f.as_str()))
+            });
+            let mut tested: HashMap<&[u8], Option<Document>> = HashMap::new();
+            for &(record_id, at) in &records.entries[start..] {
+                let stored = records.stored(at);
+                stats.docs_examined += 1;
+                if stats
+                    .docs_examined
+                    .is_multiple_of(DEADLINE_CHECK_INTERVAL_DOCS)
+                {
+                    deadline.check()?;
+                }
+                let step = if answers && !stored.is_empty() {
+                    let matching = match tested.get(stored) {
+                        Some(matching) => matching.clone(),
+                        None => {
+                            let corrupt = |e| Error::internal(format!("corrupt index entry: {e}"));
+                            let doc = Document::try_from(
+                                RawDocument::from_bytes(stored).map_err(corrupt)?,
+                            )
+                            .map_err(corrupt)?;
+                            let matching = matcher.try_matches(&doc)?.then_some(doc);
+                            tested.insert(stored, matching.clone());
+                            matching
+                        }
+                    };
+                    match matching {
+                        Some(doc) => visit(record_id, None, doc)?,
+                        None => Step::Continue,
+                    }
+                } else {
+                    let Some(bytes) = collection.get_record_bytes(snapshot, record_id)? else {
+                        continue;
+                    };
+                    let corrupt = |e| Error::internal(format!("corrupt record {record_id}: {e}"));
+                    let raw = RawDocument::from_bytes(&bytes).map_err(corrupt)?;
+                    let doc = Document::try_from(raw).map_err(corrupt)?;
+                    if matcher.try_matches(&doc)? {
+                        visit(record_id, Some(raw), doc)?
+                    } else {
+                        Step::Continue
+                    }
+                };
+                if step != Step::StopBefore {
+                    position.after_record = Some(record_id);
+                }
+                if step != Step::Continue {
+                    break;
+                }
+            }
+            Ok(())
+        }
         AccessPath::CollectionScan => {
             // Records are tested on the fields the filter reads, decoded alone; only
             // the matches are decoded whole, or only as far as the visitor needs them:
@@ -474,6 +561,62 @@ pub fn execute(
             })
         }
     }
+}
+
+/// The records a scan of cells reaches, in id order, each once, with the values their
+/// entry stores (none for a document with several cells), kept in one buffer.
+#[derive(Debug, Default)]
+struct CellRecords {
+    /// Record id, and where its stored values start and end in `stored`.
+    entries: Vec<(u64, (u32, u32))>,
+    stored: Vec<u8>,
+}
+
+impl CellRecords {
+    fn stored(&self, (start, end): (u32, u32)) -> &[u8] {
+        &self.stored[start as usize..end as usize]
+    }
+}
+
+/// Reads the entries of the cells' scans (see [`CellRecords`]).
+fn cell_records(
+    collection: &Collection,
+    snapshot: &dyn Snapshot,
+    scans: &[IndexScanPlan],
+    stats: &mut ExecStats,
+) -> Result<CellRecords> {
+    let mut records = CellRecords::default();
+    for scan in scans {
+        for range in &scan.ranges {
+            collection.scan_index(
+                snapshot,
+                &scan.index,
+                range.common_prefix(),
+                Some(&range.start),
+                &mut |entry, stored| {
+                    let Some(key) = entry.len().checked_sub(8).map(|n| &entry[..n]) else {
+                        return Err(Error::internal("index entry without a record id"));
+                    };
+                    stats.keys_examined += 1;
+                    if range.is_past_end(key) {
+                        return Ok(ControlFlow::Break(()));
+                    }
+                    if scan.key_filter.check(key, false) == KeyCheck::InBounds {
+                        let mut id = [0u8; 8];
+                        id.copy_from_slice(&entry[key.len()..]);
+                        let start = records.stored.len() as u32;
+                        records.stored.extend_from_slice(stored);
+                        let end = records.stored.len() as u32;
+                        records.entries.push((u64::from_be_bytes(id), (start, end)));
+                    }
+                    Ok(ControlFlow::Continue(()))
+                },
+            )?;
+        }
+    }
+    records.entries.sort_unstable_by_key(|(id, _)| *id);
+    records.entries.dedup_by_key(|(id, _)| *id);
+    Ok(records)
 }
 
 /// Whether an index scan ran to its end or a visitor stopped it.

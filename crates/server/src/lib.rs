@@ -14,6 +14,7 @@ mod connection;
 mod cursors;
 mod exec;
 mod fail_points;
+mod geo;
 mod listener;
 mod local_oplog;
 mod log_buffer;

@@ -36,8 +36,12 @@ impl Match {
             .remove("$expr")
             .map(|e| Expression::parse(&e, ctx))
             .transpose()?;
+        let matcher = Matcher::new(&rest)?.with_collation(ctx.collation());
+        if matcher.near().is_some() {
+            return Err(super::geo_near::near_not_allowed());
+        }
         Ok(Match {
-            matcher: Matcher::new(&rest)?.with_collation(ctx.collation()),
+            matcher,
             rest,
             expr,
         })

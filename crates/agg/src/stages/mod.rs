@@ -11,6 +11,7 @@ mod densify;
 mod documents;
 mod facet;
 mod fill;
+pub(crate) mod geo_near;
 mod graph_lookup;
 pub(crate) mod group;
 mod index_stats;
@@ -78,6 +79,7 @@ pub(crate) enum Stage {
     IndexStats,
     /// `$_internalUnpackBucket`: a time-series collection's measurements.
     UnpackBucket(unpack_bucket::UnpackBucket),
+    GeoNear(Box<geo_near::GeoNear>),
 }
 
 impl Stage {
@@ -119,6 +121,7 @@ impl Stage {
                 index_stats::parse(args)?;
                 Stage::IndexStats
             }
+            "$geoNear" => Stage::GeoNear(Box::new(geo_near::GeoNear::parse(args, ctx)?)),
             "$densify" => Stage::Densify(Box::new(densify::Densify::parse(args)?)),
             "$fill" => return fill::parse(args, ctx),
             "$setWindowFields" => Stage::SetWindowFields(Box::new(
@@ -187,6 +190,7 @@ impl Stage {
             Stage::Densify(d) => d.apply(input, ctx),
             Stage::CollStats(c) => finished(c.run(ctx)),
             Stage::IndexStats => finished(ctx.collections.index_stats()),
+            Stage::GeoNear(g) => g.apply(input),
         }
     }
 
@@ -245,6 +249,20 @@ pub(crate) fn check_placement(
     let source = is_collectionless_source(name);
     // Stages that report on the server or the aggregated collection stand first.
     let first_only = source || matches!(name, "$collStats" | "$indexStats" | "$listSessions");
+    if name == "$geoNear" {
+        if place == Place::Facet {
+            return Err(Error::location(
+                40600,
+                "$geoNear is not allowed to be used within a $facet stage",
+            ));
+        }
+        if position != 0 {
+            return Err(Error::location(
+                40603,
+                "$geoNear was not the first stage in the pipeline.",
+            ));
+        }
+    }
     if let (Place::Aggregate { collectionless }, 0) = (place, position) {
         check_namespace(name, collectionless)?;
     }

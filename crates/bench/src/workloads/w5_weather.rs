@@ -1,8 +1,11 @@
 //! W5, weather observations in the shape of NOAA's Integrated Surface Data (as in MongoDB's
-//! `sample_weatherdata`): every station reports every 12 hours, indexed by `{ts: 1, st: 1}`.
-//! Five questions: one observation (point), one station over a year, the whole world at
-//! one moment, a scan for a rare present-weather condition, and the highest temperature
-//! among readings whose quality code is trusted (missing readings are 999.9, quality 9).
+//! `sample_weatherdata`): every station reports every 12 hours, indexed by `{ts: 1, st: 1}`
+//! and, on the stations' positions, `{position: "2dsphere"}`.
+//! Seven questions: one observation (point), one station over a year, the whole world at
+//! one moment, a scan for a rare present-weather condition, the highest temperature
+//! among readings whose quality code is trusted (missing readings are 999.9, quality 9),
+//! the observations of the stations nearest a place at one moment (`$geoNear`), and how
+//! many observations were made in a country-sized polygon.
 
 use super::{rng, tenths, weighted, Dataset, Files, JsonDate, MongoOp, Query, Variant};
 use super::{WorkloadId, DAY_MS, EPOCH_2020_MS};
@@ -39,6 +42,17 @@ const MISSING_QUALITY: &str = "9";
 const POINT_VARIANTS: usize = 20;
 const STATION_YEAR_VARIANTS: usize = 5;
 const MOMENT_VARIANTS: usize = 5;
+/// The place the nearest stations are asked for (Paris), and how many.
+const NEAR_PLACE: (f64, f64) = (2.35, 48.85);
+const NEAREST: usize = 10;
+/// A country-sized polygon (about Argentina's area), counterclockwise; its edges are
+/// great-circle arcs, as MongoDB reads them.
+const COUNTRY: [(f64, f64); 4] = [
+    (-70.0, -50.0),
+    (-55.0, -50.0),
+    (-55.0, -25.0),
+    (-70.0, -25.0),
+];
 /// The year the station-year query asks for.
 const YEAR_START_MS: i64 = EPOCH_2020_MS + 366 * DAY_MS;
 const YEAR_END_MS: i64 = YEAR_START_MS + 365 * DAY_MS;
@@ -229,6 +243,30 @@ pub(crate) fn generate(dir: &Path, size: u64, seed: u64) -> Result<Dataset> {
         })
         .collect();
     let trusted: Vec<String> = TRUSTED.iter().map(|q| format!("'{q}'")).collect();
+    // The stations observed at the first world moment, nearest first (equal distances
+    // in station order, the order they were written in).
+    let observed = |s: u64, t: u64| t * station_count + s < size;
+    let here = unit_vector(NEAR_PLACE);
+    let mut by_distance: Vec<(f64, u64)> = (0..station_count)
+        .filter(|&s| observed(s, world_moments[0]))
+        .map(|s| {
+            let station = &stations[s as usize];
+            (angle(here, unit_vector((station.lon, station.lat))), s)
+        })
+        .collect();
+    by_distance.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let nearest: Vec<Vec<Cell>> = by_distance
+        .iter()
+        .take(NEAREST)
+        .map(|&(_, s)| vec![Cell::Str(station_id(s))])
+        .collect();
+    let in_country: u64 = (0..station_count)
+        .filter(|&s| {
+            let station = &stations[s as usize];
+            in_convex_polygon(&COUNTRY, (station.lon, station.lat))
+        })
+        .map(|s| (0..moments).filter(|&t| observed(s, t)).count() as u64)
+        .sum();
     Ok(Dataset {
         id: WorkloadId::W5,
         title: "weather",
@@ -237,7 +275,7 @@ pub(crate) fn generate(dir: &Path, size: u64, seed: u64) -> Result<Dataset> {
         peer_file,
         bytes,
         checksum,
-        indexes: vec![doc! {"ts": 1, "st": 1}],
+        indexes: vec![doc! {"ts": 1, "st": 1}, doc! {"position": "2dsphere"}],
         peer_setup: vec!["CREATE INDEX $table_ts_st ON $table ($(ts), $(st))".to_string()],
         queries: vec![
             Query {
@@ -270,6 +308,35 @@ pub(crate) fn generate(dir: &Path, size: u64, seed: u64) -> Result<Dataset> {
                 }],
             },
             Query {
+                name: "nearest at moment",
+                scanned_docs: None,
+                variants: vec![Variant {
+                    mongo: MongoOp::Aggregate(vec![
+                        doc! {"$geoNear": {
+                            "near": {"type": "Point", "coordinates": [NEAR_PLACE.0, NEAR_PLACE.1]},
+                            "key": "position",
+                            "query": {"ts": date(moment(world_moments[0]))},
+                        }},
+                        doc! {"$limit": NEAREST as i64},
+                        doc! {"$project": {"_id": 0, "st": 1}},
+                    ]),
+                    sql: None,
+                    expected: Answer::Rows(nearest),
+                }],
+            },
+            Query {
+                name: "count in country",
+                scanned_docs: None,
+                variants: vec![Variant {
+                    mongo: MongoOp::Count(doc! {"position": {"$geoWithin": {"$geometry": {
+                        "type": "Polygon",
+                        "coordinates": [COUNTRY.iter().chain(&COUNTRY[..1]).map(|(x, y)| vec![*x, *y]).collect::<Vec<_>>()],
+                    }}}}),
+                    sql: None,
+                    expected: Answer::Rows(vec![vec![Cell::Int(in_country as i64)]]),
+                }],
+            },
+            Query {
                 name: "max trusted temp",
                 scanned_docs: Some(size),
                 variants: vec![Variant {
@@ -285,6 +352,41 @@ pub(crate) fn generate(dir: &Path, size: u64, seed: u64) -> Result<Dataset> {
                 }],
             },
         ],
+    })
+}
+
+/// A longitude/latitude in degrees as a point on the unit sphere.
+fn unit_vector((lon, lat): (f64, f64)) -> [f64; 3] {
+    let (lon, lat) = (lon.to_radians(), lat.to_radians());
+    [lat.cos() * lon.cos(), lat.cos() * lon.sin(), lat.sin()]
+}
+
+fn cross(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
+    [
+        a[1] * b[2] - a[2] * b[1],
+        a[2] * b[0] - a[0] * b[2],
+        a[0] * b[1] - a[1] * b[0],
+    ]
+}
+
+fn dot(a: [f64; 3], b: [f64; 3]) -> f64 {
+    a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+}
+
+/// The great-circle angle between two points.
+fn angle(a: [f64; 3], b: [f64; 3]) -> f64 {
+    let c = cross(a, b);
+    dot(c, c).sqrt().atan2(dot(a, b))
+}
+
+/// Whether a point is inside a convex spherical polygon given counterclockwise: on the
+/// left of every great-circle edge.
+fn in_convex_polygon(vertices: &[(f64, f64)], point: (f64, f64)) -> bool {
+    let p = unit_vector(point);
+    (0..vertices.len()).all(|i| {
+        let a = unit_vector(vertices[i]);
+        let b = unit_vector(vertices[(i + 1) % vertices.len()]);
+        dot(cross(a, b), p) > 0.0
     })
 }
 

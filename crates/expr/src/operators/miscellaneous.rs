@@ -1,6 +1,7 @@
 //! Miscellaneous expression operators (as MongoDB's manual groups them): `$rand`, and
-//! `$meta`'s `textScore`: the score a `$text` search gave the document, which the scan
-//! that matched it left in the field [`TEXT_SCORE_FIELD`].
+//! `$meta`: what a search left with the document, in hidden fields ([`METADATA_FIELDS`]):
+//! `textScore`, the score a `$text` search gave it, and `geoNearDistance` and
+//! `geoNearPoint`, its distance and location as `$geoNear` measured them.
 //!
 //! `$getField`, `$setField` and `$literal`, which the manual also lists here, live with the
 //! object operators and in the parser.
@@ -13,13 +14,22 @@ use std::borrow::Cow;
 /// The field a document carries its `$text` score in while a command works on it;
 /// the server removes it before replying.
 pub const TEXT_SCORE_FIELD: &str = "$__textScore";
+/// The fields `$geoNear` leaves a document's distance and location in.
+pub const GEO_NEAR_DISTANCE_FIELD: &str = "$__geoNearDistance";
+pub const GEO_NEAR_POINT_FIELD: &str = "$__geoNearPoint";
+/// Every hidden field of metadata, which the server removes before replying.
+pub const METADATA_FIELDS: [&str; 3] = [
+    TEXT_SCORE_FIELD,
+    GEO_NEAR_DISTANCE_FIELD,
+    GEO_NEAR_POINT_FIELD,
+];
 
 #[derive(Debug)]
 pub(crate) enum Miscellaneous {
     /// `$rand`: a uniformly distributed double in [0, 1), new on every evaluation.
     Rand,
-    /// `{$meta: "textScore"}`.
-    TextScore,
+    /// `{$meta: kind}`: the name of the kind and its hidden field.
+    Meta(&'static str, &'static str),
 }
 
 impl Miscellaneous {
@@ -33,7 +43,17 @@ impl Miscellaneous {
                 )),
             },
             "$meta" => match args {
-                Bson::String(kind) if kind == "textScore" => Ok(Some(Miscellaneous::TextScore)),
+                Bson::String(kind) if kind == "textScore" => {
+                    Ok(Some(Miscellaneous::Meta("text score", TEXT_SCORE_FIELD)))
+                }
+                Bson::String(kind) if kind == "geoNearDistance" => Ok(Some(Miscellaneous::Meta(
+                    "geoNearDistance",
+                    GEO_NEAR_DISTANCE_FIELD,
+                ))),
+                Bson::String(kind) if kind == "geoNearPoint" => Ok(Some(Miscellaneous::Meta(
+                    "geoNearPoint",
+                    GEO_NEAR_POINT_FIELD,
+                ))),
                 Bson::String(kind) => Err(Error::location(
                     17308,
                     format!("Unsupported argument to $meta: {kind}"),
@@ -50,11 +70,11 @@ impl Miscellaneous {
     pub(crate) fn eval<'a>(&'a self, env: &Env<'a>) -> Result<Value<'a>> {
         match self {
             Miscellaneous::Rand => Ok(Some(Cow::Owned(Bson::Double(rand::random::<f64>())))),
-            Miscellaneous::TextScore => match env.root.get(TEXT_SCORE_FIELD) {
-                Some(score) => Ok(Some(Cow::Borrowed(score))),
+            Miscellaneous::Meta(kind, field) => match env.root.get(*field) {
+                Some(value) => Ok(Some(Cow::Borrowed(value))),
                 None => Err(Error::location(
                     40218,
-                    "query requires text score metadata, but it is not available",
+                    format!("query requires {kind} metadata, but it is not available"),
                 )),
             },
         }

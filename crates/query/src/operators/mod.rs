@@ -12,12 +12,15 @@ mod bits;
 mod comparison;
 mod elem_match;
 mod element;
+mod geo;
 mod json_schema;
 mod logical;
 mod modulo;
 mod regex;
 
 pub(crate) use element::is_truthy;
+pub(crate) use geo::GeoTest;
+pub use geo::NearQuery;
 pub(crate) use json_schema::JsonSchema;
 pub(crate) use logical::parse_logical;
 pub(crate) use regex::RegexPredicate;
@@ -49,6 +52,7 @@ pub(crate) enum Predicate {
     Size(usize),
     ElemMatch(elem_match::ElemMatch),
     Bits(bits::BitTest),
+    Geo(geo::GeoTest),
 }
 
 /// Outcome of testing one value; array predicates also tell which element matched.
@@ -132,6 +136,7 @@ impl Predicate {
                 None => Check::Fail,
             },
             Predicate::Bits(b) => Check::from_bool(b.matches(v)),
+            Predicate::Geo(g) => Check::from_bool(g.matches(v)),
         }
     }
 
@@ -236,10 +241,13 @@ pub(crate) fn parse_path_condition(path: &str, value: &Bson) -> Result<ValueMatc
 
 /// Parses an operator document (`{$gt: 1, $lt: 5}`) on `path`.
 pub(crate) fn parse_operators(path: &str, ops: &Document) -> Result<ValueMatch> {
-    if let Some(first) = ops.keys().next() {
-        if matches!(first.as_str(), "$near" | "$nearSphere" | "$geoNear") {
-            return Err(not_supported(first));
-        }
+    if ops.contains_key("$near") || ops.contains_key("$nearSphere") {
+        return geo::parse_near(ops);
+    }
+    if ops.contains_key("$geoIntersects") && ops.len() > 1 {
+        return Err(Error::bad_value(
+            "$geoIntersects cannot be combined with other operators on its field",
+        ));
     }
     let mut conditions = Vec::with_capacity(ops.len());
     for (name, operand) in ops {
@@ -266,8 +274,13 @@ pub(crate) fn parse_operators(path: &str, ops: &Document) -> Result<ValueMatch> 
                 bits::parse_bit_test(path, name, operand)?
             }
             "$where" => return Err(Error::bad_value("$where cannot be applied to a field")),
-            "$geoWithin" | "$geoIntersects" | "$within" | "$near" | "$nearSphere"
-            | "$maxDistance" | "$minDistance" => return Err(not_supported(name)),
+            "$geoWithin" | "$within" => geo::parse_within(operand)?,
+            "$geoIntersects" => geo::parse_intersects(operand)?,
+            "$maxDistance" | "$minDistance" => {
+                return Err(Error::bad_value(format!(
+                    "{name} needs a $near or $nearSphere"
+                )))
+            }
             _ => return Err(Error::bad_value(format!("unknown operator: {name}"))),
         };
         conditions.push(condition);
@@ -307,9 +320,4 @@ pub(crate) fn is_path_operator(name: &str) -> bool {
             | "$near"
             | "$nearSphere"
     )
-}
-
-/// The error for operators MongoDB has that Basalt does not evaluate yet.
-pub(crate) fn not_supported(name: &str) -> Error {
-    Error::bad_value(format!("{name} is not supported yet"))
 }

@@ -161,10 +161,22 @@ pub(super) fn results(
 
     let collections = ServerCollections::new(ctx, body, &namespace, deadline.clone(), durability);
     let collection = name.and_then(|name| ctx.server.catalog.get(ctx.db, name));
-    // The leading $match becomes the scan's filter (and picks its access path).
-    let filter = match name {
-        Some(_) => pipeline.take_leading_match()?.unwrap_or_default(),
-        None => Document::new(),
+    // The leading $match becomes the scan's filter (and picks its access path); a
+    // leading $geoNear's query too, once its geo field is known.
+    let filter = match (name, pipeline.leading_geo_near()) {
+        (Some(name), Some(geo_near)) => {
+            let Some(collection) = &collection else {
+                return Err(Error::new(
+                    ErrorCode::NAMESPACE_NOT_FOUND,
+                    format!("Collection {}.{name} does not exist", ctx.db),
+                ));
+            };
+            let key = crate::geo::geo_near_key(collection, geo_near.key(), geo_near.point())?;
+            geo_near.set_key(key);
+            geo_near.scan_filter()
+        }
+        (Some(_), None) => pipeline.take_leading_match()?.unwrap_or_default(),
+        (None, _) => Document::new(),
     };
     let input_fields = pipeline.input_fields().map(<[String]>::to_vec);
     let oplog = name
@@ -251,8 +263,10 @@ const FIRST_ELEMENT_SHOWN_CHARS: usize = 100;
 /// a `$lookup` joining too many): results may use the 16 KB MongoDB allows beyond 16 MB
 /// for its own documents, and the error reads as MongoDB's.
 fn fits_in_bson(mut doc: Document) -> Result<Document> {
-    // A text search's score goes no further than the pipeline (`{$meta: "textScore"}`).
-    doc.remove(basalt_query::text::TEXT_SCORE_FIELD);
+    // What a search left for `{$meta}` goes no further than the pipeline.
+    for field in basalt_expr::METADATA_FIELDS {
+        doc.remove(field);
+    }
     let size = basalt_value::document_size_bytes(&doc);
     if size > MAX_BSON_OBJECT_INTERNAL_SIZE_BYTES {
         // Only the start of the first element: it may be most of the 16 MB.

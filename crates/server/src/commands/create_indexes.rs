@@ -42,6 +42,11 @@ const SUPPORTED_OPTIONS: &[&str] = &[
     "prepareUnique",
     // The paths a wildcard index covers (`basalt_catalog::IndexSpec::wildcard`).
     "wildcardProjection",
+    // A geo index's (see `geo_options`).
+    "2dsphereIndexVersion",
+    "bits",
+    "min",
+    "max",
     // Ignored since MongoDB 3.0, and still accepted by it.
     "dropDups",
 ];
@@ -54,7 +59,7 @@ const ECHOED_OPTIONS: &[&str] = &[
     "wildcardProjection",
 ];
 /// Real MongoDB index options whose behaviour Basalt does not have yet.
-const UNSUPPORTED_OPTIONS: &[&str] = &["2dsphereIndexVersion", "bits", "min", "max", "clustered"];
+const UNSUPPORTED_OPTIONS: &[&str] = &["clustered"];
 
 pub fn create_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let fields = Fields::new(body);
@@ -176,7 +181,7 @@ pub(crate) fn parse_spec(
     }
     for (field, direction) in &key {
         match direction {
-            Bson::String(kind) if kind == "hashed" || kind == "text" => {}
+            Bson::String(kind) if matches!(kind.as_str(), "hashed" | "text" | "2dsphere" | "2d") => {}
             Bson::String(kind) => {
                 return Err(invalid(format!("index type '{kind}' on field '{field}' is not supported by Basalt yet")));
             }
@@ -320,6 +325,7 @@ pub(crate) fn parse_spec(
         }
     }
     echoed.extend(text.unwrap_or_default());
+    echoed.extend(geo_options(&key, spec, &invalid)?);
     match echoed.get("v").map(basalt_value::as_f64) {
         None | Some(Some(2.0)) => {
             echoed.remove("v");
@@ -360,6 +366,71 @@ pub(crate) fn parse_spec(
         hidden,
         echoed,
     })
+}
+
+/// A geo index's options, checked as mongod checks them, as `listIndexes` shows them: a
+/// 2dsphere index's `2dsphereIndexVersion` (1 to 3; 3 when not given), a 2d index's
+/// `bits` (1 to 32) and `min`/`max` (the square its coordinates must lie in).
+fn geo_options(
+    key: &Document,
+    spec: &Document,
+    invalid: &dyn Fn(String) -> Error,
+) -> Result<Document> {
+    let kinds: Vec<&str> = key.values().filter_map(Bson::as_str).collect();
+    let sphere = kinds.contains(&"2dsphere");
+    let flat = kinds.iter().filter(|k| **k == "2d").count();
+    let mut options = Document::new();
+    let number = |name: &str| -> Result<Option<f64>> {
+        match spec.get(name) {
+            None => Ok(None),
+            Some(v) if basalt_value::is_number(v) => Ok(basalt_value::as_f64(v)),
+            Some(v) => Err(Error::type_mismatch(format!(
+                "The field '{name}' must be a number, not {}",
+                crate::request::type_name(v)
+            ))),
+        }
+    };
+    if let Some(version) = number("2dsphereIndexVersion")? {
+        if !matches!(version, 1.0 | 2.0 | 3.0) {
+            return Err(invalid(format!(
+                "unsupported geo index version {{ 2dsphereIndexVersion : {version} }}, only versions: [1,2,3] are supported"
+            )));
+        }
+        if sphere {
+            options.insert("2dsphereIndexVersion", version as i32);
+        }
+    } else if sphere {
+        options.insert("2dsphereIndexVersion", basalt_catalog::SPHERE_INDEX_VERSION);
+    }
+    if let Some(bits) = number("bits")? {
+        if matches!(spec.get("bits"), Some(Bson::Decimal128(_))) || !(1.0..=32.0).contains(&bits) {
+            return Err(Error::new(
+                ErrorCode::INVALID_OPTIONS,
+                format!("bits in geo index must be between 1 and 32, not {bits}"),
+            ));
+        }
+        if flat > 0 {
+            options.insert("bits", bits as i32);
+        }
+    }
+    let (min, max) = (number("min")?, number("max")?);
+    if flat > 0 {
+        if flat > 1 || key.values().next().and_then(Bson::as_str) != Some("2d") {
+            return Err(invalid(
+                "2d has to be first in index and may appear once".into(),
+            ));
+        }
+        if min.unwrap_or(-180.0) >= max.unwrap_or(180.0) {
+            return Err(invalid("max must be greater than min".into()));
+        }
+        if let Some(min) = min {
+            options.insert("min", min);
+        }
+        if let Some(max) = max {
+            options.insert("max", max);
+        }
+    }
+    Ok(options)
 }
 
 /// A wildcard index (`{"$**": 1}`, `{"path.$**": 1}`), checked as mongod checks it: one

@@ -174,10 +174,21 @@ pub fn find(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
             .is_none_or(|c| c.meta().capped().is_some());
     check_fields(body, &namespace, capped)?;
     let filter = fields.document_opt("filter")?.cloned().unwrap_or_default();
-    // A text search runs as an aggregation, whose stages read its score.
-    if filter.contains_key("$text") && collection.is_some() {
-        let mut aggregation =
-            doc! { "aggregate": name, "pipeline": super::views::find_stages(body)? };
+    // A search by distance runs as the aggregation `$geoNear` starts; a text search
+    // as one whose stages read its score.
+    let geo_near = match &collection {
+        Some(collection) => crate::geo::find_pipeline(collection, body, &filter)?,
+        None => None,
+    };
+    let pipeline = match geo_near {
+        Some(stages) => Some(stages),
+        None if filter.contains_key("$text") && collection.is_some() => {
+            Some(super::views::find_stages(body)?)
+        }
+        None => None,
+    };
+    if let Some(pipeline) = pipeline {
+        let mut aggregation = doc! { "aggregate": name, "pipeline": pipeline };
         super::views::find_cursor(body, &mut aggregation)?;
         let cursor = super::aggregate::ViewCursor {
             namespace,

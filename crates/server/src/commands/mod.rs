@@ -52,6 +52,7 @@ pub(crate) use create_indexes::{
     generated_name as generated_index_name, parse_spec as parse_index_spec,
 };
 use std::sync::Arc;
+pub(crate) use views::find_stages;
 
 /// What a command handler sees.
 pub struct Ctx<'a> {

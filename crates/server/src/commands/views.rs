@@ -300,7 +300,7 @@ impl ViewRead<'_> {
 /// rewrites a find on a view: find options without a stage are refused. A projection's
 /// `{$meta: "textScore"}` fields are added to the documents the rest of it shapes, as a
 /// find projection adds them.
-pub(super) fn find_stages(body: &Document) -> Result<Vec<Bson>> {
+pub(crate) fn find_stages(body: &Document) -> Result<Vec<Bson>> {
     let fields = Fields::new(body);
     for option in NOT_IN_AGGREGATION {
         if body.get(*option).is_some_and(is_requested) {

@@ -387,10 +387,12 @@ fn unique_index_on<'m>(meta: &'m CollectionMeta, on: &[String]) -> Option<&'m In
     })
 }
 
-/// A document as `$out` and `$merge` store it: without the text score a search left
-/// on it for the pipeline.
+/// A document as `$out` and `$merge` store it: without the metadata a search left on
+/// it for the pipeline.
 fn written(mut doc: Document) -> Document {
-    doc.remove(basalt_query::text::TEXT_SCORE_FIELD);
+    for field in basalt_expr::METADATA_FIELDS {
+        doc.remove(field);
+    }
     doc
 }
 
