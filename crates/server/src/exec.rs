@@ -211,10 +211,20 @@ pub fn plan_choice(
     hint: Option<&Bson>,
     sort: Option<&Document>,
 ) -> Result<(PlanChoice, bool)> {
+    let hint = hint.filter(|h| !is_empty_hint(h));
+    // A geo query reads its cells (shown as the union of their scans).
+    if hint.is_none() {
+        if let Some(cells) = crate::geo::cell_scans(collection, filter)? {
+            let choice = PlanChoice {
+                winner: Plan::Or(cells.scans),
+                rejected: Vec::new(),
+            };
+            return Ok((choice, false));
+        }
+    }
     let planned = text_planning_filter(collection, filter)?;
     let filter = planned.as_ref().unwrap_or(filter);
     let meta = collection.planning_meta();
-    let hint = hint.filter(|h| !is_empty_hint(h));
     basalt_plan::plan_sorted(&meta.indexes, filter, collation, hint, sort)
 }
 
