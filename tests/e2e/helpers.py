@@ -72,6 +72,8 @@ CODES = {
     "Location16895": 16895,
     "Location40603": 40603,
     "Location5626500": 5626500,
+    "AlreadyInitialized": 23,
+    "OperationFailed": 96,
 }
 
 

@@ -157,7 +157,11 @@ pub(crate) fn find_pipeline(
     body: &Document,
     filter: &Document,
 ) -> Result<Option<Vec<Bson>>> {
-    let matcher = Matcher::new(filter)?;
+    if without_near(filter) == *filter {
+        return Ok(None);
+    }
+    let scope = crate::exec::let_scope(&crate::request::Fields::new(body))?;
+    let matcher = Matcher::with_scope(filter, &scope)?;
     let Some((path, near)) = matcher.near() else {
         return Ok(None);
     };

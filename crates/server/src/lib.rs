@@ -14,6 +14,7 @@ mod connection;
 mod cursors;
 mod exec;
 mod fail_points;
+mod fsync_lock;
 mod geo;
 mod listener;
 mod local_oplog;
@@ -144,6 +145,10 @@ pub struct Server {
     security: security::Security,
     /// TLS for client connections, unless `--tlsMode disabled`.
     tls: Option<tls::Tls>,
+    /// `fsync` with `lock`: writes held back while it is held.
+    fsync_lock: fsync_lock::FsyncLock,
+    /// The `autoCompact` setting.
+    auto_compact: commands::AutoCompactSetting,
 }
 
 impl Server {
@@ -177,6 +182,8 @@ impl Server {
             sessions: Default::default(),
             cluster_time_keys: Default::default(),
             snapshot_history: Default::default(),
+            fsync_lock: Default::default(),
+            auto_compact: Default::default(),
         })
     }
 

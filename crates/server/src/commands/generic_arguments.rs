@@ -7,6 +7,9 @@ use super::Ctx;
 use basalt_error::{Error, ErrorCode, Result};
 use bson::Document;
 
+/// The read concern levels there are.
+const READ_LEVELS: &[&str] = &["local", "majority", "linearizable", "available", "snapshot"];
+
 /// Where a concern came from (`provenance`), as mongod names it; a write concern may
 /// also be the server's own default for internal writes.
 const READ_PROVENANCES: &[&str] = &[
@@ -51,6 +54,37 @@ pub(super) fn check(ctx: &Ctx<'_>, name: &str, body: &Document) -> Result<()> {
         }
     }
     max_time_ms(body).map(drop)
+}
+
+/// For a command that takes no write concern and reads only at `local` (mongod's
+/// maintenance commands): a `writeConcern` document or another read concern level (or
+/// a point in time to read at) is InvalidOptions, checked before the concerns' fields.
+pub(super) fn check_local_concerns_only(name: &str, body: &Document) -> Result<()> {
+    use bson::Bson;
+    if let Some(Bson::Document(_)) = body.get("writeConcern") {
+        return Err(Error::new(
+            ErrorCode::INVALID_OPTIONS,
+            format!("Command {name} does not support writeConcern"),
+        ));
+    }
+    let Some(Bson::Document(concern)) = body.get("readConcern") else {
+        return Ok(());
+    };
+    if let Some(Bson::String(level)) = concern.get("level") {
+        if level != "local" && READ_LEVELS.contains(&level.as_str()) {
+            return Err(Error::new(
+                ErrorCode::INVALID_OPTIONS,
+                format!("Command {name} does not support read concern level {level}"),
+            ));
+        }
+    }
+    if let Some(Bson::Timestamp(_)) = concern.get("atClusterTime") {
+        return Err(Error::new(
+            ErrorCode::INVALID_OPTIONS,
+            format!("Command {name} does not support reading at a point in time"),
+        ));
+    }
+    Ok(())
 }
 
 /// A `writeConcern` document as mongod parses it: `w` a number of members (0–50, a
@@ -130,7 +164,6 @@ fn check_write_concern(concern: &Document, standalone: bool) -> Result<()> {
 /// cluster time: IllegalOperation), `provenance` one of mongod's, nothing else.
 fn check_read_concern(concern: &Document, standalone: bool) -> Result<()> {
     use bson::Bson;
-    const LEVELS: &[&str] = &["local", "majority", "linearizable", "available", "snapshot"];
     let wrong_type = |field: &str, value: &Bson, expected: &str| {
         Error::type_mismatch(format!(
             "BSON field 'readConcern.{field}' is the wrong type '{}', expected type '{expected}'",
@@ -139,7 +172,7 @@ fn check_read_concern(concern: &Document, standalone: bool) -> Result<()> {
     };
     let level = match concern.get("level") {
         None | Some(Bson::Null) => None,
-        Some(Bson::String(level)) if LEVELS.contains(&level.as_str()) => Some(level.as_str()),
+        Some(Bson::String(level)) if READ_LEVELS.contains(&level.as_str()) => Some(level.as_str()),
         Some(Bson::String(level)) => {
             return Err(Error::bad_value(format!(
                 "{level} is not a valid read concern level"
@@ -158,7 +191,16 @@ fn check_read_concern(concern: &Document, standalone: bool) -> Result<()> {
     }
     for (field, value) in concern {
         match (field.as_str(), value) {
+            ("afterClusterTime" | "atClusterTime", Bson::Null) => {
+                return Err(wrong_type(field, value, "timestamp"))
+            }
             ("level", _) | (_, Bson::Null) => {}
+            ("afterClusterTime", Bson::Timestamp(t)) if t.time == 0 && t.increment == 0 => {
+                return Err(Error::new(
+                    ErrorCode::INVALID_OPTIONS,
+                    "afterClusterTime cannot be a null timestamp",
+                ))
+            }
             ("afterClusterTime", Bson::Timestamp(_)) if standalone => {
                 return Err(Error::new(
                     ErrorCode::ILLEGAL_OPERATION,
@@ -206,7 +248,10 @@ pub(super) fn max_time_ms(body: &Document) -> Result<Option<i64>> {
             crate::request::type_name(value)
         )));
     };
-    if number.fract() != 0.0 {
+    // Not a whole number, or one no 64-bit integer holds (mongod converts first).
+    let whole_type = matches!(value, bson::Bson::Int32(_) | bson::Bson::Int64(_));
+    let representable = (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&number);
+    if !whole_type && (number.fract() != 0.0 || !representable) {
         return Err(Error::failed_to_parse("maxTimeMS has non-integral value"));
     }
     if !(0.0..=f64::from(i32::MAX)).contains(&number) {

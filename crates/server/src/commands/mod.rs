@@ -10,9 +10,11 @@ mod bulk_write;
 mod capped;
 mod coll_mod;
 mod collection_admin;
+mod compact;
 mod count;
 mod create;
 mod create_indexes;
+mod data_size;
 mod default_collation;
 mod delete;
 mod distinct;
@@ -20,6 +22,7 @@ mod drop_indexes;
 mod explain;
 mod find;
 mod find_and_modify;
+mod fsync;
 mod generic_arguments;
 mod get_more;
 mod hello;
@@ -48,6 +51,7 @@ use crate::Server;
 use basalt_catalog::OperationClass;
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{cstr, doc, Document, RawDocumentBuf};
+pub(crate) use compact::AutoCompactSetting;
 pub(crate) use create_indexes::{
     generated_name as generated_index_name, parse_spec as parse_index_spec,
 };
@@ -111,6 +115,9 @@ struct Command {
     help: &'static str,
     admin_only: bool,
     counter: Counter,
+    /// Takes no write concern and reads only at `local` (mongod's maintenance
+    /// commands): any other is InvalidOptions.
+    local_concerns_only: bool,
 }
 
 const fn command(
@@ -125,6 +132,7 @@ const fn command(
         help,
         admin_only: false,
         counter: Counter::Command,
+        local_concerns_only: false,
     }
 }
 
@@ -141,6 +149,7 @@ const fn cursor_command(
         help,
         admin_only: false,
         counter: Counter::Command,
+        local_concerns_only: false,
     }
 }
 
@@ -151,6 +160,11 @@ const fn with_aliases(mut c: Command, aliases: &'static [&'static str]) -> Comma
 
 const fn admin_only(mut c: Command) -> Command {
     c.admin_only = true;
+    c
+}
+
+const fn local_concerns_only(mut c: Command) -> Command {
+    c.local_concerns_only = true;
     c
 }
 
@@ -172,6 +186,31 @@ static COMMANDS: &[Command] = &[
         "ping",
         admin::ping,
         "a no-op to test whether the server answers",
+    ),
+    admin_only(local_concerns_only(command(
+        "fsync",
+        fsync::fsync,
+        "makes writes durable now; with lock, holds writes back until fsyncUnlock",
+    ))),
+    admin_only(local_concerns_only(command(
+        "fsyncUnlock",
+        fsync::fsync_unlock,
+        "releases one fsync lock",
+    ))),
+    local_concerns_only(command(
+        "compact",
+        compact::compact,
+        "checks a collection can be compacted (the storage engine compacts continuously)",
+    )),
+    admin_only(local_concerns_only(command(
+        "autoCompact",
+        compact::auto_compact,
+        "keeps the background compaction setting",
+    ))),
+    command(
+        "dataSize",
+        data_size::data_size,
+        "the bytes and count of a collection's documents, or of a key range's",
     ),
     with_aliases(
         command("buildInfo", admin::build_info, "version and build details"),
@@ -678,8 +717,12 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
         ));
     };
     api_version::check(name, body)?;
+    let command = lookup(name);
+    if let Some(command) = command.filter(|c| c.local_concerns_only) {
+        generic_arguments::check_local_concerns_only(command.name, body)?;
+    }
     generic_arguments::check(ctx, name, body)?;
-    let Some(command) = lookup(name) else {
+    let Some(command) = command else {
         return Err(Error::new(
             ErrorCode::COMMAND_NOT_FOUND,
             format!("no such command: '{name}'"),
@@ -698,6 +741,7 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
         hello::record_client(ctx.connection, body);
     }
     crate::security::check(ctx, command.name, body)?;
+
     if let (Some(set), true) = (ctx.server.replication(), ctx.server.security.enabled) {
         if !ctx.connection.is_internal() {
             let own = set.applied().timestamp();
@@ -906,6 +950,11 @@ fn run_handler(ctx: &Ctx<'_>, command: &Command, body: &Document) -> Result<Repl
     let ctx = &Ctx {
         max_time_ms,
         ..*ctx
+    };
+    // While an fsync lock is held, writes wait (within their maxTimeMS).
+    let _admitted = match replication::role_of(command.name, body) {
+        replication::Role::Write => Some(ctx.server.fsync_lock.admit_write(&ctx.deadline())?),
+        _ => None,
     };
     let stored = crate::system_js::stored_functions(&ctx.server.catalog, ctx.db);
     let started = std::time::Instant::now();
