@@ -74,6 +74,7 @@ CODES = {
     "Location5626500": 5626500,
     "AlreadyInitialized": 23,
     "OperationFailed": 96,
+    "Location40602": 40602,
 }
 
 

@@ -96,6 +96,11 @@ pub trait Collections: Sync {
     /// `$indexStats`: one document per index of the collection the pipeline aggregates,
     /// `{name, key, host, accesses: {ops, since}, spec}`; none when it does not exist.
     fn index_stats(&self) -> Result<Vec<Document>>;
+
+    /// `$planCacheStats`: one document per query shape the planner cached a choice for
+    /// on the collection the pipeline aggregates (NamespaceNotFound-like 50933 when it
+    /// does not exist).
+    fn plan_cache_stats(&self) -> Result<Vec<Document>>;
 }
 
 /// What `$merge` decides to write for one of its documents.
@@ -180,6 +185,10 @@ impl Collections for NoCollections {
 
     fn index_stats(&self) -> Result<Vec<Document>> {
         Err(Self::unavailable("index statistics"))
+    }
+
+    fn plan_cache_stats(&self) -> Result<Vec<Document>> {
+        Err(Self::unavailable("plan cache statistics"))
     }
 }
 

@@ -177,6 +177,10 @@ impl Collections for MemoryCollections {
         Ok(out)
     }
 
+    fn plan_cache_stats(&self) -> Result<Vec<Document>> {
+        Ok(Vec::new())
+    }
+
     fn index_stats(&self) -> Result<Vec<Document>> {
         let (ns, exists) = self.aggregated();
         if !exists {

@@ -7,6 +7,7 @@
 //! The catalog only stores choices; what a shape is and how a choice is reused is the
 //! planner's business (`basalt_plan::plan_cache`).
 
+use bson::{Bson, Document};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 
@@ -28,20 +29,42 @@ pub enum CachedPlan {
 struct Entries {
     /// Bumped by every clear: a choice planned before a clear is not stored after it.
     generation: u64,
-    plans: HashMap<Vec<u8>, CachedPlan>,
+    plans: HashMap<Vec<u8>, (CachedPlan, CachedFrom)>,
     hits: u64,
+}
+
+/// The query a cached choice was first planned for, and when (for `$planCacheStats`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CachedFrom {
+    pub query: Document,
+    pub sort: Document,
+    pub created: bson::DateTime,
 }
 
 #[derive(Default)]
 pub struct PlanCache {
     entries: Mutex<Entries>,
+    /// The index filters set on the collection (`planCacheSetFilter`), by shape.
+    filters: Mutex<Vec<(Vec<u8>, IndexFilter)>>,
+}
+
+/// An index filter (`planCacheSetFilter`): the indexes queries of one shape may use,
+/// and the shape as it was given (for `planCacheListFilters`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexFilter {
+    pub query: Document,
+    pub sort: Document,
+    pub projection: Document,
+    pub collation: Option<Document>,
+    /// Key patterns or index names.
+    pub indexes: Vec<Bson>,
 }
 
 impl PlanCache {
     /// The choice cached for `shape`, counting a hit.
     pub fn get(&self, shape: &[u8]) -> Option<CachedPlan> {
         let mut entries = self.entries.lock();
-        let found = entries.plans.get(shape).cloned();
+        let found = entries.plans.get(shape).map(|(plan, _)| plan.clone());
         entries.hits += u64::from(found.is_some());
         found
     }
@@ -53,7 +76,7 @@ impl PlanCache {
     }
 
     /// Stores a choice planned at `generation`, unless the cache was cleared since.
-    pub fn insert(&self, generation: u64, shape: Vec<u8>, plan: CachedPlan) {
+    pub fn insert(&self, generation: u64, shape: Vec<u8>, plan: CachedPlan, from: CachedFrom) {
         let mut entries = self.entries.lock();
         if entries.generation != generation {
             return;
@@ -61,13 +84,63 @@ impl PlanCache {
         if entries.plans.len() >= ENTRIES_MAX {
             entries.plans.clear();
         }
-        entries.plans.insert(shape, plan);
+        entries.plans.insert(shape, (plan, from));
+    }
+
+    /// Every cached choice: its shape, the choice and the query it came from.
+    pub fn entries(&self) -> Vec<(Vec<u8>, CachedPlan, CachedFrom)> {
+        let entries = self.entries.lock();
+        entries
+            .plans
+            .iter()
+            .map(|(shape, (plan, from))| (shape.clone(), plan.clone(), from.clone()))
+            .collect()
     }
 
     pub fn clear(&self) {
         let mut entries = self.entries.lock();
         entries.generation += 1;
         entries.plans.clear();
+    }
+
+    /// Sets the index filter of `shape`, replacing the one it had; cached choices are
+    /// forgotten, since some may use other indexes.
+    pub fn set_filter(&self, shape: Vec<u8>, filter: IndexFilter) {
+        let mut filters = self.filters.lock();
+        match filters.iter_mut().find(|(s, _)| *s == shape) {
+            Some((_, existing)) => *existing = filter,
+            None => filters.push((shape, filter)),
+        }
+        drop(filters);
+        self.clear();
+    }
+
+    /// The index filter of `shape`, if one is set.
+    pub fn filter(&self, shape: &[u8]) -> Option<IndexFilter> {
+        let filters = self.filters.lock();
+        filters
+            .iter()
+            .find(|(s, _)| s == shape)
+            .map(|(_, filter)| filter.clone())
+    }
+
+    /// Every index filter, in the order they were set.
+    pub fn filters(&self) -> Vec<IndexFilter> {
+        self.filters.lock().iter().map(|(_, f)| f.clone()).collect()
+    }
+
+    /// Removes the index filter of `shape`, or all of them.
+    pub fn clear_filters(&self, shape: Option<&[u8]>) {
+        match shape {
+            Some(shape) => self.filters.lock().retain(|(s, _)| s != shape),
+            None => self.filters.lock().clear(),
+        }
+        self.clear();
+    }
+
+    /// Forgets the cached choice for one shape.
+    pub fn remove(&self, shape: &[u8]) {
+        self.entries.lock().plans.remove(shape);
     }
 
     /// Shapes cached now.
@@ -93,14 +166,26 @@ mod tests {
     use bson::doc;
     use std::sync::Arc;
 
+    fn from() -> CachedFrom {
+        CachedFrom {
+            query: doc! {},
+            sort: doc! {},
+            created: bson::DateTime::now(),
+        }
+    }
+
     #[test]
     fn index_changes_clear_the_collections_cache_and_writes_do_not() {
         let catalog = Catalog::open(Arc::new(MemoryEngine::default())).unwrap();
         let coll = catalog.get_or_create("db", "c").unwrap();
         let fill = || {
             let (_, generation) = coll.meta_for_planning();
-            coll.plan_cache()
-                .insert(generation, b"shape".to_vec(), CachedPlan::CollectionScan);
+            coll.plan_cache().insert(
+                generation,
+                b"shape".to_vec(),
+                CachedPlan::CollectionScan,
+                from(),
+            );
             assert_eq!(coll.plan_cache().len(), 1);
         };
         let spec = IndexSpec {
@@ -133,17 +218,23 @@ mod tests {
     fn a_clear_refuses_choices_planned_before_it() {
         let cache = PlanCache::default();
         let before = cache.generation();
-        cache.insert(before, b"s".to_vec(), CachedPlan::Index("a_1".into()));
+        cache.insert(
+            before,
+            b"s".to_vec(),
+            CachedPlan::Index("a_1".into()),
+            from(),
+        );
         assert_eq!(cache.get(b"s"), Some(CachedPlan::Index("a_1".into())));
         assert_eq!(cache.hits(), 1);
         cache.clear();
         assert_eq!(cache.get(b"s"), None);
-        cache.insert(before, b"s".to_vec(), CachedPlan::CollectionScan);
+        cache.insert(before, b"s".to_vec(), CachedPlan::CollectionScan, from());
         assert!(cache.is_empty());
         cache.insert(
             cache.generation(),
             b"s".to_vec(),
             CachedPlan::CollectionScan,
+            from(),
         );
         assert_eq!(cache.get(b"s"), Some(CachedPlan::CollectionScan));
     }

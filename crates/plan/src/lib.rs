@@ -11,5 +11,5 @@ pub mod planner;
 pub mod predicate;
 
 pub use index_bounds::{IndexBounds, Interval, KeyCheck, KeyFilter, KeyRange};
-pub use plan_cache::{plan_with_cache, query_shape, QueryShapeParts};
+pub use plan_cache::{index_filter_shape, plan_with_cache, query_shape, QueryShapeParts};
 pub use planner::{plan, plan_hinted, plan_sorted, resolve_hint, IndexScanPlan, Plan, PlanChoice};

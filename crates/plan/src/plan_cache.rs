@@ -45,6 +45,21 @@ pub fn query_shape(filter: &Document, parts: QueryShapeParts<'_>) -> Vec<u8> {
     shape
 }
 
+/// The shape an index filter (`planCacheSetFilter`) applies to: the query's shape and
+/// its projection, which MongoDB's index filters tell apart.
+pub fn index_filter_shape(
+    filter: &Document,
+    parts: QueryShapeParts<'_>,
+    projection: Option<&Document>,
+) -> Vec<u8> {
+    let mut shape = query_shape(filter, parts);
+    shape.push(0xFF);
+    if let Some(projection) = projection.filter(|p| !p.is_empty()) {
+        shape.extend_from_slice(projection.to_string().as_bytes());
+    }
+    shape
+}
+
 fn write_filter(out: &mut Vec<u8>, filter: &Document) {
     for (name, value) in filter {
         out.extend_from_slice(name.as_bytes());
@@ -106,8 +121,18 @@ pub fn plan_with_cache(
         }
     }
     let (choice, sorted) = plan_sorted(&meta.indexes, filter, collation, None, parts.sort)?;
-    if let Some(entry) = to_cached(&choice, sorted, &meta.indexes) {
-        cache.insert(generation, shape, entry);
+    // As MongoDB, only a choice among several plans is cached: a query with one way to
+    // run has nothing to remember.
+    let chosen = (!choice.rejected.is_empty())
+        .then(|| to_cached(&choice, sorted, &meta.indexes))
+        .flatten();
+    if let Some(entry) = chosen {
+        let from = basalt_catalog::CachedFrom {
+            query: filter.clone(),
+            sort: parts.sort.cloned().unwrap_or_default(),
+            created: bson::DateTime::now(),
+        };
+        cache.insert(generation, shape, entry, from);
     }
     Ok((choice.winner, sorted))
 }
@@ -247,9 +272,11 @@ mod tests {
     #[test]
     fn a_cached_plan_is_reused_with_new_values_and_dropped_with_the_indexes() {
         let cache = PlanCache::default();
+        // Two indexes on `a`: a choice, which the cache keeps.
         let indexes = meta(vec![
             spec("_id_", doc! { "_id": 1 }),
             spec("a_1", doc! { "a": 1 }),
+            spec("a_1_b_1", doc! { "a": 1, "b": 1 }),
         ]);
         let run = |filter: Document, meta: &Arc<CollectionMeta>| {
             plan_with_cache(
@@ -280,6 +307,11 @@ mod tests {
             cache.generation(),
             query_shape(&doc! { "a": 1 }, QueryShapeParts::default()),
             CachedPlan::Index("a_1".into()),
+            basalt_catalog::CachedFrom {
+                query: doc! { "a": 1 },
+                sort: Document::new(),
+                created: bson::DateTime::now(),
+            },
         );
         assert_eq!(run(doc! { "a": 4 }, &without), Plan::CollectionScan);
     }
@@ -310,19 +342,21 @@ mod tests {
             index_name(&run(doc! { "a": 1, "b": { "$gt": 5 } })),
             Some("a_1")
         );
-        // The index scan is cached, and re-checked against values that do not imply
-        // the filter.
+        // Neither query had a choice of plans, so nothing was cached to hide the index.
         assert_eq!(
             run(doc! { "a": 1, "b": { "$gt": 4 } }),
             Plan::CollectionScan
         );
-        assert_eq!(cache.hits(), 1);
+        assert_eq!((cache.len(), cache.hits()), (0, 0));
     }
 
     #[test]
     fn a_cached_sorted_plan_keeps_its_direction() {
         let cache = PlanCache::default();
-        let indexes = meta(vec![spec("a_1", doc! { "a": 1 })]);
+        let indexes = meta(vec![
+            spec("a_1", doc! { "a": 1 }),
+            spec("a_1_b_1", doc! { "a": 1, "b": 1 }),
+        ]);
         let sort = doc! { "a": -1 };
         let run = |filter: Document| {
             plan_with_cache(

@@ -97,7 +97,7 @@ impl AccessPath {
         collation: Option<&Collation>,
         hint: Option<&Bson>,
     ) -> Result<AccessPath> {
-        Ok(AccessPath::choose_sorted(collection, filter, collation, hint, None)?.0)
+        Ok(AccessPath::choose_sorted(collection, filter, collation, hint, None, None)?.0)
     }
 
     /// As [`AccessPath::choose`] for a sorted query; also says whether the path
@@ -110,9 +110,12 @@ impl AccessPath {
         collation: Option<&Collation>,
         hint: Option<&Bson>,
         sort: Option<&Document>,
+        projection: Option<&Document>,
     ) -> Result<(AccessPath, bool)> {
-        if hint.is_some_and(|h| !is_empty_hint(h)) {
-            let (choice, sorted) = plan_choice(collection, filter, collation, hint, sort)?;
+        let filtered = filtered_indexes(collection, filter, sort, collation, projection);
+        if filtered.is_some() || hint.is_some_and(|h| !is_empty_hint(h)) {
+            let (choice, sorted) =
+                plan_choice(collection, filter, collation, hint, sort, projection)?;
             let path = AccessPath::from(choice.winner);
             path.note_index_uses(collection);
             return Ok((path, sorted));
@@ -210,7 +213,12 @@ pub fn plan_choice(
     collation: Option<&Collation>,
     hint: Option<&Bson>,
     sort: Option<&Document>,
+    projection: Option<&Document>,
 ) -> Result<(PlanChoice, bool)> {
+    // An index filter set for the query's shape decides the indexes, over any hint.
+    if let Some(indexes) = filtered_indexes(collection, filter, sort, collation, projection) {
+        return basalt_plan::plan_sorted(&indexes, filter, collation, None, sort);
+    }
     let hint = hint.filter(|h| !is_empty_hint(h));
     // A geo query reads its cells (shown as the union of their scans).
     if hint.is_none() {
@@ -226,6 +234,49 @@ pub fn plan_choice(
     let filter = planned.as_ref().unwrap_or(filter);
     let meta = collection.planning_meta();
     basalt_plan::plan_sorted(&meta.indexes, filter, collation, hint, sort)
+}
+
+/// The indexes an index filter (`planCacheSetFilter`) lets queries of this shape use,
+/// when one is set: those it names (by key pattern or name) that exist and are not
+/// hidden.
+pub fn filtered_indexes(
+    collection: &Collection,
+    filter: &Document,
+    sort: Option<&Document>,
+    collation: Option<&Collation>,
+    projection: Option<&Document>,
+) -> Option<Vec<IndexSpec>> {
+    let parts = basalt_plan::QueryShapeParts {
+        sort: sort.filter(|s| !s.is_empty()),
+        collation,
+    };
+    let shape = basalt_plan::index_filter_shape(filter, parts, projection);
+    let allowed = collection.plan_cache().filter(&shape)?.indexes;
+    let meta = collection.planning_meta();
+    Some(
+        meta.indexes
+            .iter()
+            .filter(|index| allowed.iter().any(|named| names_index(named, index)))
+            .cloned()
+            .collect(),
+    )
+}
+
+/// Whether an index filter's entry (a key pattern or a name) names `index`.
+fn names_index(named: &Bson, index: &IndexSpec) -> bool {
+    match named {
+        Bson::String(name) => *name == index.name,
+        Bson::Document(key) => {
+            key.len() == index.key.len()
+                && key.iter().zip(&index.key).all(|((f, d), (g, e))| {
+                    f == g
+                        && (d == e
+                            || basalt_value::as_f64(d)
+                                .is_some_and(|d| basalt_value::as_f64(e) == Some(d)))
+                })
+        }
+        _ => false,
+    }
 }
 
 /// What a scan examined, for explain's executionStats.

@@ -23,6 +23,7 @@ mod match_stage;
 mod merge;
 mod out;
 mod output;
+mod plan_cache_stats;
 mod project;
 mod redact;
 mod replace_root;
@@ -77,6 +78,7 @@ pub(crate) enum Stage {
     Densify(Box<densify::Densify>),
     CollStats(coll_stats::CollStats),
     IndexStats,
+    PlanCacheStats,
     /// `$_internalUnpackBucket`: a time-series collection's measurements.
     UnpackBucket(unpack_bucket::UnpackBucket),
     GeoNear(Box<geo_near::GeoNear>),
@@ -120,6 +122,10 @@ impl Stage {
             "$indexStats" => {
                 index_stats::parse(args)?;
                 Stage::IndexStats
+            }
+            "$planCacheStats" => {
+                plan_cache_stats::parse(args)?;
+                Stage::PlanCacheStats
             }
             "$geoNear" => Stage::GeoNear(Box::new(geo_near::GeoNear::parse(args, ctx)?)),
             "$densify" => Stage::Densify(Box::new(densify::Densify::parse(args)?)),
@@ -190,6 +196,7 @@ impl Stage {
             Stage::Densify(d) => d.apply(input, ctx),
             Stage::CollStats(c) => finished(c.run(ctx)),
             Stage::IndexStats => finished(ctx.collections.index_stats()),
+            Stage::PlanCacheStats => finished(ctx.collections.plan_cache_stats()),
             Stage::GeoNear(g) => g.apply(input),
         }
     }
@@ -248,7 +255,11 @@ pub(crate) fn check_placement(
     let writes = matches!(name, "$out" | "$merge");
     let source = is_collectionless_source(name);
     // Stages that report on the server or the aggregated collection stand first.
-    let first_only = source || matches!(name, "$collStats" | "$indexStats" | "$listSessions");
+    let first_only = source
+        || matches!(
+            name,
+            "$collStats" | "$indexStats" | "$listSessions" | "$planCacheStats"
+        );
     if name == "$geoNear" {
         if place == Place::Facet {
             return Err(Error::location(

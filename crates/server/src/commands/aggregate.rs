@@ -201,6 +201,7 @@ pub(super) fn results(
                     collation.as_ref(),
                     body.get("hint"),
                     pipeline.leading_sort(),
+                    None,
                 )?;
                 if sorted {
                     // The index scan returns documents in the `$sort`'s order.

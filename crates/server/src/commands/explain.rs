@@ -100,12 +100,21 @@ pub fn explain(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             }
         }
         Some(collection) => {
+            let filtered = crate::exec::filtered_indexes(
+                &collection,
+                &query.filter,
+                query.sort,
+                collation.as_ref(),
+                query.projection,
+            );
+            planner.insert("indexFilterSet", filtered.is_some());
             let (choice, index_sorted) = plan_choice(
                 &collection,
                 &query.filter,
                 collation.as_ref(),
                 query.hint,
                 query.sort,
+                query.projection,
             )?;
             if index_sorted {
                 // The index scan returns documents in order: no SORT stage.
@@ -460,6 +469,7 @@ fn split_pipeline(ctx: &Ctx<'_>, query: &Query<'_>, inner: &Document) -> Result<
         &query.filter,
         collation.as_ref(),
         query.hint,
+        None,
         None,
     )?;
     let (specs, pipeline) = parse_rest(rest, &fields, collation.as_ref())?;

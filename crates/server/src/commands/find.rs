@@ -395,8 +395,14 @@ fn collection_source(
     let (skip, limit) = (window.skip, window.limit);
     let sort = fields.document_opt("sort")?;
     let hint = fields.body.get("hint");
-    let (path, index_sorted) =
-        AccessPath::choose_sorted(&collection, filter, collation, hint, sort)?;
+    let (path, index_sorted) = AccessPath::choose_sorted(
+        &collection,
+        filter,
+        collation,
+        hint,
+        sort,
+        fields.document_opt("projection")?,
+    )?;
     // An index scan in sort order streams like a natural-order scan: no blocking sort.
     let order = if index_sorted { Order::Natural } else { order };
     // The top-level fields the projection reads, when it names stored fields only.

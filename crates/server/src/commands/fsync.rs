@@ -1,6 +1,7 @@
 //! `fsync` and `fsyncUnlock` (admin): make every write durable now, and with `lock`
 //! hold writes back until as many `fsyncUnlock`s (`crate::fsync_lock`), so that a
-//! backup can copy the files under `--dbpath` while they do not change.
+//! backup can copy the files under `--dbpath` while they do not change. A replica set
+//! member refuses the lock for now: its writes come through the replicated log.
 
 use super::Ctx;
 use crate::request::type_name;
@@ -67,6 +68,14 @@ pub fn fsync(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     if !lock {
         ctx.server.catalog.engine().sync()?;
         return Ok(doc! { "numFiles": 1 });
+    }
+    if ctx.server.replication().is_some() {
+        // Holding back a member's writes would hold back the replicated log it applies
+        // and answers for; not built yet.
+        return Err(Error::new(
+            ErrorCode::COMMAND_NOT_SUPPORTED,
+            "fsync with lock is not supported on a replica set member by Basalt yet",
+        ));
     }
     let count = ctx
         .server

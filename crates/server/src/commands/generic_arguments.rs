@@ -191,16 +191,7 @@ fn check_read_concern(concern: &Document, standalone: bool) -> Result<()> {
     }
     for (field, value) in concern {
         match (field.as_str(), value) {
-            ("afterClusterTime" | "atClusterTime", Bson::Null) => {
-                return Err(wrong_type(field, value, "timestamp"))
-            }
             ("level", _) | (_, Bson::Null) => {}
-            ("afterClusterTime", Bson::Timestamp(t)) if t.time == 0 && t.increment == 0 => {
-                return Err(Error::new(
-                    ErrorCode::INVALID_OPTIONS,
-                    "afterClusterTime cannot be a null timestamp",
-                ))
-            }
             ("afterClusterTime", Bson::Timestamp(_)) if standalone => {
                 return Err(Error::new(
                     ErrorCode::ILLEGAL_OPERATION,

@@ -32,6 +32,7 @@ mod list_collections;
 mod list_databases;
 mod list_indexes;
 mod map_reduce;
+mod plan_cache;
 pub(crate) mod rw_concern_defaults;
 mod sasl;
 mod server_status;
@@ -207,6 +208,26 @@ static COMMANDS: &[Command] = &[
         compact::auto_compact,
         "keeps the background compaction setting",
     ))),
+    command(
+        "planCacheClear",
+        plan_cache::plan_cache_clear,
+        "forgets the planner's cached choices",
+    ),
+    command(
+        "planCacheSetFilter",
+        plan_cache::plan_cache_set_filter,
+        "restricts the indexes a query shape may use",
+    ),
+    command(
+        "planCacheListFilters",
+        plan_cache::plan_cache_list_filters,
+        "the index filters of a collection",
+    ),
+    command(
+        "planCacheClearFilters",
+        plan_cache::plan_cache_clear_filters,
+        "removes index filters",
+    ),
     command(
         "dataSize",
         data_size::data_size,
@@ -718,8 +739,13 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
     };
     api_version::check(name, body)?;
     let command = lookup(name);
-    if let Some(command) = command.filter(|c| c.local_concerns_only) {
-        generic_arguments::check_local_concerns_only(command.name, body)?;
+    // An aggregation of the plan cache reads as the maintenance commands do.
+    let plan_cache_stats = name == "aggregate"
+        && matches!(body.get("pipeline"), Some(bson::Bson::Array(stages))
+            if stages.first().and_then(bson::Bson::as_document)
+                .is_some_and(|s| s.contains_key("$planCacheStats")));
+    if command.is_some_and(|c| c.local_concerns_only) || plan_cache_stats {
+        generic_arguments::check_local_concerns_only(name, body)?;
     }
     generic_arguments::check(ctx, name, body)?;
     let Some(command) = command else {
@@ -741,6 +767,18 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
         hello::record_client(ctx.connection, body);
     }
     crate::security::check(ctx, command.name, body)?;
+    // While an fsync lock is held, clients' writes wait (within their maxTimeMS); the
+    // server's own work (expiring documents) goes on. Replica set members take no
+    // fsync lock (`commands/fsync.rs`).
+    let writes = replication::role_of(command.name, body) == replication::Role::Write;
+    let _admitted = if writes && !ctx.connection.is_internal() && ctx.server.replication().is_none()
+    {
+        let deadline =
+            crate::exec::Deadline::from_max_time_ms(generic_arguments::max_time_ms(body)?);
+        Some(ctx.server.fsync_lock.admit_write(&deadline)?)
+    } else {
+        None
+    };
 
     if let (Some(set), true) = (ctx.server.replication(), ctx.server.security.enabled) {
         if !ctx.connection.is_internal() {
@@ -950,11 +988,6 @@ fn run_handler(ctx: &Ctx<'_>, command: &Command, body: &Document) -> Result<Repl
     let ctx = &Ctx {
         max_time_ms,
         ..*ctx
-    };
-    // While an fsync lock is held, writes wait (within their maxTimeMS).
-    let _admitted = match replication::role_of(command.name, body) {
-        replication::Role::Write => Some(ctx.server.fsync_lock.admit_write(&ctx.deadline())?),
-        _ => None,
     };
     let stored = crate::system_js::stored_functions(&ctx.server.catalog, ctx.db);
     let started = std::time::Instant::now();

@@ -318,6 +318,10 @@ impl Collections for ServerCollections {
         Ok(out)
     }
 
+    fn plan_cache_stats(&self) -> Result<Vec<Document>> {
+        self.cached_plans()
+    }
+
     fn index_stats(&self) -> Result<Vec<Document>> {
         let Some(collection) = self.aggregated() else {
             return Ok(Vec::new());
@@ -344,6 +348,59 @@ impl Collections for ServerCollections {
 }
 
 impl ServerCollections {
+    /// `$planCacheStats`: the cached choices of the aggregated collection, in the shape
+    /// of mongod's entries.
+    fn cached_plans(&self) -> Result<Vec<Document>> {
+        let Some(collection) = self.aggregated() else {
+            return Err(Error::location(
+                50933,
+                format!("collection '{}' does not exist", self.namespace),
+            ));
+        };
+        let host = crate::commands::admin::host_name();
+        let meta = collection.meta();
+        Ok(collection
+            .plan_cache()
+            .entries()
+            .into_iter()
+            .map(|(shape, plan, from)| {
+                let hash = format!("{:08X}", shape_hash(&shape));
+                let stage = match &plan {
+                    basalt_catalog::CachedPlan::CollectionScan => doc! { "stage": "COLLSCAN" },
+                    basalt_catalog::CachedPlan::Index(name)
+                    | basalt_catalog::CachedPlan::IndexInSortOrder(name) => {
+                        let key = meta
+                            .indexes
+                            .iter()
+                            .find(|i| i.name == *name)
+                            .map(|i| i.key.clone())
+                            .unwrap_or_default();
+                        doc! {
+                            "stage": "FETCH",
+                            "inputStage": { "stage": "IXSCAN", "keyPattern": key, "indexName": name },
+                        }
+                    }
+                };
+                doc! {
+                    "version": "1",
+                    "queryHash": hash.clone(),
+                    "planCacheShapeHash": hash.clone(),
+                    "planCacheKey": hash,
+                    "isActive": true,
+                    "works": 1_i64,
+                    "timeOfCreation": from.created,
+                    "createdFromQuery": { "query": from.query, "sort": from.sort, "projection": {} },
+                    "cachedPlan": stage,
+                    "creationExecStats": [],
+                    "candidatePlanScores": [],
+                    "indexFilterSet": false,
+                    "estimatedSizeBytes": shape.len() as i64,
+                    "host": host.clone(),
+                }
+            })
+            .collect())
+    }
+
     /// The collection the pipeline aggregates, when it exists.
     fn aggregated(&self) -> Option<Arc<Collection>> {
         let name = self
@@ -487,4 +544,11 @@ impl MergeTarget for MergeInto<'_> {
             }
         }
     }
+}
+
+/// A query shape's hash as `$planCacheStats` shows it (FNV-1a, 32 bits).
+fn shape_hash(shape: &[u8]) -> u32 {
+    shape.iter().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
+    })
 }
