@@ -39,6 +39,10 @@ pub struct CachedFrom {
     pub query: Document,
     pub sort: Document,
     pub created: bson::DateTime,
+    /// Whether the planner chose among several plans. MongoDB caches only such
+    /// choices; Basalt keeps the others too (they spare a replanning) but does not
+    /// list them.
+    pub chosen: bool,
 }
 
 #[derive(Default)]
@@ -87,12 +91,14 @@ impl PlanCache {
         entries.plans.insert(shape, (plan, from));
     }
 
-    /// Every cached choice: its shape, the choice and the query it came from.
+    /// Every cached choice among several plans: its shape, the choice and the query it
+    /// came from.
     pub fn entries(&self) -> Vec<(Vec<u8>, CachedPlan, CachedFrom)> {
         let entries = self.entries.lock();
         entries
             .plans
             .iter()
+            .filter(|(_, (_, from))| from.chosen)
             .map(|(shape, (plan, from))| (shape.clone(), plan.clone(), from.clone()))
             .collect()
     }
@@ -171,6 +177,7 @@ mod tests {
             query: doc! {},
             sort: doc! {},
             created: bson::DateTime::now(),
+            chosen: true,
         }
     }
 
