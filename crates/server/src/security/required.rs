@@ -118,6 +118,22 @@ pub fn required(command: &str, db: &str, body: &Document) -> Option<Need> {
             ])
         }
         "collStats" => on_collection(&[A::CollStats]),
+        "dataSize" => {
+            // Its value names the namespace whole: "db.collection".
+            let namespace = body.get_str("dataSize").unwrap_or("");
+            let (ns_db, name) = namespace.split_once('.').unwrap_or((db, namespace));
+            Need::All(vec![(Resource::namespace(ns_db, name), A::Find)])
+        }
+        "compact" => on_collection(&[A::Compact]),
+        "autoCompact" => on_cluster(A::Compact),
+        // mongod's fsyncUnlock asks for its own `unlock` action, which the roles that
+        // have `fsync` also have.
+        "fsync" | "fsyncUnlock" => on_cluster(A::FsyncAction),
+        "planCacheSetFilter" | "planCacheClearFilters" => {
+            on_collection(&[A::PlanCacheIndexFilter])
+        }
+        "planCacheListFilters" => on_collection(&[A::PlanCacheRead]),
+        "planCacheClear" => on_collection(&[A::PlanCacheWrite]),
         "dbStats" => on_db(A::DbStats),
         "validate" => on_collection(&[A::Validate]),
         "createSearchIndexes" => on_collection(&[A::CreateSearchIndexes]),
