@@ -32,6 +32,14 @@ def copies(member) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if p.name.startswith("snapshot-"))
 
 
+def newest_oplog_ts(client):
+    return next(client.local.oplog.rs.find().sort("$natural", -1).limit(1))["ts"]
+
+
+def oldest_oplog_ts(client):
+    return next(client.local.oplog.rs.find().sort("$natural", 1).limit(1))["ts"]
+
+
 def fill(collection, start: int = 0) -> None:
     for batch in range(BATCHES):
         base = start + batch * PER_BATCH
@@ -78,6 +86,8 @@ def test_a_member_away_longer_than_the_oplog_syncs_from_a_copy(start_replica_set
     collection.insert_one({"i": -1})
     away = cluster.secondaries()[0]
     wait_until(lambda: count_on(away) == 1, what="the first write on every member")
+    with reader_of(away) as reader:
+        last_seen = newest_oplog_ts(reader)
     away.kill()
     # While it is away: documents deleted, a collection dropped, others written, and
     # the log trimmed past everything it has.
@@ -87,6 +97,13 @@ def test_a_member_away_longer_than_the_oplog_syncs_from_a_copy(start_replica_set
     fill(collection)
     primary = cluster.wait_for_primary()
     wait_until(lambda: copies(primary), what="a copy taken to trim the oplog")
+    # The copy comes first, the purge of the log after it: only once the primary no
+    # longer holds what the member last saw must the member sync from the copy.
+    with reader_of(primary) as reader:
+        wait_until(
+            lambda: oldest_oplog_ts(reader) > last_seen,
+            what="the primary's oplog trimmed past the member that is away",
+        )
     away.start()
     total = BATCHES * PER_BATCH
     wait_until(lambda: count_on(away) == total, what="the returning member's copy")
