@@ -7,7 +7,7 @@
 //! indexes are sparse, as MongoDB's 2dsphere version 2+), one whose value is not a
 //! geometry the index can hold is refused with MongoDB's codes.
 
-use crate::index::{DocumentKeys, IndexKey, IndexSpec};
+use crate::index::{DocumentKeys, IndexSpec};
 use basalt_error::{Error, Result};
 use basalt_query::geo::cells::{Bounds, Grid};
 use basalt_query::geo::{self, Geometry};
@@ -119,29 +119,10 @@ impl IndexSpec {
         } else {
             vec![self.flat_point(value, doc)?]
         };
-        let mut keys = Vec::new();
-        for cell in index.grid.keys(&points) {
-            let values: Vec<Bson> = self
-                .key
-                .iter()
-                .enumerate()
-                .map(|(i, (path, _))| {
-                    if i == index.position {
-                        Bson::String(cell.clone())
-                    } else {
-                        basalt_value::path::get_path(doc, path)
-                            .cloned()
-                            .unwrap_or(Bson::Null)
-                    }
-                })
-                .collect();
-            let key = IndexKey {
-                encoded: self.encode(&values),
-                values,
-            };
-            self.check_key_size(&key)?;
-            keys.push(key);
-        }
+        let geo_field = self.key.keys().nth(index.position).cloned();
+        let keys = self.term_keys(doc, index.grid.keys(&points), |field, cell| {
+            (Some(field) == geo_field.as_deref()).then(|| Bson::String(cell.clone()))
+        })?;
         Ok(DocumentKeys {
             multikey: keys.len() > 1,
             keys,

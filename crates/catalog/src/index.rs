@@ -465,17 +465,37 @@ impl IndexSpec {
                 });
             }
         }
+        let keys = self.term_keys(doc, text.document_terms(doc), |field, term| match field {
+            TEXT_KEY_FIELD => Some(Bson::String(term.clone())),
+            TEXT_SCORE_KEY_FIELD => Some(Bson::Null),
+            _ => None,
+        })?;
+        Ok(DocumentKeys {
+            keys,
+            multikey: true,
+        })
+    }
+
+    /// The keys of an index whose entries are made per term of a document (a text
+    /// index's words, a geo index's cells): for each term, the values `place` gives for
+    /// the fields it fills from the term, and the document's values of the others.
+    pub(crate) fn term_keys<T>(
+        &self,
+        doc: &Document,
+        terms: impl IntoIterator<Item = T>,
+        place: impl Fn(&str, &T) -> Option<Bson>,
+    ) -> Result<Vec<IndexKey>> {
         let mut keys = Vec::new();
-        for term in text.document_terms(doc) {
+        for term in terms {
             let values: Vec<Bson> = self
                 .key
                 .keys()
-                .map(|field| match field.as_str() {
-                    TEXT_KEY_FIELD => Bson::String(term.clone()),
-                    TEXT_SCORE_KEY_FIELD => Bson::Null,
-                    path => basalt_value::path::get_path(doc, path)
-                        .cloned()
-                        .unwrap_or(Bson::Null),
+                .map(|field| {
+                    place(field, &term).unwrap_or_else(|| {
+                        basalt_value::path::get_path(doc, field)
+                            .cloned()
+                            .unwrap_or(Bson::Null)
+                    })
                 })
                 .collect();
             let key = IndexKey {
@@ -485,10 +505,7 @@ impl IndexSpec {
             self.check_key_size(&key)?;
             keys.push(key);
         }
-        Ok(DocumentKeys {
-            keys,
-            multikey: true,
-        })
+        Ok(keys)
     }
 
     /// Whether the key pattern's field at `position` is descending.
