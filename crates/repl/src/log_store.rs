@@ -10,7 +10,7 @@ use openraft::{Entry, LogId, StorageError, StorageIOError, Vote};
 use serde::{Deserialize, Serialize};
 use std::fmt::Debug;
 use std::ops::{Bound, ControlFlow, RangeBounds};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 
 const LOG_PREFIX: &[u8] = b"log/";
 const VOTE_KEY: &[u8] = b"vote";
@@ -86,22 +86,51 @@ fn write(engine: &dyn Engine, batch: WriteBatch) -> Result<(), StorageError<u64>
 pub struct LogStore {
     engine: Arc<dyn Engine>,
     shared: Arc<Shared>,
+    /// Where purged entries are sent to be deleted (see [`sweep`]).
+    sweeper: mpsc::Sender<u64>,
 }
 
 impl LogStore {
-    /// The member's log, whose size it counts in `shared` from now on.
+    /// The member's log, whose size it counts in `shared` from now on. Entries a purge
+    /// left behind (the process stopped before they were deleted) are deleted first.
     pub fn new(
         engine: Arc<dyn Engine>,
         shared: Arc<Shared>,
     ) -> Result<LogStore, StorageError<u64>> {
-        let store = LogStore { engine, shared };
+        let (sweeper, purges) = mpsc::channel();
+        let (sweep_engine, sweep_shared) = (engine.clone(), shared.clone());
+        std::thread::Builder::new()
+            .name("oplog-sweeper".into())
+            .spawn(move || sweep(&*sweep_engine, &sweep_shared, &purges))
+            .map_err(write_error)?;
+        let store = LogStore {
+            engine,
+            shared,
+            sweeper,
+        };
+        let first_kept = store.first_kept()?;
+        if let Some(purged) = first_kept.checked_sub(1) {
+            delete_purged(&*store.engine, &store.shared, purged)?;
+        }
         let mut bytes = 0u64;
-        store.scan(0, u64::MAX, |_, value| {
+        store.scan(first_kept, u64::MAX, |_, value| {
             bytes += value.len() as u64;
-            Ok(())
+            Ok(ControlFlow::Continue(()))
         })?;
         store.shared.set_log_bytes(bytes);
         Ok(store)
+    }
+
+    /// The index of the first entry not purged.
+    fn first_kept(&self) -> Result<u64, StorageError<u64>> {
+        let purged: Option<LogId<u64>> = get(&*self.engine, PURGED_KEY)?.flatten();
+        Ok(purged.map_or(0, |id| id.index.saturating_add(1)))
+    }
+
+    /// Has the sweeper delete the entries through `index` and their oplog records.
+    fn sweep_through(&self, index: u64) {
+        // The sweeper lives as long as a sender: it cannot have gone.
+        let _ = self.sweeper.send(index);
     }
 
     /// The last entry to purge so that the newest entries, `keep_bytes` of them at most,
@@ -109,12 +138,13 @@ impl LogStore {
     pub(crate) fn purge_point(&self, keep_bytes: u64) -> Result<Option<u64>, StorageError<u64>> {
         let mut remaining = self.shared.log_bytes();
         let mut point = None;
-        self.scan(0, u64::MAX, |key, value| {
-            if remaining > keep_bytes {
-                remaining = remaining.saturating_sub(value.len() as u64);
-                point = Some(index_of(key));
+        self.scan(self.first_kept()?, u64::MAX, |key, value| {
+            if remaining <= keep_bytes {
+                return Ok(ControlFlow::Break(()));
             }
-            Ok(())
+            remaining = remaining.saturating_sub(value.len() as u64);
+            point = Some(index_of(key));
+            Ok(ControlFlow::Continue(()))
         })?;
         Ok(point)
     }
@@ -134,41 +164,47 @@ impl LogStore {
         &self,
         from: u64,
         to_exclusive: u64,
-        mut visit: impl FnMut(&[u8], &[u8]) -> Result<(), StorageError<u64>>,
+        mut visit: impl FnMut(&[u8], &[u8]) -> Result<ControlFlow<()>, StorageError<u64>>,
     ) -> Result<(), StorageError<u64>> {
         let before = from.checked_sub(1).map(log_key);
-        let start = match &before {
-            Some(key) => ScanStart::After(key),
-            None => ScanStart::Beginning,
-        };
         let mut failure = None;
         self.engine
             .snapshot()
-            .scan_prefix(Space::Replication, LOG_PREFIX, start, &mut |key, value| {
-                if index_of(key) >= to_exclusive {
-                    return Ok(ControlFlow::Break(()));
-                }
-                match visit(key, value) {
-                    Ok(()) => Ok(ControlFlow::Continue(())),
-                    Err(e) => {
+            .scan_prefix(
+                Space::Replication,
+                LOG_PREFIX,
+                scan_start(&before),
+                &mut |key, value| {
+                    if index_of(key) >= to_exclusive {
+                        return Ok(ControlFlow::Break(()));
+                    }
+                    visit(key, value).or_else(|e| {
                         failure = Some(e);
                         Ok(ControlFlow::Break(()))
-                    }
-                }
-            })
+                    })
+                },
+            )
             .map_err(read_error)?;
         failure.map_or(Ok(()), Err)
     }
 
+    /// The entries with an index in `[from, to_exclusive)`, as many as fit in
+    /// `max_bytes` (at least one).
     fn entries(
         &self,
         from: u64,
         to_exclusive: u64,
+        max_bytes: usize,
     ) -> Result<Vec<Entry<TypeConfig>>, StorageError<u64>> {
         let mut entries = Vec::new();
+        let mut bytes = 0;
         self.scan(from, to_exclusive, |_, value| {
+            bytes += value.len();
+            if bytes > max_bytes && !entries.is_empty() {
+                return Ok(ControlFlow::Break(()));
+            }
             entries.push(decode(value).map_err(read_error)?);
-            Ok(())
+            Ok(ControlFlow::Continue(()))
         })?;
         Ok(entries)
     }
@@ -189,63 +225,125 @@ impl LogStore {
 
     /// Deletes the entries from `from` on (inclusive) up to `to` (exclusive).
     fn delete_range(&self, from: u64, to_exclusive: u64) -> Result<(), StorageError<u64>> {
-        let mut batch = WriteBatch::default();
-        let mut bytes = 0u64;
-        self.scan(from, to_exclusive, |key, value| {
-            batch.delete(Space::Replication, key.to_vec());
-            bytes += value.len() as u64;
-            Ok(())
-        })?;
-        if batch.is_empty() {
-            return Ok(());
-        }
-        write(&*self.engine, batch)?;
-        self.shared.remove_log_bytes(bytes);
-        Ok(())
+        delete_entries(&*self.engine, &self.shared, from, to_exclusive)
     }
 }
 
-impl LogStore {
-    /// Deletes the oplog records (`basalt_catalog::oplog`, written by the server as it
-    /// applies entries) of the entries through `index`, with the entries themselves:
-    /// change streams cannot resume before the oldest entry kept.
-    fn purge_oplog(&self, index: u64) -> Result<(), StorageError<u64>> {
-        let snapshot = self.engine.snapshot();
-        let mut batch = WriteBatch::default();
-        let mut failure = None;
-        let scanned = snapshot.scan_prefix(
-            Space::Replication,
-            OPLOG_PREFIX,
-            ScanStart::Beginning,
-            &mut |key, _| {
-                let entry = key
-                    .get(OPLOG_PREFIX.len()..OPLOG_PREFIX.len() + 8)
-                    .and_then(|bytes| bytes.try_into().ok())
-                    .map_or(u64::MAX, u64::from_be_bytes);
-                if entry > index {
+/// The most entry bytes one append message carries (at least one entry): it must reach
+/// the member and be stored there within Raft's append deadline (one heartbeat
+/// interval).
+const APPEND_BYTES: usize = 4 << 20;
+
+/// Keys deleted per write when entries or oplog records go.
+const DELETE_BATCH: usize = 10_000;
+
+/// Deletes the stored entries with an index in `[from, to_exclusive)`, in writes of
+/// [`DELETE_BATCH`] keys, and uncounts their bytes.
+fn delete_entries(
+    engine: &dyn Engine,
+    shared: &Shared,
+    from: u64,
+    to_exclusive: u64,
+) -> Result<(), StorageError<u64>> {
+    let before = from.checked_sub(1).map(log_key);
+    delete_prefixed(engine, LOG_PREFIX, scan_start(&before), |key, value| {
+        (index_of(key) < to_exclusive).then_some(value.len() as u64)
+    })
+    .map(|bytes| shared.remove_log_bytes(bytes))
+}
+
+/// Deletes the keys of the replication space under `prefix`, from `start` on, while
+/// `doomed` gives a size for them (summed in the result), in writes of [`DELETE_BATCH`].
+fn delete_prefixed(
+    engine: &dyn Engine,
+    prefix: &[u8],
+    start: ScanStart<'_>,
+    mut doomed: impl FnMut(&[u8], &[u8]) -> Option<u64>,
+) -> Result<u64, StorageError<u64>> {
+    let mut batch = WriteBatch::default();
+    let mut bytes = 0u64;
+    let mut failure = None;
+    engine
+        .snapshot()
+        .scan_prefix(Space::Replication, prefix, start, &mut |key, value| {
+            let Some(size) = doomed(key, value) else {
+                return Ok(ControlFlow::Break(()));
+            };
+            bytes += size;
+            batch.delete(Space::Replication, key.to_vec());
+            if batch.ops.len() >= DELETE_BATCH {
+                if let Err(e) = write(engine, std::mem::take(&mut batch)) {
+                    failure = Some(e);
                     return Ok(ControlFlow::Break(()));
                 }
-                batch.delete(Space::Replication, key.to_vec());
-                if batch.ops.len() >= OPLOG_PURGE_BATCH {
-                    if let Err(e) = write(&*self.engine, std::mem::take(&mut batch)) {
-                        failure = Some(e);
-                        return Ok(ControlFlow::Break(()));
-                    }
-                }
-                Ok(ControlFlow::Continue(()))
-            },
-        );
-        scanned.map_err(read_error)?;
-        if let Some(e) = failure {
-            return Err(e);
+            }
+            Ok(ControlFlow::Continue(()))
+        })
+        .map_err(read_error)?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if !batch.is_empty() {
+        write(engine, batch)?;
+    }
+    Ok(bytes)
+}
+
+/// Deletes the entries through `index` and their oplog records; returns how many
+/// records went.
+fn delete_purged(
+    engine: &dyn Engine,
+    shared: &Shared,
+    index: u64,
+) -> Result<u64, StorageError<u64>> {
+    delete_entries(engine, shared, 0, index.saturating_add(1))?;
+    delete_prefixed(engine, OPLOG_PREFIX, ScanStart::Beginning, |key, _| {
+        let entry = key
+            .get(OPLOG_PREFIX.len()..OPLOG_PREFIX.len() + 8)
+            .and_then(|bytes| bytes.try_into().ok())
+            .map_or(u64::MAX, u64::from_be_bytes);
+        (entry <= index).then_some(1)
+    })
+}
+
+/// The sweeper's loop: deletes purged entries and their oplog records (the records of
+/// `basalt_catalog::oplog`, written by the server as it applies entries), off Raft's
+/// core. A purge only records how far the log now starts; deleting a large oplog's
+/// worth of keys takes seconds, and Raft's core, blocked that long, would send no
+/// heartbeats and the other members would elect another primary.
+fn sweep(engine: &dyn Engine, shared: &Shared, purges: &mpsc::Receiver<u64>) {
+    let mut swept = None;
+    while let Ok(mut index) = purges.recv() {
+        // Purges that came meanwhile: the furthest one covers them all.
+        while let Ok(next) = purges.try_recv() {
+            index = index.max(next);
         }
-        put(&mut batch, OPLOG_START_KEY, index.saturating_add(1))?;
-        write(&*self.engine, batch)
+        if swept.is_some_and(|swept| swept >= index) {
+            continue;
+        }
+        let started = std::time::Instant::now();
+        let outcome = delete_purged(engine, shared, index);
+        match outcome {
+            Ok(records) => {
+                swept = Some(index);
+                tracing::info!(
+                    "deleted the oplog through entry {index} ({records} records) in {} ms",
+                    started.elapsed().as_millis()
+                );
+            }
+            // Left for the next purge, or the next start, to delete.
+            Err(e) => tracing::warn!("cannot delete the oplog through entry {index}: {e}"),
+        }
     }
 }
 
-/// Oplog records deleted per batch when entries are purged.
-const OPLOG_PURGE_BATCH: usize = 10_000;
+/// Where a scan starts: after `before`, or at the beginning.
+fn scan_start(before: &Option<Vec<u8>>) -> ScanStart<'_> {
+    match before {
+        Some(key) => ScanStart::After(key),
+        None => ScanStart::Beginning,
+    }
+}
 
 fn index_of(key: &[u8]) -> u64 {
     key.get(LOG_PREFIX.len()..)
@@ -273,7 +371,18 @@ impl RaftLogReader<TypeConfig> for LogStore {
         range: RB,
     ) -> Result<Vec<Entry<TypeConfig>>, StorageError<u64>> {
         let (from, to) = range_of(&range);
-        self.entries(from, to)
+        self.entries(from, to, usize::MAX)
+    }
+
+    /// Reading and decoding the entries of one append message happens on Raft's
+    /// replication task: a lagging member's first message could otherwise hold hundreds
+    /// of megabytes of batched inserts, and their reading would hold up the heartbeats.
+    async fn limited_get_log_entries(
+        &mut self,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<Entry<TypeConfig>>, StorageError<u64>> {
+        self.entries(start, end, APPEND_BYTES)
     }
 }
 
@@ -350,10 +459,137 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId<u64>) -> Result<(), StorageError<u64>> {
+        // Change streams cannot resume before the oldest entry kept.
         let mut batch = WriteBatch::default();
         put(&mut batch, PURGED_KEY, Some(log_id))?;
+        put(&mut batch, OPLOG_START_KEY, log_id.index.saturating_add(1))?;
         write(&*self.engine, batch)?;
-        self.delete_range(0, log_id.index.saturating_add(1))?;
-        self.purge_oplog(log_id.index)
+        self.sweep_through(log_id.index);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use basalt_storage::MemoryEngine;
+    use openraft::CommittedLeaderId;
+    use std::time::{Duration, Instant};
+
+    fn keys(engine: &dyn Engine, prefix: &[u8]) -> Vec<Vec<u8>> {
+        let mut keys = Vec::new();
+        engine
+            .snapshot()
+            .scan_prefix(
+                Space::Replication,
+                prefix,
+                ScanStart::Beginning,
+                &mut |k, _| {
+                    keys.push(k.to_vec());
+                    Ok(ControlFlow::Continue(()))
+                },
+            )
+            .unwrap();
+        keys
+    }
+
+    fn oplog_key(index: u64, n: u8) -> Vec<u8> {
+        let mut key = OPLOG_PREFIX.to_vec();
+        key.extend_from_slice(&index.to_be_bytes());
+        key.push(n);
+        key
+    }
+
+    #[test]
+    fn a_purge_records_the_new_start_at_once_and_the_sweeper_deletes_what_it_purged() {
+        let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::default());
+        let mut batch = WriteBatch::default();
+        for index in 1..=10 {
+            batch.put(Space::Replication, log_key(index), vec![0; 100]);
+            batch.put(Space::Replication, oplog_key(index, 0), b"doc".to_vec());
+            batch.put(Space::Replication, oplog_key(index, 1), b"doc".to_vec());
+        }
+        engine.write(batch, Durability::Process).unwrap();
+        let shared = Arc::new(Shared::default());
+        let mut log = LogStore::new(engine.clone(), shared.clone()).unwrap();
+        assert_eq!(shared.log_bytes(), 1000);
+
+        let purged = LogId::new(CommittedLeaderId::new(1, 0), 6);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(log.purge(purged)).unwrap();
+        let state = runtime.block_on(log.get_log_state()).unwrap();
+        assert_eq!(state.last_purged_log_id, Some(purged));
+        assert_eq!(get::<u64>(&*engine, OPLOG_START_KEY).unwrap(), Some(7));
+
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while keys(&*engine, OPLOG_PREFIX).len() > 8 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let kept: Vec<Vec<u8>> = (7..=10).map(log_key).collect();
+        assert_eq!(keys(&*engine, LOG_PREFIX), kept);
+        let kept: Vec<Vec<u8>> = (7..=10)
+            .flat_map(|index| [oplog_key(index, 0), oplog_key(index, 1)])
+            .collect();
+        assert_eq!(keys(&*engine, OPLOG_PREFIX), kept);
+        assert_eq!(shared.log_bytes(), 400);
+
+        // Entries a purge left behind (the process stopped first) go at the next start.
+        let mut batch = WriteBatch::default();
+        batch.put(Space::Replication, log_key(5), vec![0; 100]);
+        batch.put(Space::Replication, oplog_key(5, 0), b"doc".to_vec());
+        engine.write(batch, Durability::Process).unwrap();
+        LogStore::new(engine.clone(), shared.clone()).unwrap();
+        assert_eq!(keys(&*engine, LOG_PREFIX).len(), 4);
+        assert_eq!(keys(&*engine, OPLOG_PREFIX).len(), 8);
+        assert_eq!(shared.log_bytes(), 400);
+    }
+
+    #[test]
+    fn an_append_message_reads_entries_up_to_its_byte_bound() {
+        let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::default());
+        let mut batch = WriteBatch::default();
+        for index in 1..=10 {
+            let entry = Entry::<TypeConfig> {
+                log_id: LogId::new(CommittedLeaderId::new(1, 0), index),
+                payload: openraft::EntryPayload::Normal(crate::types::Proposal::Config(vec![
+                    0;
+                    1 << 20
+                ])),
+            };
+            batch.put(Space::Replication, log_key(index), encode(&entry).unwrap());
+        }
+        engine.write(batch, Durability::Process).unwrap();
+        let mut log = LogStore::new(engine, Arc::new(Shared::default())).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let limited = runtime
+            .block_on(log.limited_get_log_entries(1, 11))
+            .unwrap();
+        let indexes: Vec<u64> = limited.iter().map(|e| e.log_id.index).collect();
+        assert_eq!(
+            indexes,
+            vec![1, 2, 3],
+            "three 1 MB entries fit in 4 MB, not four"
+        );
+        let all = runtime.block_on(log.try_get_log_entries(1..11)).unwrap();
+        assert_eq!(all.len(), 10);
+        // One entry larger than the bound still goes, alone.
+        let mut batch = WriteBatch::default();
+        let entry = Entry::<TypeConfig> {
+            log_id: LogId::new(CommittedLeaderId::new(1, 0), 11),
+            payload: openraft::EntryPayload::Normal(crate::types::Proposal::Config(vec![
+                0;
+                5 << 20
+            ])),
+        };
+        batch.put(Space::Replication, log_key(11), encode(&entry).unwrap());
+        log.engine.write(batch, Durability::Process).unwrap();
+        let limited = runtime
+            .block_on(log.limited_get_log_entries(11, 12))
+            .unwrap();
+        assert_eq!(limited.len(), 1);
     }
 }

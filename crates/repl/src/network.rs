@@ -4,7 +4,7 @@
 //! failure.
 
 use crate::log_store::Record;
-use crate::types::{decode, encode, Member, Proposal, TypeConfig};
+use crate::types::{decode, encode, Member, TypeConfig};
 use basalt_auth::scram::ClientConversation;
 use basalt_auth::Mechanism;
 use basalt_wire::{Decoded, DocumentSequence, Message, OpMsg};
@@ -17,7 +17,7 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use openraft::{Entry, EntryPayload, LogId, SnapshotMeta, Vote};
+use openraft::{SnapshotMeta, Vote};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -52,6 +52,10 @@ const CONNECT_TIMEOUT_MS: u64 = 500;
 pub struct Peer {
     host: String,
     stream: Option<Box<dyn Stream>>,
+    /// An exchange is on the stream: still set when the next begins, the last one's
+    /// future was dropped midway (a caller's timeout, such as Raft's own), leaving a
+    /// half-sent request or an unread reply, and the stream is closed.
+    in_flight: bool,
     request_id: i32,
     options: PeerOptions,
 }
@@ -82,6 +86,7 @@ impl Peer {
         Peer {
             host: host.to_string(),
             stream: None,
+            in_flight: false,
             request_id: 0,
             options,
         }
@@ -152,6 +157,10 @@ impl Peer {
         body: &Document,
         sequences: &[DocumentSequence],
     ) -> io::Result<Document> {
+        if std::mem::replace(&mut self.in_flight, true) {
+            // Otherwise that reply would answer this request.
+            self.stream = None;
+        }
         if self.stream.is_none() {
             self.stream = Some(self.connect().await?);
             if self.options.x509 {
@@ -160,7 +169,9 @@ impl Peer {
                 self.authenticate(&key).await?;
             }
         }
-        self.round_trip(body, sequences).await
+        let reply = self.round_trip(body, sequences).await?;
+        self.in_flight = false;
+        Ok(reply)
     }
 
     /// Proves this member holds the key file: SCRAM-SHA-256 as the internal user, as
@@ -332,49 +343,6 @@ impl From<CopyPiece> for InstallSnapshotRequest<TypeConfig> {
     }
 }
 
-/// The most entry bytes one append message carries: it must reach the member and be
-/// stored there within Raft's append deadline (one heartbeat interval).
-const APPEND_BYTES: usize = 4 << 20;
-
-/// The bytes an entry adds to a message, near enough.
-fn entry_bytes(entry: &Entry<TypeConfig>) -> usize {
-    const OVERHEAD: usize = 64;
-    OVERHEAD
-        + match &entry.payload {
-            EntryPayload::Normal(Proposal::Command(command)) => {
-                command.body.len()
-                    + command
-                        .sequences
-                        .iter()
-                        .flat_map(|s| s.documents.iter())
-                        .map(|d| d.len())
-                        .sum::<usize>()
-            }
-            EntryPayload::Normal(Proposal::Config(config)) => config.len(),
-            EntryPayload::Blank | EntryPayload::Membership(_) => 0,
-        }
-}
-
-/// Keeps the entries that fit in [`APPEND_BYTES`] (at least one); returns the id of the
-/// last one kept when some were left out.
-fn bound_entries(entries: &mut Vec<Entry<TypeConfig>>) -> Option<LogId<u64>> {
-    let mut bytes = 0;
-    let mut keep = 0;
-    for entry in entries.iter() {
-        let size = entry_bytes(entry);
-        if keep > 0 && bytes + size > APPEND_BYTES {
-            break;
-        }
-        bytes += size;
-        keep += 1;
-    }
-    if keep == entries.len() {
-        return None;
-    }
-    entries.truncate(keep);
-    entries.last().map(|entry| entry.log_id)
-}
-
 /// The name of the document sequence that carries a Raft message.
 pub const PAYLOAD_SEQUENCE: &str = "payload";
 /// The most bytes of a Raft message one document of its sequence holds (a document is
@@ -439,16 +407,7 @@ impl RaftNetwork<TypeConfig> for RaftPeer {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, Member, RaftError<u64>>> {
-        let mut rpc = rpc;
-        let sent_last = bound_entries(&mut rpc.entries);
-        let response = self.peer.raft(self.target, "append", &rpc, &option).await?;
-        // Entries left out for the next message: the member has those sent.
-        Ok(match (response, sent_last) {
-            (AppendEntriesResponse::Success, Some(last)) => {
-                AppendEntriesResponse::PartialSuccess(Some(last))
-            }
-            (response, _) => response,
-        })
+        self.peer.raft(self.target, "append", &rpc, &option).await
     }
 
     async fn install_snapshot(
@@ -471,5 +430,65 @@ impl RaftNetwork<TypeConfig> for RaftPeer {
         option: RPCOption,
     ) -> Result<VoteResponse<u64>, RPCError<u64, Member, RaftError<u64>>> {
         self.peer.raft(self.target, "vote", &rpc, &option).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A member that answers `{n}` with `{n, ok: 1}`, the first request late.
+    async fn echo(listener: tokio::net::TcpListener) {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                loop {
+                    let mut length = [0u8; 4];
+                    if stream.read_exact(&mut length).await.is_err() {
+                        return;
+                    }
+                    let mut buffer = vec![0u8; i32::from_le_bytes(length) as usize];
+                    buffer[..4].copy_from_slice(&length);
+                    stream.read_exact(&mut buffer[4..]).await.unwrap();
+                    let Ok(Decoded::Frame {
+                        frame:
+                            basalt_wire::Frame {
+                                message: Message::Msg(OpMsg { body, .. }),
+                                ..
+                            },
+                        ..
+                    }) = basalt_wire::decode(&buffer)
+                    else {
+                        panic!("not an OP_MSG");
+                    };
+                    let n = body.get_i32("n").unwrap();
+                    if n == 1 {
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                    }
+                    let reply = RawDocumentBuf::try_from(&doc! { "n": n, "ok": 1 }).unwrap();
+                    let message =
+                        basalt_wire::encode_op_msg_with_sequences(0, 0, 0, &reply, &[], None);
+                    if stream.write_all(&message).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_dropped_midway_does_not_leave_its_reply_to_the_next() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let host = listener.local_addr().unwrap().to_string();
+        tokio::spawn(echo(listener));
+        let mut peer = Peer::new(&host, PeerOptions::default());
+        let long = Duration::from_secs(5);
+        // The caller gives up before the reply comes, as Raft's timeouts do.
+        let first = doc! { "n": 1 };
+        let dropped = tokio::time::timeout(Duration::from_millis(50), peer.run(&first, long));
+        assert!(dropped.await.is_err());
+        let reply = peer.run(&doc! { "n": 2 }, long).await.unwrap();
+        assert_eq!(reply.get_i32("n").unwrap(), 2);
+        let reply = peer.run(&doc! { "n": 3 }, long).await.unwrap();
+        assert_eq!(reply.get_i32("n").unwrap(), 3);
     }
 }

@@ -130,7 +130,8 @@ pub(crate) async fn trim(raft: &Raft, log: &LogStore, size: &OplogSize, log_byte
         .borrow()
         .last_applied
         .map_or(0, |id| id.index);
-    let upto = match log.purge_point(size.bytes() / 2) {
+    // It reads the oldest entries: off the runtime's workers, which run Raft.
+    let upto = match tokio::task::block_in_place(|| log.purge_point(size.bytes() / 2)) {
         Ok(Some(point)) => point.min(applied),
         Ok(None) => return,
         Err(e) => {

@@ -1238,8 +1238,18 @@ impl ReplicaSet {
             self.send_join(&config, member.id, &member.host)?;
         }
         let proposal = config_proposal(&config.document)?;
-        let interrupted =
-            |e: String| Error::new(ErrorCode::INTERRUPTED_DUE_TO_REPL_STATE_CHANGE, e);
+        let interrupted = |e: RaftError<u64, ClientWriteError<u64, Member>>| {
+            let why = match e {
+                RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => {
+                    "this member is no longer primary".to_string()
+                }
+                e => e.to_string(),
+            };
+            Error::new(
+                ErrorCode::INTERRUPTED_DUE_TO_REPL_STATE_CHANGE,
+                format!("replSetReconfig was interrupted: {why}"),
+            )
+        };
         let adding = config.members.iter().any(|m| !old.contains(&m.id));
         self.runtime.block_on(async {
             if adding {
@@ -1254,7 +1264,7 @@ impl ReplicaSet {
                     true,
                 )
                 .await
-                .map_err(|e| interrupted(e.to_string()))?;
+                .map_err(interrupted)?;
             }
             let voters: BTreeSet<u64> = config
                 .members
@@ -1264,10 +1274,8 @@ impl ReplicaSet {
                 .collect();
             raft.change_membership(voters, false)
                 .await
-                .map_err(|e| interrupted(e.to_string()))?;
-            raft.client_write(proposal)
-                .await
-                .map_err(|e| interrupted(e.to_string()))?;
+                .map_err(interrupted)?;
+            raft.client_write(proposal).await.map_err(interrupted)?;
             Ok::<_, Error>(())
         })?;
         Ok(Document::new())
@@ -1531,7 +1539,6 @@ mod tests {
         batch.put(Space::Catalog, b"meta".to_vec(), b"c".to_vec());
         for key in [
             &b"log/\0\0\0\0\0\0\0\x07"[..],
-            b"purged",
             b"applied",
             b"session/x",
             b"snapshot",
@@ -1541,6 +1548,9 @@ mod tests {
         ] {
             batch.put(Space::Replication, key.to_vec(), b"v".to_vec());
         }
+        let purged = LogId::new(openraft::CommittedLeaderId::new(1, 0), 3);
+        let (key, value) = crate::log_store::record(b"purged", Some(purged)).unwrap();
+        batch.put(Space::Replication, key, value);
         engine.write(batch, Durability::Process).unwrap();
         let shared = Arc::new(Shared::default());
         let applier = CountingApplier::default();
