@@ -347,7 +347,7 @@ impl ReplicaSet {
         if config.member(id).is_none() {
             return MemberState::Removed;
         }
-        if self.is_writable_leader(&raft.metrics().borrow(), &config) {
+        if self.is_writable_leader(Leadership::of(&raft), &config) {
             MemberState::Primary
         } else if self.elections.lock().maintenance > 0 {
             MemberState::Recovering
@@ -358,8 +358,8 @@ impl ReplicaSet {
 
     /// Leader, not stepping down, heard from a majority lately, and caught up with its
     /// own term's first entry (everything committed before it took office is applied).
-    fn is_writable_leader(&self, metrics: &RaftMetrics<u64, Member>, config: &SetConfig) -> bool {
-        if metrics.state != ServerState::Leader {
+    fn is_writable_leader(&self, leadership: Leadership, config: &SetConfig) -> bool {
+        if !leadership.leader {
             return false;
         }
         if self
@@ -372,14 +372,11 @@ impl ReplicaSet {
         }
         let voters = config.members.iter().filter(|m| m.votes > 0).count();
         let quorum_fresh = voters == 1
-            || (metrics
+            || (leadership
                 .millis_since_quorum_ack
                 .is_some_and(|ms| ms <= config.election_timeout_ms())
                 && !self.was_stalled(config));
-        let caught_up = metrics
-            .last_applied
-            .is_some_and(|applied| applied.leader_id.term == metrics.current_term);
-        quorum_fresh && caught_up
+        quorum_fresh && leadership.caught_up
     }
 
     /// Whether this process did not run for a while (it was paused, SIGSTOP, or starved)
@@ -457,8 +454,9 @@ impl ReplicaSet {
                 tokio::select! {
                     outcome = &mut write => return Some(outcome),
                     () = tokio::time::sleep(Duration::from_millis(PRIMARY_CHECK_MS)) => {
-                        let still = raft.metrics().borrow().current_term == term
-                            && self.state() == MemberState::Primary;
+                        // The metrics' borrow ends before `state()` borrows them again.
+                        let same_term = raft.metrics().borrow().current_term == term;
+                        let still = same_term && self.state() == MemberState::Primary;
                         if !still {
                             return None;
                         }
@@ -1360,9 +1358,13 @@ impl ReplicaSet {
                 elections.electable = Some(electable);
                 raft.runtime_config().elect(electable);
             }
+            // Standing reads Raft's metrics: not under the elections' lock, which a
+            // command's `state()` may be waiting for.
+            drop(elections);
             if electable {
                 self.stand_when_due(&raft, &config);
             }
+            let mut elections = self.elections.lock();
             if elections.last_state != Some(state) || elections.last_leader != leader {
                 if state == MemberState::Primary {
                     elections.elected = Some((bson::DateTime::now(), self.applied().timestamp()));
@@ -1470,6 +1472,34 @@ fn not_initialized() -> Error {
 
 fn storage(e: openraft::StorageError<u64>) -> Error {
     Error::internal(format!("replication storage: {e}"))
+}
+
+/// What [`ReplicaSet::is_writable_leader`] reads of Raft's metrics, copied out of them at
+/// once: no other lock may be taken while they are borrowed. Raft's core waits for every
+/// borrow to end before it publishes new metrics, and new borrows wait behind it, so a
+/// borrow held while waiting for a lock whose holder borrows the metrics stops the
+/// member (its commands, its elections and its Raft core) for good.
+#[derive(Clone, Copy)]
+struct Leadership {
+    leader: bool,
+    millis_since_quorum_ack: Option<u64>,
+    /// Its own term's first entry is applied (everything committed before it took
+    /// office is).
+    caught_up: bool,
+}
+
+impl Leadership {
+    fn of(raft: &Raft) -> Leadership {
+        let metrics = raft.metrics();
+        let metrics = metrics.borrow();
+        Leadership {
+            leader: metrics.state == ServerState::Leader,
+            millis_since_quorum_ack: metrics.millis_since_quorum_ack,
+            caught_up: metrics
+                .last_applied
+                .is_some_and(|applied| applied.leader_id.term == metrics.current_term),
+        }
+    }
 }
 
 /// A member that crashed while loading a copy holds part of it: it clears its data and
