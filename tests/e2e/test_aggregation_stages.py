@@ -745,3 +745,108 @@ def test_index_stats(coll):
     assert out[1]["accesses"]["ops"] == before + 2
     fails(coll, [{"$limit": 1}, {"$indexStats": {}}], 40602)
     fails(coll, [{"$indexStats": {"x": 1}}], 28803)
+
+
+def rrf(*parts: tuple[float, int]) -> float:
+    """Reciprocal rank fusion's score: the sum of weight / (60 + rank)."""
+    return sum(weight / (60 + rank) for weight, rank in parts)
+
+
+def test_rank_fusion(scores):
+    """$rankFusion (MongoDB 8.1): ranks by each pipeline's last $sort, shared ranks for
+    ties, weights, the best score first and ties by _id, with the score and its details
+    as metadata."""
+    out = list(
+        scores.aggregate(
+            [
+                {
+                    "$rankFusion": {
+                        "input": {
+                            "pipelines": {
+                                "high": [{"$match": {"game": "g1"}}, {"$sort": {"score": -1}}],
+                                "ann": [{"$match": {"player": "ann"}}, {"$sort": {"score": 1}}],
+                            }
+                        },
+                        "combination": {"weights": {"ann": 2}},
+                        "scoreDetails": True,
+                    }
+                },
+                {"$project": {"score": {"$meta": "score"}, "why": {"$meta": "scoreDetails"}}},
+            ]
+        )
+    )
+    # g1 by score: cy 57 (1), ann 31 (2), bob 12 (3), dee null (4); ann's: 8 (1), 31 (2).
+    assert [(d["_id"], d["score"]) for d in out] == [
+        (1, rrf((2, 2), (1, 2))),
+        (5, rrf((2, 1))),
+        (3, rrf((1, 1))),
+        (2, rrf((1, 3))),
+        (4, rrf((1, 4))),
+    ]
+    assert out[0]["why"]["details"] == [
+        {"inputPipelineName": "ann", "rank": 2, "weight": 2.0, "details": []},
+        {"inputPipelineName": "high", "rank": 2, "weight": 1.0, "details": []},
+    ]
+    assert out[1]["why"]["details"][1] == {"inputPipelineName": "high", "rank": "NA"}
+    # Equal sort keys share a rank, and the metadata does not leak into $facet's arrays.
+    tied = list(
+        scores.aggregate(
+            [
+                {
+                    "$facet": {
+                        "f": [
+                            {
+                                "$rankFusion": {
+                                    "input": {"pipelines": {"p": [{"$sort": {"game": 1}}]}}
+                                }
+                            },
+                            {"$limit": 4},
+                        ]
+                    }
+                }
+            ]
+        )
+    )
+    assert tied == [{"f": SCORES[:4]}]
+
+
+@pytest.mark.parametrize(
+    ("stage", "code"),
+    [
+        ({"$rankFusion": 1}, 9),
+        ({"$rankFusion": {}}, 40414),
+        ({"$rankFusion": {"input": {"pipelines": {}}}}, 2),
+        ({"$rankFusion": {"input": {"pipelines": {"p": []}}}}, 9834300),
+        ({"$rankFusion": {"input": {"pipelines": {"p": [{"$match": {}}]}}}}, 9191100),
+        (
+            {
+                "$rankFusion": {
+                    "input": {"pipelines": {"p": [{"$sort": {"a": 1}}, {"$count": "n"}]}}
+                }
+            },
+            9191103,
+        ),
+        (
+            {
+                "$rankFusion": {
+                    "input": {"pipelines": {"p": [{"$sort": {"a": 1}}]}},
+                    "combination": {"weights": {"p": -1}},
+                }
+            },
+            9460300,
+        ),
+        (
+            {
+                "$rankFusion": {
+                    "input": {"pipelines": {"p": [{"$sort": {"a": 1}}]}},
+                    "combination": {"weights": {"q": 1}},
+                }
+            },
+            9967500,
+        ),
+    ],
+)
+def test_rank_fusion_errors(scores, stage, code):
+    fails(scores, [stage], code)
+    # Not the first stage.
+    fails(scores, [{"$match": {}}, stage], 10170100)

@@ -213,6 +213,8 @@ pub(crate) enum Place {
     Lookup,
     UnionWith,
     Facet,
+    /// An input pipeline of `$rankFusion`.
+    RankFusion,
     /// The `whenMatched` pipeline of `$merge`.
     Update,
 }
@@ -234,6 +236,28 @@ impl Stages {
             return Err(Error::location(
                 7749501,
                 format!("Pipeline length must be no longer than {PIPELINE_STAGES_MAX} stages."),
+            ));
+        }
+        // Fusing rankings takes the whole input: the first stage only, checked before
+        // any stage's own arguments.
+        let names: Vec<&str> = specs
+            .iter()
+            .map(|spec| spec.keys().next().map_or("", String::as_str))
+            .collect();
+        for (position, name) in names.iter().enumerate().skip(1) {
+            if !matches!(*name, "$rankFusion" | "$scoreFusion") {
+                continue;
+            }
+            // A read of a time-series collection unpacks its buckets first.
+            if names[..position].contains(&"$_internalUnpackBucket") {
+                return Err(Error::location(
+                    10557301,
+                    format!("{name} is not supported on time-series collections"),
+                ));
+            }
+            return Err(Error::location(
+                10170100,
+                format!("{name} must be the first stage in the pipeline"),
             ));
         }
         let mut parsed = Vec::with_capacity(specs.len());

@@ -29,5 +29,6 @@ pub use limits::{BUILT_VALUE_MEMORY_BYTES_MAX, STRING_SIZE_BYTES_MAX};
 pub use operators::boolean::truthy;
 pub use operators::date::{civil_from_days, days_from_civil, TimeUnit};
 pub use operators::miscellaneous::{
-    GEO_NEAR_DISTANCE_FIELD, GEO_NEAR_POINT_FIELD, METADATA_FIELDS, TEXT_SCORE_FIELD,
+    remove_metadata, GEO_NEAR_DISTANCE_FIELD, GEO_NEAR_POINT_FIELD, SCORE_DETAILS_FIELD,
+    SCORE_FIELD, TEXT_SCORE_FIELD,
 };

@@ -3,8 +3,8 @@
 //! of them, within the server's memory budget (ExceededMemoryLimit beyond it).
 
 use crate::pipeline::{DocumentStream, ExecContext, Place, Stages};
-use crate::stages::{drain, finished};
-use basalt_error::{Error, ErrorCode, Result};
+use crate::stages::{check_pipeline_name, drain, finished};
+use basalt_error::{Error, Result};
 use basalt_expr::{type_name, ParseContext};
 use basalt_memory::Reservation;
 use bson::{Bson, Document};
@@ -33,7 +33,7 @@ impl Facet {
         };
         let mut facets = Vec::with_capacity(spec.len());
         for (name, value) in spec {
-            check_name(name)?;
+            check_pipeline_name("$facet", name)?;
             let Bson::Array(items) = value else {
                 return Err(Error::location(
                     40170,
@@ -91,7 +91,8 @@ impl Facet {
             let input = Box::new(docs.iter().cloned().map(Ok));
             let mut results = Vec::new();
             for doc in stages.stream(input, ctx) {
-                let doc = doc?;
+                let mut doc = doc?;
+                basalt_expr::remove_metadata(&mut doc);
                 bytes += basalt_value::document_size_bytes(&doc);
                 memory.reserve_for(basalt_value::document_memory_bytes(&doc), "$facet")?;
                 if bytes > FACET_OUTPUT_BYTES_MAX {
@@ -105,35 +106,6 @@ impl Facet {
             out.insert(name.clone(), results);
         }
         Ok(out)
-    }
-}
-
-/// Facet names follow the rules of field names: not empty, no `$` first, no `.`.
-fn check_name(name: &str) -> Result<()> {
-    let refused = if name.is_empty() {
-        Some((
-            15998,
-            "FieldPath field names may not be empty strings.".to_string(),
-        ))
-    } else if name.starts_with('$') {
-        Some((
-            16410,
-            format!("FieldPath field names may not start with '$'. Given FieldPath: {name}"),
-        ))
-    } else if name.contains('.') {
-        Some((
-            16412,
-            format!("FieldPath field names may not contain '.'. Given FieldPath: {name}"),
-        ))
-    } else {
-        None
-    };
-    match refused {
-        Some((code, why)) => Err(Error::new(
-            ErrorCode::location(code),
-            format!("$facet pipeline names must follow the naming rules of field path expressions. :: caused by :: {why}"),
-        )),
-        None => Ok(()),
     }
 }
 

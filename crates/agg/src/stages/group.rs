@@ -39,9 +39,15 @@ pub(crate) struct Group {
 /// A group's key: its `_id` value, ordered as values are, strings under the stage's
 /// collation.
 #[derive(Clone, Debug)]
-struct GroupKey {
+pub(crate) struct GroupKey {
     value: Bson,
     collation: Option<Collation>,
+}
+
+impl GroupKey {
+    pub(crate) fn new(value: Bson, collation: Option<Collation>) -> GroupKey {
+        GroupKey { value, collation }
+    }
 }
 
 impl PartialEq for GroupKey {

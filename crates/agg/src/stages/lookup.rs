@@ -184,7 +184,13 @@ impl Lookup {
                 None => prepared.insert(self.prepare(ctx)?),
             };
             let found = self.matches(&doc, state, ctx)?;
-            let found = found.into_iter().map(Bson::Document).collect();
+            let found = found
+                .into_iter()
+                .map(|mut joined| {
+                    basalt_expr::remove_metadata(&mut joined);
+                    Bson::Document(joined)
+                })
+                .collect();
             field_path::set(&mut doc, &self.as_path, Bson::Array(found));
             Ok(Some(doc))
         })

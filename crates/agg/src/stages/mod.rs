@@ -25,6 +25,7 @@ mod out;
 mod output;
 mod plan_cache_stats;
 mod project;
+mod rank_fusion;
 mod redact;
 mod replace_root;
 mod sample;
@@ -82,6 +83,7 @@ pub(crate) enum Stage {
     /// `$_internalUnpackBucket`: a time-series collection's measurements.
     UnpackBucket(unpack_bucket::UnpackBucket),
     GeoNear(Box<geo_near::GeoNear>),
+    RankFusion(Box<rank_fusion::RankFusion>),
 }
 
 impl Stage {
@@ -146,6 +148,9 @@ impl Stage {
             }
             "$unionWith" => Stage::UnionWith(Box::new(union_with::UnionWith::parse(args, ctx)?)),
             "$facet" => Stage::Facet(facet::Facet::parse(args, ctx)?),
+            "$rankFusion" => {
+                Stage::RankFusion(Box::new(rank_fusion::RankFusion::parse(args, ctx)?))
+            }
             "$out" => Stage::Out(out::parse(args)?),
             "$merge" => Stage::Merge(Box::new(merge::Merge::parse(args, ctx)?)),
             "$listSearchIndexes" => return Err(Error::search_not_enabled()),
@@ -198,6 +203,7 @@ impl Stage {
             Stage::IndexStats => finished(ctx.collections.index_stats()),
             Stage::PlanCacheStats => finished(ctx.collections.plan_cache_stats()),
             Stage::GeoNear(g) => g.apply(input),
+            Stage::RankFusion(r) => r.apply(input, ctx),
         }
     }
 
@@ -260,6 +266,10 @@ pub(crate) fn check_placement(
             name,
             "$collStats" | "$indexStats" | "$listSessions" | "$planCacheStats"
         );
+    // `$rankFusion` checks its pipelines' stages itself: only selections are allowed.
+    if place == Place::RankFusion {
+        return Ok(());
+    }
     if name == "$geoNear" {
         if place == Place::Facet {
             return Err(Error::location(
@@ -302,7 +312,7 @@ pub(crate) fn check_placement(
                 format!("{name} is not allowed to be used within an update"),
             ))
         }
-        Place::Lookup | Place::UnionWith | Place::Facet | Place::Update => None,
+        Place::Lookup | Place::UnionWith | Place::Facet | Place::Update | Place::RankFusion => None,
     };
     if let Some((code, message)) = refused {
         return Err(Error::location(code, message));
@@ -320,6 +330,39 @@ pub(crate) fn check_placement(
         ));
     }
     Ok(())
+}
+
+/// The names of a stage's pipelines (`$facet`'s, `$rankFusion`'s) follow the rules of
+/// field names: not empty, no `$` first, no `.`.
+pub(crate) fn check_pipeline_name(stage: &str, name: &str) -> Result<()> {
+    let refused = if name.is_empty() {
+        Some((
+            15998,
+            "FieldPath field names may not be empty strings.".to_string(),
+        ))
+    } else if name.starts_with('$') {
+        Some((
+            16410,
+            format!("FieldPath field names may not start with '$'. Given FieldPath: {name}"),
+        ))
+    } else if name.contains('.') {
+        Some((
+            16412,
+            format!("FieldPath field names may not contain '.'. Given FieldPath: {name}"),
+        ))
+    } else {
+        None
+    };
+    match refused {
+        Some((code, why)) => Err(Error::new(
+            ErrorCode::location(code),
+            format!(
+                "{stage} pipeline names must follow the naming rules of field path \
+                 expressions. :: caused by :: {why}"
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// A streaming stage: each input document becomes zero or one output document. Errors

@@ -45,6 +45,11 @@ impl Sort {
         &self.keys
     }
 
+    /// The sort specification, parsed.
+    pub(crate) fn spec(&self) -> &SortSpec {
+        &self.spec
+    }
+
     pub(crate) fn apply<'a>(
         &'a self,
         input: DocumentStream<'a>,

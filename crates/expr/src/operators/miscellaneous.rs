@@ -1,7 +1,10 @@
 //! Miscellaneous expression operators (as MongoDB's manual groups them): `$rand`, and
 //! `$meta`: what a search left with the document, in hidden fields ([`METADATA_FIELDS`]):
-//! `textScore`, the score a `$text` search gave it, and `geoNearDistance` and
-//! `geoNearPoint`, its distance and location as `$geoNear` measured them.
+//! `textScore`, the score a `$text` search gave it, `geoNearDistance` and
+//! `geoNearPoint`, its distance and location as `$geoNear` measured them, and `score` and
+//! `scoreDetails`, what `$rankFusion` made of its ranks. Atlas Search's kinds
+//! (`searchScore`, `searchScoreDetails`, `vectorSearchScore`) are never set here: they
+//! are missing, as in MongoDB without a search stage.
 //!
 //! `$getField`, `$setField` and `$literal`, which the manual also lists here, live with the
 //! object operators and in the parser.
@@ -17,19 +20,34 @@ pub const TEXT_SCORE_FIELD: &str = "$__textScore";
 /// The fields `$geoNear` leaves a document's distance and location in.
 pub const GEO_NEAR_DISTANCE_FIELD: &str = "$__geoNearDistance";
 pub const GEO_NEAR_POINT_FIELD: &str = "$__geoNearPoint";
-/// Every hidden field of metadata, which the server removes before replying.
-pub const METADATA_FIELDS: [&str; 3] = [
+/// The fields `$rankFusion` leaves a document's score and its details in.
+pub const SCORE_FIELD: &str = "$__score";
+pub const SCORE_DETAILS_FIELD: &str = "$__scoreDetails";
+/// Every hidden field of metadata ([`remove_metadata`]).
+const METADATA_FIELDS: [&str; 5] = [
     TEXT_SCORE_FIELD,
     GEO_NEAR_DISTANCE_FIELD,
     GEO_NEAR_POINT_FIELD,
+    SCORE_FIELD,
+    SCORE_DETAILS_FIELD,
 ];
+
+/// Removes what searches left on `doc` for `{$meta}`: their metadata goes no further
+/// than the pipeline that made it (not into a reply, a written document, or the arrays
+/// `$facet` and `$lookup` build).
+pub fn remove_metadata(doc: &mut bson::Document) {
+    for field in METADATA_FIELDS {
+        doc.remove(field);
+    }
+}
 
 #[derive(Debug)]
 pub(crate) enum Miscellaneous {
     /// `$rand`: a uniformly distributed double in [0, 1), new on every evaluation.
     Rand,
-    /// `{$meta: kind}`: the name of the kind and its hidden field.
-    Meta(&'static str, &'static str),
+    /// `{$meta: kind}`: the name of the kind and its hidden field, whose absence is an
+    /// error; `None` for Atlas Search's kinds, always missing.
+    Meta(&'static str, Option<&'static str>),
 }
 
 impl Miscellaneous {
@@ -43,21 +61,21 @@ impl Miscellaneous {
                 )),
             },
             "$meta" => match args {
-                Bson::String(kind) if kind == "textScore" => {
-                    Ok(Some(Miscellaneous::Meta("text score", TEXT_SCORE_FIELD)))
+                Bson::String(kind) => match kind.as_str() {
+                    "textScore" => Ok(("text score", Some(TEXT_SCORE_FIELD))),
+                    "geoNearDistance" => Ok(("geoNearDistance", Some(GEO_NEAR_DISTANCE_FIELD))),
+                    "geoNearPoint" => Ok(("geoNearPoint", Some(GEO_NEAR_POINT_FIELD))),
+                    "score" => Ok(("score", Some(SCORE_FIELD))),
+                    "scoreDetails" => Ok(("scoreDetails", Some(SCORE_DETAILS_FIELD))),
+                    "searchScore" | "searchScoreDetails" | "vectorSearchScore" => {
+                        Ok(("search", None))
+                    }
+                    _ => Err(Error::location(
+                        17308,
+                        format!("Unsupported argument to $meta: {kind}"),
+                    )),
                 }
-                Bson::String(kind) if kind == "geoNearDistance" => Ok(Some(Miscellaneous::Meta(
-                    "geoNearDistance",
-                    GEO_NEAR_DISTANCE_FIELD,
-                ))),
-                Bson::String(kind) if kind == "geoNearPoint" => Ok(Some(Miscellaneous::Meta(
-                    "geoNearPoint",
-                    GEO_NEAR_POINT_FIELD,
-                ))),
-                Bson::String(kind) => Err(Error::location(
-                    17308,
-                    format!("Unsupported argument to $meta: {kind}"),
-                )),
+                .map(|(name, field)| Some(Miscellaneous::Meta(name, field))),
                 _ => Err(Error::location(
                     17307,
                     "$meta only supports string arguments",
@@ -70,7 +88,8 @@ impl Miscellaneous {
     pub(crate) fn eval<'a>(&'a self, env: &Env<'a>) -> Result<Value<'a>> {
         match self {
             Miscellaneous::Rand => Ok(Some(Cow::Owned(Bson::Double(rand::random::<f64>())))),
-            Miscellaneous::Meta(kind, field) => match env.root.get(*field) {
+            Miscellaneous::Meta(_, None) => Ok(None),
+            Miscellaneous::Meta(kind, Some(field)) => match env.root.get(*field) {
                 Some(value) => Ok(Some(Cow::Borrowed(value))),
                 None => Err(Error::location(
                     40218,

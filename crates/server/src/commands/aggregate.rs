@@ -88,6 +88,21 @@ pub(super) fn aggregate_as(
             "$listSessions may only be run against config.system.sessions",
         ));
     }
+    // A time-series collection's buckets are refused as the collection is (the read of
+    // the collection itself unpacks them first, which the stage refuses).
+    let buckets = name
+        .as_deref()
+        .is_some_and(|name| name.starts_with("system.buckets."));
+    if buckets
+        && stages
+            .first()
+            .is_some_and(|stage| stage.contains_key("$rankFusion"))
+    {
+        return Err(Error::location(
+            10557301,
+            "$rankFusion is not supported on time-series collections",
+        ));
+    }
     if fields.document_opt("cursor")?.is_none() && !fields.bool_or("explain", false)? {
         return Err(Error::failed_to_parse(
             "The 'cursor' option is required, except for aggregate with the explain argument",
@@ -264,10 +279,7 @@ const FIRST_ELEMENT_SHOWN_CHARS: usize = 100;
 /// a `$lookup` joining too many): results may use the 16 KB MongoDB allows beyond 16 MB
 /// for its own documents, and the error reads as MongoDB's.
 fn fits_in_bson(mut doc: Document) -> Result<Document> {
-    // What a search left for `{$meta}` goes no further than the pipeline.
-    for field in basalt_expr::METADATA_FIELDS {
-        doc.remove(field);
-    }
+    basalt_expr::remove_metadata(&mut doc);
     let size = basalt_value::document_size_bytes(&doc);
     if size > MAX_BSON_OBJECT_INTERNAL_SIZE_BYTES {
         // Only the start of the first element: it may be most of the 16 MB.

@@ -447,9 +447,7 @@ fn unique_index_on<'m>(meta: &'m CollectionMeta, on: &[String]) -> Option<&'m In
 /// A document as `$out` and `$merge` store it: without the metadata a search left on
 /// it for the pipeline.
 fn written(mut doc: Document) -> Document {
-    for field in basalt_expr::METADATA_FIELDS {
-        doc.remove(field);
-    }
+    basalt_expr::remove_metadata(&mut doc);
     doc
 }
 
