@@ -40,8 +40,46 @@ def test_pre_and_post_images_option_and_coll_mod(db):
         "options"
     ]
     assert options["changeStreamPreAndPostImages"] == {"enabled": True}
-    with raises_code("FailedToParse"):
+    # Disabled is the default, which is not kept (as mongod).
+    db.command("collMod", "c", changeStreamPreAndPostImages={"enabled": False})
+    options = db.command("listCollections", filter={"name": "c"})["cursor"]["firstBatch"][0][
+        "options"
+    ]
+    assert "changeStreamPreAndPostImages" not in options
+    with raises_code("TypeMismatch"):
         db.command("collMod", "c", changeStreamPreAndPostImages=True)
+    with raises_code("TypeMismatch"):
+        db.command("create", "d", changeStreamPreAndPostImages={"enabled": 1})
+    with pytest.raises(OperationFailure) as failure:
+        db.command("create", "d", changeStreamPreAndPostImages={})
+    assert failure.value.code == 40414
+
+
+def test_id_index_and_collation_options_are_checked(db):
+    """`idIndex` can only be the `_id` index every collection gets; a collation is checked
+    as every command's, and kept with its defaults filled in."""
+    db.command("create", "c", idIndex={"key": {"_id": 1}, "name": "_id_", "v": 2})
+    for spec, code in [
+        ({"key": {"_id": -1}, "name": "_id_"}, 2),
+        ({"key": {"_id": 1}}, 9),
+        ({"key": {"_id": 1}, "name": "_id_", "unique": True}, 197),
+        ({"key": {"_id": 1}, "name": "_id_", "v": 3}, 67),
+        ({"key": {"_id": 1}, "name": "_id_", "collation": {"locale": "fr"}}, 2),
+    ]:
+        with pytest.raises(OperationFailure) as failure:
+            db.command("create", "d", idIndex=spec)
+        assert failure.value.code == code, spec
+    with raises_code("TypeMismatch"):
+        db.command("create", "d", collation="en")
+    with pytest.raises(OperationFailure) as failure:
+        db.command("create", "d", collation={"locale": "en", "strength": 6})
+    assert failure.value.code == 2
+    db.command("create", "e", collation={"locale": "fr"})
+    options = db.command("listCollections", filter={"name": "e"})["cursor"]["firstBatch"][0][
+        "options"
+    ]
+    assert options["collation"]["locale"] == "fr"
+    assert options["collation"]["strength"] == 3
 
 
 def test_coll_mod_refuses_options_of_other_kinds_of_collection(db):

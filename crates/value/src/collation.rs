@@ -450,21 +450,23 @@ fn strength_field(value: &Bson) -> Result<i64> {
             ))
         }
     };
-    // As mongod's safeNumberInt: NaN is 0 and doubles saturate at the int32 bounds.
+    // As mongod 8.0: NaN is 0, fractions round half to even and doubles saturate at
+    // the int32 bounds; out of range is BadValue.
     let n = if number.is_nan() {
         0
     } else {
-        number.clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i64
+        number
+            .round_ties_even()
+            .clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i64
     };
     let (op, bound) = match n {
         n if n < 0 => (">=", 0),
         n if n > 5 => ("<=", 5),
         n => return Ok(n),
     };
-    Err(Error::location(
-        51024,
-        format!("BSON field 'collation.strength' value must be {op} {bound}, actual value '{n}'"),
-    ))
+    Err(Error::bad_value(format!(
+        "BSON field 'collation.strength' value must be {op} {bound}, actual value '{n}'"
+    )))
 }
 
 fn strength_from_number(n: i64) -> Result<Strength> {
@@ -723,7 +725,7 @@ mod tests {
             "Field 'locale' cannot be the empty string in: { locale: \"\" }"
         );
         let e = error(doc! {"locale": "en", "strength": 6});
-        assert_eq!(e.code.0, 51024);
+        assert_eq!(e.code.0, 2);
         assert_eq!(
             e.message,
             "BSON field 'collation.strength' value must be <= 5, actual value '6'"

@@ -74,9 +74,15 @@ pub fn coll_mod(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 }
             },
             "index" => reply = modify_index(ctx, &collection, value)?,
-            "changeStreamPreAndPostImages" => {
-                options.insert(key.clone(), pre_and_post_images(value)?);
-            }
+            "changeStreamPreAndPostImages" => match pre_and_post_images("collMod", value)? {
+                Some(true) => {
+                    options.insert(key.clone(), doc! { "enabled": true });
+                }
+                Some(false) => {
+                    options.remove(key);
+                }
+                None => {}
+            },
             "validator" => {
                 let validator = crate::validation::check_spec(ctx.db, name, "collMod", value)?;
                 if let Some(validator) = validator {

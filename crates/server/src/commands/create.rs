@@ -20,12 +20,7 @@ use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Bson, Document};
 
 /// Options accepted and kept (reported back by listCollections).
-const KEPT_OPTIONS: &[&str] = &[
-    "indexOptionDefaults",
-    "collation",
-    "changeStreamPreAndPostImages",
-    "clusteredIndex",
-];
+const KEPT_OPTIONS: &[&str] = &["indexOptionDefaults", "clusteredIndex"];
 /// Options that ask for collection kinds Basalt does not have yet.
 const UNSUPPORTED_OPTIONS: &[&str] = &["encryptedFields"];
 
@@ -40,16 +35,14 @@ const NOT_FOR_TIME_SERIES: &[&str] = &[
     "changeStreamPreAndPostImages",
 ];
 
-/// Fields read apart (a capped collection's bounds, see [`capped_options`]), legacy
-/// ones that mean nothing here, and the `_id` index's spec (mongorestore sends it),
-/// which is always MongoDB's default here.
+/// Fields read apart (a capped collection's bounds, see [`capped_options`]) and legacy
+/// ones that mean nothing here.
 const IGNORED_FIELDS: &[&str] = &[
     "capped",
     "size",
     "max",
     "flags",
     "autoIndexId",
-    "idIndex",
     "timeseries",
 ];
 
@@ -224,10 +217,14 @@ fn collection_options(body: &Document, view: bool) -> Result<Document> {
             if value != &Bson::Null {
                 options.insert(key.clone(), expire_after_seconds(value)?);
             }
+        } else if key == "idIndex" {
+            check_id_index(body, value)?;
         } else if key == "clusteredIndex" {
             options.insert(key.clone(), clustered_index(value)?);
         } else if key == "changeStreamPreAndPostImages" {
-            options.insert(key.clone(), pre_and_post_images(value)?);
+            if pre_and_post_images("create", value)? == Some(true) {
+                options.insert(key.clone(), doc! { "enabled": true });
+            }
         } else if key == "validationLevel" || key == "validationAction" {
             // Null is the default, as if not given.
             if value != &Bson::Null {
@@ -239,11 +236,22 @@ fn collection_options(body: &Document, view: bool) -> Result<Document> {
             if let Some(validator) = crate::validation::check_spec(db, name, "create", value)? {
                 options.insert(key.clone(), validator);
             }
+        } else if key == "collation" {
+            // MongoDB keeps the whole spec, its defaults filled in; the simple one not.
+            let collation = Fields::new(body).collation()?;
+            if let Some(collation) = collation {
+                options.insert(key.clone(), collation.spec().clone());
+            }
         } else if key == "storageEngine" {
             check_storage_engine(value)?;
-            options.insert(key.clone(), value.clone());
+            if !is_empty_document(value) {
+                options.insert(key.clone(), value.clone());
+            }
         } else if KEPT_OPTIONS.contains(&key.as_str()) {
-            options.insert(key.clone(), value.clone());
+            // An empty one is as if not given (the same collection for idempotence).
+            if !is_empty_document(value) {
+                options.insert(key.clone(), value.clone());
+            }
         } else if !GENERIC_COMMAND_FIELDS.contains(&key.as_str())
             && !IGNORED_FIELDS.contains(&key.as_str())
             && !UNSUPPORTED_OPTIONS.contains(&key.as_str())
@@ -436,6 +444,99 @@ fn create_collection(ctx: &Ctx<'_>, name: &str, options: Document) -> Result<Doc
 }
 
 /// Validates `clusteredIndex`: MongoDB clusters only by `{_id: 1}`, uniquely.
+fn is_empty_document(value: &Bson) -> bool {
+    matches!(value, Bson::Document(d) if d.is_empty())
+}
+
+/// `idIndex` (mongorestore sends it): the spec of the `_id` index, checked as mongod
+/// checks it. It can only be the one every collection gets — `{_id: 1}`, with the
+/// collection's collation — so nothing of it is kept.
+fn check_id_index(body: &Document, value: &Bson) -> Result<()> {
+    let spec = match value {
+        Bson::Null => return Ok(()),
+        Bson::Document(spec) => spec,
+        other => {
+            return Err(Error::type_mismatch(format!(
+                "BSON field 'create.idIndex' is the wrong type '{}', expected type 'object'",
+                crate::request::type_name(other)
+            )))
+        }
+    };
+    if body.get("clusteredIndex").is_some_and(is_requested) {
+        return Err(Error::new(
+            ErrorCode::INVALID_OPTIONS,
+            "The 'idIndex' option is not supported with a clustered collection",
+        ));
+    }
+    if let Some(missing) = ["key", "name"].iter().find(|f| !spec.contains_key(**f)) {
+        return Err(Error::failed_to_parse(format!(
+            "The '{missing}' field is a required property of an index specification"
+        )));
+    }
+    if let Some(option) = spec
+        .keys()
+        .find(|option| !matches!(option.as_str(), "key" | "name" | "v" | "ns" | "collation"))
+    {
+        return Err(Error::new(
+            ErrorCode::INVALID_INDEX_SPECIFICATION_OPTION,
+            format!("The field '{option}' is not valid for an _id index specification. Specification: {spec}"),
+        ));
+    }
+    match spec.get("v") {
+        None => {}
+        Some(v) => match basalt_value::as_f64(v) {
+            Some(n) if n.fract() != 0.0 || n.is_nan() => {
+                return Err(Error::bad_value(format!(
+                    "Index version must be an integer, not {v}"
+                )))
+            }
+            Some(n) if n == 1.0 || n == 2.0 => {}
+            Some(_) => {
+                return Err(Error::new(
+                    ErrorCode::CANNOT_CREATE_INDEX,
+                    format!(
+                        "Invalid index specification {spec}; cannot create an index with v={v}"
+                    ),
+                ))
+            }
+            None => {
+                return Err(Error::type_mismatch(format!(
+                    "The 'v' field of an index specification must be a number, not {}",
+                    crate::request::type_name(v)
+                )))
+            }
+        },
+    }
+    // The key's and the name's types and values, as createIndexes checks them.
+    let mut checked = spec.clone();
+    let collation = checked.remove("collation");
+    super::create_indexes::parse_spec(&checked, None)?;
+    let key = spec.get_document("key")?;
+    let ascending_id = key.len() == 1 && key.get("_id").and_then(basalt_value::as_f64) == Some(1.0);
+    if !ascending_id {
+        return Err(Error::bad_value(format!(
+            "The _id index must have key pattern {{ _id: 1 }}, not {key}"
+        )));
+    }
+    let collection = Fields::new(body).collation()?.map(|c| c.spec().clone());
+    let index = match &collation {
+        None => collection.clone(),
+        Some(Bson::Document(c)) => basalt_value::Collation::parse(c)?.map(|c| c.spec().clone()),
+        Some(other) => {
+            return Err(Error::type_mismatch(format!(
+                "The field 'collation' must be an object, but got {}",
+                crate::request::type_name(other)
+            )))
+        }
+    };
+    if index != collection {
+        return Err(Error::bad_value(
+            "The _id index must have the same collation as the collection",
+        ));
+    }
+    Ok(())
+}
+
 fn clustered_index(value: &Bson) -> Result<Bson> {
     let Bson::Document(spec) = value else {
         return Err(Error::type_mismatch("'clusteredIndex' must be an object"));
@@ -462,13 +563,53 @@ fn clustered_index(value: &Bson) -> Result<Bson> {
 
 /// Validates `changeStreamPreAndPostImages: {enabled: <bool>}`. Change streams are not
 /// served yet, so the setting is only kept and reported.
-pub fn pre_and_post_images(value: &Bson) -> Result<Bson> {
-    match value {
-        Bson::Document(d) if d.len() == 1 && matches!(d.get("enabled"), Some(Bson::Boolean(_))) => {
-            Ok(value.clone())
+/// `changeStreamPreAndPostImages` of `create` and `collMod`, `{enabled: <bool>}`, checked
+/// as mongod checks it; `None` when null (as if not given). Disabled is the default,
+/// which mongod does not keep either.
+pub fn pre_and_post_images(command: &str, value: &Bson) -> Result<Option<bool>> {
+    let wrong_type = |field: &str, value: &Bson, expected: &str| {
+        Error::type_mismatch(format!(
+            "BSON field '{field}' is the wrong type '{}', expected type '{expected}'",
+            crate::request::type_name(value)
+        ))
+    };
+    let spec = match value {
+        Bson::Null => return Ok(None),
+        Bson::Document(spec) => spec,
+        other => {
+            return Err(wrong_type(
+                &format!("{command}.changeStreamPreAndPostImages"),
+                other,
+                "object",
+            ))
         }
-        _ => Err(Error::failed_to_parse(
-            "'changeStreamPreAndPostImages' must be an object {enabled: <bool>}",
-        )),
+    };
+    let mut enabled = None;
+    for (name, value) in spec {
+        match (name.as_str(), value) {
+            ("enabled", Bson::Null) => {}
+            ("enabled", Bson::Boolean(on)) => enabled = Some(*on),
+            ("enabled", other) => {
+                return Err(wrong_type(
+                    "changeStreamPreAndPostImages.enabled",
+                    other,
+                    "bool",
+                ))
+            }
+            _ => {
+                return Err(Error::location(
+                    40415,
+                    format!(
+                        "BSON field 'changeStreamPreAndPostImages.{name}' is an unknown field."
+                    ),
+                ))
+            }
+        }
     }
+    enabled.map(Some).ok_or_else(|| {
+        Error::location(
+            40414,
+            "BSON field 'changeStreamPreAndPostImages.enabled' is missing but a required field",
+        )
+    })
 }
