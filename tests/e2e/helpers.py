@@ -42,7 +42,6 @@ CODES = {
     "BSONObjectTooLarge": 10334,
     "Location15952": 15952,
     "Location15955": 15955,
-    "Location16608": 16608,
     "Location4568": 4568,
     "Location16493": 16493,
     "Location40099": 40099,

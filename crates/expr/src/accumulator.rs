@@ -41,6 +41,8 @@ pub enum AccumulatorKind {
     Last,
     Push,
     AddToSet,
+    /// `$setUnion` (MongoDB 8.1): the set of the elements of array values.
+    SetUnion,
     StdDevPop,
     StdDevSamp,
     MergeObjects,
@@ -58,6 +60,7 @@ impl AccumulatorKind {
             "$last" => AccumulatorKind::Last,
             "$push" => AccumulatorKind::Push,
             "$addToSet" => AccumulatorKind::AddToSet,
+            "$setUnion" => AccumulatorKind::SetUnion,
             "$stdDevPop" => AccumulatorKind::StdDevPop,
             "$stdDevSamp" => AccumulatorKind::StdDevSamp,
             "$mergeObjects" => AccumulatorKind::MergeObjects,
@@ -176,9 +179,12 @@ pub enum Accumulator {
         items: Vec<Bson>,
         memory_bytes: usize,
     },
+    /// `$addToSet`, or with `union` `$setUnion`, whose values are arrays whose elements
+    /// go into the set.
     AddToSet {
         set: BTreeSet<OrderedBson>,
         memory_bytes: usize,
+        union: bool,
     },
     StdDev {
         sample: bool,
@@ -257,9 +263,10 @@ impl Accumulator {
                 items: Vec::new(),
                 memory_bytes: 0,
             },
-            AccumulatorKind::AddToSet => Accumulator::AddToSet {
+            AccumulatorKind::AddToSet | AccumulatorKind::SetUnion => Accumulator::AddToSet {
                 set: BTreeSet::new(),
                 memory_bytes: 0,
+                union: kind == AccumulatorKind::SetUnion,
             },
             AccumulatorKind::StdDevPop => Accumulator::StdDev {
                 sample: false,
@@ -315,16 +322,35 @@ impl Accumulator {
                 items.push(v.clone());
                 size as isize
             }
-            Accumulator::AddToSet { set, memory_bytes } => {
+            Accumulator::AddToSet {
+                set,
+                memory_bytes,
+                union,
+            } => {
                 let Some(v) = value else { return Ok(0) };
-                let member = OrderedBson(v.clone());
-                if set.contains(&member) {
-                    return Ok(0);
+                let operator = if *union { "$setUnion" } else { "$addToSet" };
+                let members = match (v, *union) {
+                    (_, false) => std::slice::from_ref(v),
+                    (Bson::Array(items), true) => items.as_slice(),
+                    (other, true) => {
+                        return Err(Error::type_mismatch(format!(
+                            "$setUnion requires array values, but found {}",
+                            crate::type_name(Some(other))
+                        )))
+                    }
+                };
+                let mut grown = 0;
+                for member in members {
+                    let member = OrderedBson(member.clone());
+                    if set.contains(&member) {
+                        continue;
+                    }
+                    let size = value_memory_bytes(&member.0);
+                    keep(operator, memory_bytes, size)?;
+                    set.insert(member);
+                    grown += size as isize;
                 }
-                let size = value_memory_bytes(v);
-                keep("$addToSet", memory_bytes, size)?;
-                set.insert(member);
-                size as isize
+                grown
             }
             Accumulator::StdDev { moments, .. } => {
                 if let Some(n) = value.and_then(Number::from_bson) {
@@ -402,12 +428,17 @@ impl Accumulator {
                 items.extend(later);
             }
             (
-                Accumulator::AddToSet { set, memory_bytes },
+                Accumulator::AddToSet {
+                    set,
+                    memory_bytes,
+                    union,
+                },
                 Accumulator::AddToSet { set: later, .. },
             ) => {
+                let operator = if *union { "$setUnion" } else { "$addToSet" };
                 for v in later {
                     if !set.contains(&v) {
-                        keep("$addToSet", memory_bytes, value_memory_bytes(&v.0))?;
+                        keep(operator, memory_bytes, value_memory_bytes(&v.0))?;
                         set.insert(v);
                     }
                 }

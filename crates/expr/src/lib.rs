@@ -26,6 +26,7 @@ pub use dependencies::FieldSet;
 pub use env::Value;
 pub use expression::{type_name, Expression};
 pub use limits::{BUILT_VALUE_MEMORY_BYTES_MAX, STRING_SIZE_BYTES_MAX};
+pub use operators::arithmetic::DIVIDE_BY_ZERO;
 pub use operators::boolean::truthy;
 pub use operators::date::{civil_from_days, days_from_civil, TimeUnit};
 pub use operators::miscellaneous::{

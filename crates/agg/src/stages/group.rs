@@ -44,6 +44,16 @@ pub(crate) struct GroupKey {
     collation: Option<Collation>,
 }
 
+/// MongoDB 8 runs `$group` in its slot-based engine, whose arithmetic errors have codes
+/// of their own: an accumulator's argument that divides by zero fails with them.
+fn slot_engine_error(e: Error) -> Error {
+    match e.code.0 {
+        2 if e.message == basalt_expr::DIVIDE_BY_ZERO => Error::location(4848401, e.message),
+        16610 => Error::location(4848403, e.message),
+        _ => e,
+    }
+}
+
 impl GroupKey {
     pub(crate) fn new(value: Bson, collation: Option<Collation>) -> GroupKey {
         GroupKey { value, collation }
@@ -189,7 +199,10 @@ impl Group {
     ) -> Result<isize> {
         let mut grown = 0;
         for ((_, spec), acc) in self.fields.iter().zip(accumulators.iter_mut()) {
-            let value = spec.argument.evaluate_ref(doc, vars)?;
+            let value = spec
+                .argument
+                .evaluate_ref(doc, vars)
+                .map_err(slot_engine_error)?;
             grown += acc.accumulate(value.as_deref())?;
         }
         Ok(grown)

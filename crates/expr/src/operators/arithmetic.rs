@@ -236,17 +236,16 @@ fn divide(a: Option<&Bson>, b: Option<&Bson>) -> Result<Bson> {
         return Ok(Bson::Null);
     }
     let (Some(x), Some(y)) = (number(a), number(b)) else {
-        return Err(Error::location(
-            16609,
-            format!(
-                "$divide only supports numeric types, not {} and {}",
-                type_name(a),
-                type_name(b)
-            ),
-        ));
+        // MongoDB 8.0's code (7.0 gave 16609).
+        return Err(Error::type_mismatch(format!(
+            "$divide only supports numeric types, not {} and {}",
+            type_name(a),
+            type_name(b)
+        )));
     };
     if is_zero(y) {
-        return Err(Error::location(16608, "can't $divide by zero"));
+        // MongoDB 8.0's code (7.0 gave 16608).
+        return Err(Error::bad_value(DIVIDE_BY_ZERO));
     }
     let quotient = x.to_f64() / y.to_f64();
     Ok(if is_decimal(x) || is_decimal(y) {
@@ -255,6 +254,9 @@ fn divide(a: Option<&Bson>, b: Option<&Bson>) -> Result<Bson> {
         Bson::Double(quotient)
     })
 }
+
+/// `$divide`'s error when the divisor is zero.
+pub const DIVIDE_BY_ZERO: &str = "can't $divide by zero";
 
 fn is_decimal(n: Number) -> bool {
     matches!(n, Number::Decimal(_))
@@ -716,8 +718,8 @@ mod tests {
     fn divide_and_mod() {
         assert_eq!(value(bson!({"$divide": [7, 2]})), bson!(3.5));
         assert_eq!(value(bson!({"$divide": [dec("1"), 4]})), dec("0.25"));
-        assert_eq!(error_code(bson!({"$divide": [1, 0]})), 16608);
-        assert_eq!(error_code(bson!({"$divide": [1, "a"]})), 16609);
+        assert_eq!(error_code(bson!({"$divide": [1, 0]})), 2);
+        assert_eq!(error_code(bson!({"$divide": [1, "a"]})), 14);
         assert_eq!(value(bson!({"$mod": [7, 3]})), bson!(1));
         assert_eq!(value(bson!({"$mod": [-7, 3_i64]})), bson!(-1_i64));
         assert_eq!(value(bson!({"$mod": [7.5, 2]})), bson!(1.5));
