@@ -6,9 +6,12 @@ states what the pipeline means rather than a pasted server answer.
 
 from __future__ import annotations
 
+import struct
+import uuid
 from collections import defaultdict
 
 import pytest
+from bson import Binary
 from pymongo.errors import OperationFailure
 
 from helpers import raises_code
@@ -184,6 +187,42 @@ def test_set_operator_errors(db):
         with pytest.raises(OperationFailure) as info:
             list(db.c.aggregate([{"$project": {"r": expression}}]))
         assert info.value.code == code, expression
+
+
+def test_convert_to_and_from_bin_data(db):
+    """MongoDB 8.0's $convert between binData and strings (`format`) and numbers
+    (`byteOrder`), with its errors; $toString writes a UUID as text, other bytes as
+    base64."""
+    key = uuid.UUID("01020304-0506-0708-090a-0b0c0d0e0f10")
+    db.c.insert_one({"_id": 1, "u": Binary.from_uuid(key), "h": Binary(b"hello"), "n": 42})
+
+    def project(expression):
+        return list(db.c.aggregate([{"$project": {"_id": 0, "r": expression}}]))[0]["r"]
+
+    def convert(input, to, **options):
+        return project({"$convert": {"input": input, "to": to, **options}})
+
+    assert project({"$toString": "$u"}) == str(key)
+    assert project({"$toString": "$h"}) == "aGVsbG8="
+    assert convert("$h", "string", format="hex") == "68656C6C6F"
+    assert convert("$h", "string", format="base64url") == "aGVsbG8"
+    assert convert("aGVsbG8=", "binData", format="base64") == b"hello"
+    assert convert(str(key), {"type": "binData", "subtype": 4}, format="uuid") == Binary(
+        key.bytes, 4
+    )
+    assert convert("$n", "binData", byteOrder="big") == struct.pack(">i", 42)
+    assert convert(Binary(struct.pack("<q", 7)), "long") == 7
+    assert convert(Binary(b"\x01\x02\x03"), "int", onError="caught") == "caught"
+    for options, code in [
+        ({"input": "$h", "to": "string"}, 4341115),
+        ({"input": "$h", "to": "string", "format": "xml"}, 4341125),
+        ({"input": "$n", "to": "binData", "byteOrder": "middle"}, 9130002),
+        ({"input": "$n", "to": {"type": "binData", "subtype": 42}}, 4341107),
+        ({"input": "aGVsbG8", "to": "binData", "format": "base64"}, 241),
+    ]:
+        with pytest.raises(OperationFailure) as info:
+            project({"$convert": options})
+        assert info.value.code == code, options
 
 
 def test_group_memory_limit_spill(db):

@@ -1,8 +1,10 @@
 //! Type expression operators: `$type $isNumber $convert` and its shorthands `$toInt
-//! $toLong $toDouble $toDecimal $toString $toBool $toDate $toObjectId`.
+//! $toLong $toDouble $toDecimal $toString $toBool $toDate $toObjectId $toUUID`.
 //!
-//! Conversions follow MongoDB 7.0's table; a failed conversion is `ConversionFailure`
-//! (241) unless `$convert` names an `onError` value.
+//! Conversions follow MongoDB 8.0's table, binData's in [`bin_data`]; a failed
+//! conversion is `ConversionFailure` (241) unless `$convert` names an `onError` value.
+
+mod bin_data;
 
 use crate::context::ParseContext;
 use crate::env::{Env, Value};
@@ -11,6 +13,7 @@ use crate::numeric::{display, format_double, to_decimal};
 use crate::operators::date::{format_iso, parse_date};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_value::Number;
+use bin_data::Format;
 use bson::oid::ObjectId;
 use bson::{Bson, DateTime, Decimal128};
 use std::borrow::Cow;
@@ -27,6 +30,10 @@ pub(crate) enum TypeOp {
 pub(crate) struct Convert {
     input: Expression,
     to: To,
+    /// How strings stand for binData's bytes; required between the two.
+    format: Option<Expression>,
+    /// The order of a number's bytes in binData: little-endian unless "big".
+    byte_order: Option<Expression>,
     on_error: Option<Expression>,
     on_null: Option<Expression>,
 }
@@ -47,8 +54,54 @@ pub(crate) enum Target {
     Int,
     Long,
     Decimal,
+    /// binData of a subtype, checked once the input is known not to be null.
+    BinData(Subtype),
     /// A real BSON type that nothing converts to.
     Other(&'static str),
+}
+
+/// The `subtype` of `to: {type: "binData", subtype}`, or why it is refused.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Subtype {
+    Valid(u8),
+    /// Not an integer (4341106).
+    Fractional,
+    /// Out of 0–9 and 128–255 (4341107).
+    OutOfRange,
+    /// Not a number (4341108).
+    WrongType,
+}
+
+impl Subtype {
+    fn from_bson(value: Option<&Bson>) -> Subtype {
+        let Some(value) = value else {
+            return Subtype::Valid(0);
+        };
+        let Some(n) = Number::from_bson(value) else {
+            return Subtype::WrongType;
+        };
+        let n = n.to_f64();
+        if n.fract() != 0.0 || !n.is_finite() {
+            return Subtype::Fractional;
+        }
+        match n as i64 {
+            n @ (0..=9 | 128..=255) => Subtype::Valid(n as u8),
+            _ => Subtype::OutOfRange,
+        }
+    }
+
+    fn get(self) -> Result<u8> {
+        let (code, why) = match self {
+            Subtype::Valid(n) => return Ok(n),
+            Subtype::Fractional => (4341106, "must be an integer"),
+            Subtype::OutOfRange => (4341107, "must be a valid binary subtype (0-9 or 128-255)"),
+            Subtype::WrongType => (4341108, "must be a number"),
+        };
+        Err(Error::location(
+            code,
+            format!("In $convert, 'to.subtype' {why}"),
+        ))
+    }
 }
 
 impl Target {
@@ -62,12 +115,26 @@ impl Target {
             Target::Int => "int",
             Target::Long => "long",
             Target::Decimal => "decimal",
+            Target::BinData(_) => "binData",
             Target::Other(name) => name,
         }
     }
 
-    /// The target named by `$convert`'s `to`: a type name or a BSON type number.
+    /// The target named by `$convert`'s `to`: a type name or a BSON type number, or an
+    /// object `{type, subtype}` (the subtype of binData; ignored for other types).
     fn from_spec(to: &Bson) -> Result<Target> {
+        if let Bson::Document(spec) = to {
+            let kind = spec
+                .get("type")
+                .filter(|t| !matches!(t, Bson::Null | Bson::Document(_)))
+                .ok_or_else(|| {
+                    Error::failed_to_parse("$convert's 'to' object must name a 'type'")
+                })?;
+            return Ok(match Target::from_spec(kind)? {
+                Target::BinData(_) => Target::BinData(Subtype::from_bson(spec.get("subtype"))),
+                other => other,
+            });
+        }
         const NAMES: [(&str, i32); 21] = [
             ("double", 1),
             ("string", 2),
@@ -120,6 +187,7 @@ impl Target {
             2 => Target::String,
             7 => Target::ObjectId,
             8 => Target::Bool,
+            5 => Target::BinData(Subtype::Valid(0)),
             9 => Target::Date,
             16 => Target::Int,
             18 => Target::Long,
@@ -140,9 +208,17 @@ impl TypeOp {
     pub(crate) fn parse(name: &str, args: &Bson, ctx: &ParseContext) -> Result<Option<TypeOp>> {
         let shorthand = |target: Target| -> Result<Option<TypeOp>> {
             let [input] = *parse_fixed::<1>(name, args, ctx)?;
+            // `$toString` writes binData as `format: "auto"` does; `$toUUID` reads UUIDs.
+            let format = match name {
+                "$toString" => Some("auto"),
+                "$toUUID" => Some("uuid"),
+                _ => None,
+            };
             Ok(Some(TypeOp::Convert(Box::new(Convert {
                 input,
                 to: To::Fixed(target),
+                format: format.map(|f| Expression::constant(Bson::String(f.into()))),
+                byte_order: None,
                 on_error: None,
                 on_null: None,
             }))))
@@ -159,6 +235,7 @@ impl TypeOp {
             "$toBool" => return shorthand(Target::Bool),
             "$toDate" => return shorthand(Target::Date),
             "$toObjectId" => return shorthand(Target::ObjectId),
+            "$toUUID" => return shorthand(Target::BinData(Subtype::Valid(4))),
             _ => return Ok(None),
         }))
     }
@@ -190,10 +267,13 @@ fn parse_convert(args: &Bson, ctx: &ParseContext) -> Result<Convert> {
         )));
     };
     let (mut input, mut to, mut on_error, mut on_null) = (None, None, None, None);
+    let (mut format, mut byte_order) = (None, None);
     for (key, value) in doc {
         match key.as_str() {
             "input" => input = Some(Expression::parse(value, ctx)?),
             "to" => to = Some(Expression::parse(value, ctx)?),
+            "format" => format = Some(Expression::parse(value, ctx)?),
+            "byteOrder" => byte_order = Some(Expression::parse(value, ctx)?),
             "onError" => on_error = Some(Expression::parse(value, ctx)?),
             "onNull" => on_null = Some(Expression::parse(value, ctx)?),
             _ => {
@@ -213,6 +293,8 @@ fn parse_convert(args: &Bson, ctx: &ParseContext) -> Result<Convert> {
     Ok(Convert {
         input,
         to,
+        format,
+        byte_order,
         on_error,
         on_null,
     })
@@ -238,7 +320,33 @@ impl Convert {
                 None => Ok(Some(Cow::Owned(Bson::Null))),
             };
         };
-        match convert(value, target) {
+        let subtype = match target {
+            Target::BinData(subtype) => Some(subtype.get()?),
+            _ => None,
+        };
+        let format = self.format(env)?;
+        let big_endian = self.big_endian(env)?;
+        let textual = matches!(
+            (value, target),
+            (Bson::String(_), Target::BinData(_)) | (Bson::Binary(_), Target::String)
+        );
+        if textual && format.is_none() {
+            return Err(Error::location(
+                4341115,
+                "Format must be specified when converting between 'string' and 'binData'",
+            ));
+        }
+        let converted = match (value, target, subtype) {
+            (_, _, Some(subtype)) => bin_data::to_bin_data(value, subtype, format, big_endian),
+            (Bson::Binary(bin), Target::String, _) => {
+                bin_data::to_text(value, bin, format.unwrap_or(Format::Auto)).map(Bson::String)
+            }
+            (Bson::Binary(bin), Target::Int | Target::Long | Target::Double, _) => {
+                bin_data::to_number(value, bin, target, big_endian)
+            }
+            _ => convert(value, target),
+        };
+        match converted {
             Ok(v) => Ok(Some(Cow::Owned(v))),
             Err(failure) => match &self.on_error {
                 Some(e) => e.eval(env),
@@ -248,11 +356,61 @@ impl Convert {
     }
 }
 
+impl Convert {
+    /// `format`, checked; `None` when not given (or null).
+    fn format(&self, env: &Env<'_>) -> Result<Option<Format>> {
+        let Some(expression) = &self.format else {
+            return Ok(None);
+        };
+        match expression.eval(env)?.as_deref() {
+            v if is_nullish(v) => Ok(None),
+            Some(Bson::String(name)) => Format::from_name(name).map(Some).ok_or_else(|| {
+                Error::location(
+                    4341125,
+                    format!("Invalid format value for $convert: {name}"),
+                )
+            }),
+            other => Err(Error::location(
+                4341114,
+                format!(
+                    "$convert's 'format' argument must be a string, but is {}",
+                    type_name(other)
+                ),
+            )),
+        }
+    }
+
+    /// Whether `byteOrder` is "big" (checked; little-endian by default).
+    fn big_endian(&self, env: &Env<'_>) -> Result<bool> {
+        let Some(expression) = &self.byte_order else {
+            return Ok(false);
+        };
+        match expression.eval(env)?.as_deref() {
+            v if is_nullish(v) => Ok(false),
+            Some(Bson::String(order)) if order == "little" => Ok(false),
+            Some(Bson::String(order)) if order == "big" => Ok(true),
+            Some(Bson::String(order)) => Err(Error::location(
+                9130002,
+                format!("Invalid byteOrder value for $convert: {order}"),
+            )),
+            other => Err(Error::location(
+                9130001,
+                format!(
+                    "$convert's 'byteOrder' argument must be a string, but is {}",
+                    type_name(other)
+                ),
+            )),
+        }
+    }
+}
+
 /// Why a conversion failed: the message before and after MongoDB's fixed
-/// "in $convert with no onError value" phrase.
+/// "in $convert with no onError value" phrase, and its code (ConversionFailure unless
+/// said otherwise).
 pub(crate) struct Failure {
     reason: String,
     detail: Option<String>,
+    code: ErrorCode,
 }
 
 impl Failure {
@@ -260,7 +418,18 @@ impl Failure {
         Failure {
             reason: reason.into(),
             detail,
+            code: ErrorCode::CONVERSION_FAILURE,
         }
+    }
+
+    fn with_detail(mut self, detail: impl Into<String>) -> Failure {
+        self.detail = Some(detail.into());
+        self
+    }
+
+    fn with_code(mut self, code: ErrorCode) -> Failure {
+        self.code = code;
+        self
     }
 
     fn into_error(self) -> Error {
@@ -269,7 +438,7 @@ impl Failure {
             message.push_str(": ");
             message.push_str(&detail);
         }
-        Error::new(ErrorCode::CONVERSION_FAILURE, message)
+        Error::new(self.code, message)
     }
 }
 
@@ -405,7 +574,7 @@ pub(crate) fn convert(value: &Bson, target: Target) -> std::result::Result<Bson,
             })?),
             _ => return Err(unsupported()),
         },
-        Target::Other(_) => return Err(unsupported()),
+        Target::BinData(_) | Target::Other(_) => return Err(unsupported()),
     })
 }
 
