@@ -850,3 +850,33 @@ def test_rank_fusion_errors(scores, stage, code):
     fails(scores, [stage], code)
     # Not the first stage.
     fails(scores, [{"$match": {}}, stage], 10170100)
+
+
+def test_list_cluster_catalog(client, db, coll):
+    """$listClusterCatalog (MongoDB 8.0) lists the database's collections and views with
+    their namespace (every database's from admin), and runs only on a database."""
+    coll.insert_one({"_id": 1})
+    db.create_collection("v", viewOn=coll.name, pipeline=[])
+    listed = {
+        d["ns"]: d
+        for d in db.aggregate([{"$listClusterCatalog": {"shards": True}}])
+        if d["ns"] in (f"{db.name}.{coll.name}", f"{db.name}.v")
+    }
+    table = listed[f"{db.name}.{coll.name}"]
+    assert (table["db"], table["type"], table["sharded"], table["shards"]) == (
+        db.name,
+        "collection",
+        False,
+        [],
+    )
+    assert table["idIndex"] == {"v": 2, "key": {"_id": 1}, "name": "_id_"}
+    assert listed[f"{db.name}.v"]["type"] == "view"
+    assert listed[f"{db.name}.v"]["info"] == {"readOnly": True}
+    everywhere = {d["ns"] for d in client.admin.aggregate([{"$listClusterCatalog": {}}])}
+    assert f"{db.name}.{coll.name}" in everywhere
+    with pytest.raises(OperationFailure) as info:
+        list(coll.aggregate([{"$listClusterCatalog": {}}]))
+    assert info.value.code == 9621301
+    with pytest.raises(OperationFailure) as info:
+        list(db.aggregate([{"$listClusterCatalog": 1}]))
+    assert info.value.code == 9621302

@@ -101,6 +101,11 @@ pub trait Collections: Sync {
     /// on the collection the pipeline aggregates (NamespaceNotFound-like 50933 when it
     /// does not exist).
     fn plan_cache_stats(&self) -> Result<Vec<Document>>;
+
+    /// `$listClusterCatalog`: one document per collection, view and time-series
+    /// collection of the database (of every database from `admin`), with the shards
+    /// that hold it when `shards`.
+    fn cluster_catalog(&self, shards: bool) -> Result<Vec<Document>>;
 }
 
 /// What `$merge` decides to write for one of its documents.
@@ -189,6 +194,10 @@ impl Collections for NoCollections {
 
     fn plan_cache_stats(&self) -> Result<Vec<Document>> {
         Err(Self::unavailable("plan cache statistics"))
+    }
+
+    fn cluster_catalog(&self, _shards: bool) -> Result<Vec<Document>> {
+        Err(Self::unavailable("the catalog"))
     }
 }
 

@@ -181,6 +181,10 @@ impl Collections for MemoryCollections {
         Ok(Vec::new())
     }
 
+    fn cluster_catalog(&self, _shards: bool) -> Result<Vec<Document>> {
+        Ok(Vec::new())
+    }
+
     fn index_stats(&self) -> Result<Vec<Document>> {
         let (ns, exists) = self.aggregated();
         if !exists {

@@ -17,6 +17,7 @@ pub(crate) mod group;
 mod index_stats;
 mod keyed_sort;
 mod limit;
+mod list_cluster_catalog;
 mod list_sessions;
 mod lookup;
 mod match_stage;
@@ -64,6 +65,10 @@ pub(crate) enum Stage {
     ListLocalSessions(crate::pipeline::SessionUsers),
     ListSessions(crate::pipeline::SessionUsers),
     CurrentOp,
+    /// `$listClusterCatalog`: whether to list each collection's shards.
+    ListClusterCatalog {
+        shards: bool,
+    },
     Lookup(Box<lookup::Lookup>),
     GraphLookup(Box<graph_lookup::GraphLookup>),
     UnionWith(Box<union_with::UnionWith>),
@@ -142,6 +147,9 @@ impl Stage {
                 current_op::parse(args)?;
                 Stage::CurrentOp
             }
+            "$listClusterCatalog" => Stage::ListClusterCatalog {
+                shards: list_cluster_catalog::parse(args)?,
+            },
             "$lookup" => Stage::Lookup(Box::new(lookup::Lookup::parse(args, ctx)?)),
             "$graphLookup" => {
                 Stage::GraphLookup(Box::new(graph_lookup::GraphLookup::parse(args, ctx)?))
@@ -188,6 +196,9 @@ impl Stage {
             Stage::ListLocalSessions(users) => list_sessions::local(users, ctx),
             Stage::ListSessions(users) => list_sessions::stored(users, input, ctx),
             Stage::CurrentOp => finished(current_op::run(ctx)),
+            Stage::ListClusterCatalog { shards } => {
+                finished(ctx.collections.cluster_catalog(*shards))
+            }
             Stage::Lookup(l) => l.apply(input, ctx),
             Stage::GraphLookup(g) => g.apply(input, ctx),
             Stage::UnionWith(u) => u.apply(input, ctx),
@@ -226,7 +237,10 @@ impl Stage {
     pub(crate) fn is_source(&self) -> bool {
         matches!(
             self,
-            Stage::Documents(_) | Stage::ListLocalSessions(_) | Stage::CurrentOp
+            Stage::Documents(_)
+                | Stage::ListLocalSessions(_)
+                | Stage::CurrentOp
+                | Stage::ListClusterCatalog { .. }
         )
     }
 }
@@ -234,12 +248,21 @@ impl Stage {
 /// Stages that make their own documents, which a database-level aggregation
 /// (`aggregate: 1`) starts with.
 fn is_collectionless_source(name: &str) -> bool {
-    matches!(name, "$documents" | "$listLocalSessions" | "$currentOp")
+    matches!(
+        name,
+        "$documents" | "$listLocalSessions" | "$currentOp" | "$listClusterCatalog"
+    )
 }
 
 /// A database-level aggregation must start with a stage that makes its own documents,
 /// and a collection's aggregation must not.
 fn check_namespace(first_stage: &str, collectionless: bool) -> Result<()> {
+    if first_stage == "$listClusterCatalog" && !collectionless {
+        return Err(Error::location(
+            9621301,
+            "$listClusterCatalog must be run against the database, not a collection",
+        ));
+    }
     let message = match (collectionless, is_collectionless_source(first_stage)) {
         (true, false) => {
             format!("{{aggregate: 1}} is not valid for '{first_stage}'; a collection is required.")

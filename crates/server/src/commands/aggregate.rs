@@ -88,6 +88,21 @@ pub(super) fn aggregate_as(
             "$listSessions may only be run against config.system.sessions",
         ));
     }
+    // The catalog is read as it is now, as mongod reads it: local read concern only.
+    let level = body
+        .get_document("readConcern")
+        .ok()
+        .and_then(|concern| concern.get_str("level").ok());
+    if stages
+        .first()
+        .is_some_and(|stage| stage.contains_key("$listClusterCatalog"))
+        && level.is_some_and(|level| level != "local")
+    {
+        return Err(Error::new(
+            ErrorCode::INVALID_OPTIONS,
+            "$listClusterCatalog only supports read concern level 'local'",
+        ));
+    }
     // A time-series collection's buckets are refused as the collection is (the read of
     // the collection itself unpacks them first, which the stage refuses).
     let buckets = name

@@ -4,10 +4,11 @@
 use super::Ctx;
 use crate::cursors::CursorSource;
 use crate::request::Fields;
+use crate::Server;
 use basalt_auth::{Action, Resource};
 use basalt_error::Result;
 use basalt_query::Matcher;
-use bson::{doc, Document};
+use bson::{doc, Bson, Document};
 
 pub fn list_collections(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocumentBuf> {
     let fields = Fields::new(body);
@@ -21,97 +22,18 @@ pub fn list_collections(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocum
     if visible.is_some() && !(name_only && fields.bool_or("authorizedCollections", false)?) {
         return Err(crate::security::not_authorized(ctx.db, body));
     }
-    let mut entries = Vec::new();
-    for collection in ctx.server.catalog.collections_of(ctx.db) {
-        let meta = collection.meta();
-        if visible
-            .as_ref()
-            .is_some_and(|v| !v.shows(ctx.db, Some(&meta.name)))
-        {
-            continue;
-        }
-        let full = doc! {
-            "name": meta.name.clone(),
-            "type": "collection",
-            "options": meta.options.clone(),
-            "info": { "readOnly": false, "uuid": bson::Binary::from_uuid(meta.uuid) },
-            "idIndex": { "v": 2, "key": { "_id": 1 }, "name": "_id_" },
-        };
-        if matcher.matches(&full) {
-            entries.push(if name_only {
-                doc! { "name": meta.name.clone(), "type": "collection" }
-            } else {
-                full
-            });
-        }
-    }
-    for view in crate::views::list(&ctx.server.catalog, ctx.db)? {
-        if visible
-            .as_ref()
-            .is_some_and(|v| !v.shows(ctx.db, Some(&view.name)))
-        {
-            continue;
-        }
-        let full = doc! {
-            "name": view.name.clone(),
-            "type": "view",
-            "options": view.options(),
-            "info": { "readOnly": true },
-        };
-        if matcher.matches(&full) {
-            entries.push(if name_only {
-                doc! { "name": view.name, "type": "view" }
-            } else {
-                full
-            });
-        }
-    }
-    for (name, series, bucket_options) in crate::timeseries::list(&ctx.server.catalog, ctx.db) {
-        if visible
-            .as_ref()
-            .is_some_and(|v| !v.shows(ctx.db, Some(&name)))
-        {
-            continue;
-        }
-        let mut options = doc! { "timeseries": series.to_document() };
-        if let Some(seconds) = bucket_options.get("expireAfterSeconds") {
-            options.insert("expireAfterSeconds", seconds.clone());
-        }
-        let full = doc! {
-            "name": name.clone(),
-            "type": "timeseries",
-            "options": options,
-            "info": { "readOnly": false },
-        };
-        if matcher.matches(&full) {
-            entries.push(if name_only {
-                doc! { "name": name, "type": "timeseries" }
-            } else {
-                full
-            });
-        }
-    }
-    // A replica set member's oplog, a capped collection without an `_id` index.
-    if let Some(set) = ctx.server.replication().filter(|_| {
-        ctx.db == crate::local_oplog::DB
-            && visible
-                .as_ref()
-                .is_none_or(|v| v.shows(ctx.db, Some(crate::local_oplog::COLLECTION)))
-    }) {
-        let full = doc! {
-            "name": crate::local_oplog::COLLECTION,
-            "type": "collection",
-            "options": { "capped": true, "size": set.oplog_size_bytes() as i64 },
-            "info": { "readOnly": false },
-        };
-        if matcher.matches(&full) {
-            entries.push(if name_only {
-                doc! { "name": crate::local_oplog::COLLECTION, "type": "collection" }
-            } else {
-                full
-            });
-        }
-    }
+    let shows = |name: &str| visible.as_ref().is_none_or(|v| v.shows(ctx.db, Some(name)));
+    let entries = catalog_entries(ctx.server, ctx.db, &shows)?
+        .into_iter()
+        .filter(|entry| matcher.matches(entry))
+        .map(|entry| match name_only {
+            true => doc! {
+                "name": entry.get("name").cloned().unwrap_or(Bson::Null),
+                "type": entry.get("type").cloned().unwrap_or(Bson::Null),
+            },
+            false => entry,
+        })
+        .collect();
     let namespace = format!("{}.$cmd.listCollections", ctx.db);
     ctx.server.cursors.first_batch_reply(
         namespace,
@@ -121,4 +43,65 @@ pub fn list_collections(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocum
         crate::exec::Deadline::default(),
         crate::security::cursor_owner(ctx),
     )
+}
+
+/// What `listCollections` says of each collection, view and time-series collection of
+/// `db` that `shows` lets through (and, on a replica set member, of its oplog), with
+/// every field (`$listClusterCatalog` builds on them).
+pub(crate) fn catalog_entries(
+    server: &Server,
+    db: &str,
+    shows: &dyn Fn(&str) -> bool,
+) -> Result<Vec<Document>> {
+    let mut entries = Vec::new();
+    for collection in server.catalog.collections_of(db) {
+        let meta = collection.meta();
+        if shows(&meta.name) {
+            entries.push(doc! {
+                "name": meta.name.clone(),
+                "type": "collection",
+                "options": meta.options.clone(),
+                "info": { "readOnly": false, "uuid": bson::Binary::from_uuid(meta.uuid) },
+                "idIndex": { "v": 2, "key": { "_id": 1 }, "name": "_id_" },
+            });
+        }
+    }
+    for view in crate::views::list(&server.catalog, db)? {
+        if shows(&view.name) {
+            entries.push(doc! {
+                "name": view.name.clone(),
+                "type": "view",
+                "options": view.options(),
+                "info": { "readOnly": true },
+            });
+        }
+    }
+    for (name, series, bucket_options) in crate::timeseries::list(&server.catalog, db) {
+        if !shows(&name) {
+            continue;
+        }
+        let mut options = doc! { "timeseries": series.to_document() };
+        if let Some(seconds) = bucket_options.get("expireAfterSeconds") {
+            options.insert("expireAfterSeconds", seconds.clone());
+        }
+        entries.push(doc! {
+            "name": name,
+            "type": "timeseries",
+            "options": options,
+            "info": { "readOnly": false },
+        });
+    }
+    // A replica set member's oplog, a capped collection without an `_id` index.
+    if let Some(set) = server
+        .replication()
+        .filter(|_| db == crate::local_oplog::DB && shows(crate::local_oplog::COLLECTION))
+    {
+        entries.push(doc! {
+            "name": crate::local_oplog::COLLECTION,
+            "type": "collection",
+            "options": { "capped": true, "size": set.oplog_size_bytes() as i64 },
+            "info": { "readOnly": false },
+        });
+    }
+    Ok(entries)
 }

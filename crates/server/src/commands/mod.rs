@@ -28,7 +28,7 @@ mod get_more;
 mod hello;
 mod insert;
 mod kill_cursors;
-mod list_collections;
+pub(crate) mod list_collections;
 mod list_databases;
 mod list_indexes;
 mod map_reduce;

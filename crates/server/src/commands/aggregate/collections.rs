@@ -322,6 +322,35 @@ impl Collections for ServerCollections {
         self.cached_plans()
     }
 
+    fn cluster_catalog(&self, shards: bool) -> Result<Vec<Document>> {
+        let databases = if self.db == "admin" {
+            self.server.catalog.database_names()
+        } else {
+            vec![self.db.clone()]
+        };
+        let mut out = Vec::new();
+        for db in databases {
+            for entry in
+                crate::commands::list_collections::catalog_entries(&self.server, &db, &|_| true)?
+            {
+                let name = entry.get_str("name").unwrap_or_default().to_string();
+                let mut listed = doc! { "ns": format!("{db}.{name}"), "db": &db };
+                for (field, value) in entry {
+                    if field != "name" {
+                        listed.insert(field, value);
+                    }
+                }
+                listed.insert("sharded", false);
+                if shards {
+                    // Not sharded: no shard holds it apart from the set itself.
+                    listed.insert("shards", Vec::<Bson>::new());
+                }
+                out.push(listed);
+            }
+        }
+        Ok(out)
+    }
+
     fn index_stats(&self) -> Result<Vec<Document>> {
         let Some(collection) = self.aggregated() else {
             return Ok(Vec::new());
