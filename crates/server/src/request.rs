@@ -89,9 +89,19 @@ impl<'a> Fields<'a> {
         match self.body.get(field) {
             None | Some(Bson::Null) => Ok(default),
             Some(Bson::Boolean(b)) => Ok(*b),
-            Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => {
+            Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_))) => {
                 Ok(number(v) != Some(0.0))
             }
+            Some(other) => Err(wrong_type(self.command, field, other, " 'bool'")),
+        }
+    }
+
+    /// A boolean field that takes nothing else, not even null (`aggregate`'s
+    /// `allowDiskUse`, as mongod 8.0).
+    pub fn strict_bool_or(&self, field: &str, default: bool) -> Result<bool> {
+        match self.body.get(field) {
+            None => Ok(default),
+            Some(Bson::Boolean(b)) => Ok(*b),
             Some(other) => Err(wrong_type(self.command, field, other, " 'bool'")),
         }
     }
@@ -183,11 +193,26 @@ impl<'a> Fields<'a> {
         let Some(cursor) = self.document_opt("cursor")? else {
             return Ok(None);
         };
-        let inner = Fields {
-            command: self.command,
-            body: cursor,
+        // mongod reads it as a safe int64: fractions truncate, NaN is 0, infinities
+        // saturate; it must then be non-negative.
+        let n = match cursor.get("batchSize") {
+            None | Some(Bson::Null) => return Ok(None),
+            Some(v) if basalt_value::is_number(v) => {
+                let n = number(v).unwrap_or(0.0);
+                if n.is_nan() {
+                    0
+                } else {
+                    n.trunc() as i64
+                }
+            }
+            Some(other) => return Err(wrong_type(self.command, "batchSize", other, " 'number'")),
         };
-        Ok(inner.non_negative_opt("batchSize")?.map(|n| n as usize))
+        if n < 0 {
+            return Err(Error::bad_value(format!(
+                "BSON field 'batchSize' value must be >= 0, actual value '{n}'"
+            )));
+        }
+        Ok(Some(usize::try_from(n).unwrap_or(usize::MAX)))
     }
 
     pub fn string_opt(&self, field: &str) -> Result<Option<&'a str>> {

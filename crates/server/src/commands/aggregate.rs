@@ -173,7 +173,7 @@ pub(super) fn results(
     // Checked here; `$out` and `$merge` read it when they write (`collections.rs`).
     fields.bool_or("bypassDocumentValidation", false)?;
     // Whether `$sort` may spill to disk beyond its memory limit (read by the stage).
-    fields.bool_or("allowDiskUse", true)?;
+    fields.strict_bool_or("allowDiskUse", true)?;
     let deadline = ctx.deadline();
     let durability = durability(&fields)?;
     let stages: Vec<Document> = stages.into_iter().cloned().collect();
