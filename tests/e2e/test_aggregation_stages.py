@@ -880,3 +880,29 @@ def test_list_cluster_catalog(client, db, coll):
     with pytest.raises(OperationFailure) as info:
         list(db.aggregate([{"$listClusterCatalog": 1}]))
     assert info.value.code == 9621302
+
+
+def test_array_accumulators(coll):
+    """MongoDB 8.1's $concatArrays (in order, duplicates kept) and $setUnion (each
+    element once) accumulators; a value that is not an array is TypeMismatch."""
+    coll.insert_many([{"_id": 1, "a": [1, 2]}, {"_id": 2, "a": [2, 3]}, {"_id": 3}])
+    out = list(
+        coll.aggregate(
+            [
+                {"$sort": {"_id": 1}},
+                {
+                    "$group": {
+                        "_id": None,
+                        "all": {"$concatArrays": "$a"},
+                        "set": {"$setUnion": "$a"},
+                    }
+                },
+            ]
+        )
+    )
+    assert out[0]["all"] == [1, 2, 2, 3]
+    assert sorted(out[0]["set"]) == [1, 2, 3]
+    coll.insert_one({"_id": 4, "a": 5})
+    for operator in ("$concatArrays", "$setUnion"):
+        fails(coll, [{"$group": {"_id": None, "r": {operator: "$a"}}}], 14)
+        fails(coll, [{"$group": {"_id": None, "r": {operator: ["$a"]}}}], 40237)

@@ -40,6 +40,8 @@ pub enum AccumulatorKind {
     First,
     Last,
     Push,
+    /// `$concatArrays` (MongoDB 8.1): the elements of array values, in order.
+    ConcatArrays,
     AddToSet,
     /// `$setUnion` (MongoDB 8.1): the set of the elements of array values.
     SetUnion,
@@ -59,6 +61,7 @@ impl AccumulatorKind {
             "$first" => AccumulatorKind::First,
             "$last" => AccumulatorKind::Last,
             "$push" => AccumulatorKind::Push,
+            "$concatArrays" => AccumulatorKind::ConcatArrays,
             "$addToSet" => AccumulatorKind::AddToSet,
             "$setUnion" => AccumulatorKind::SetUnion,
             "$stdDevPop" => AccumulatorKind::StdDevPop,
@@ -175,9 +178,12 @@ pub enum Accumulator {
     /// `None` until a document was seen; then its value (missing becomes null).
     First(Option<Bson>),
     Last(Option<Bson>),
+    /// `$push`, or with `concat` `$concatArrays`, whose values are arrays whose
+    /// elements are pushed.
     Push {
         items: Vec<Bson>,
         memory_bytes: usize,
+        concat: bool,
     },
     /// `$addToSet`, or with `union` `$setUnion`, whose values are arrays whose elements
     /// go into the set.
@@ -259,9 +265,10 @@ impl Accumulator {
             AccumulatorKind::Max => Accumulator::Max(None),
             AccumulatorKind::First => Accumulator::First(None),
             AccumulatorKind::Last => Accumulator::Last(None),
-            AccumulatorKind::Push => Accumulator::Push {
+            AccumulatorKind::Push | AccumulatorKind::ConcatArrays => Accumulator::Push {
                 items: Vec::new(),
                 memory_bytes: 0,
+                concat: kind == AccumulatorKind::ConcatArrays,
             },
             AccumulatorKind::AddToSet | AccumulatorKind::SetUnion => Accumulator::AddToSet {
                 set: BTreeSet::new(),
@@ -315,12 +322,18 @@ impl Accumulator {
             Accumulator::Push {
                 items,
                 memory_bytes,
+                concat,
             } => {
                 let Some(v) = value else { return Ok(0) };
-                let size = value_memory_bytes(v);
-                keep("$push", memory_bytes, size)?;
-                items.push(v.clone());
-                size as isize
+                let operator = if *concat { "$concatArrays" } else { "$push" };
+                let mut grown = 0;
+                for item in added(v, concat.then_some(operator))? {
+                    let size = value_memory_bytes(item);
+                    keep(operator, memory_bytes, size)?;
+                    items.push(item.clone());
+                    grown += size as isize;
+                }
+                grown
             }
             Accumulator::AddToSet {
                 set,
@@ -329,16 +342,7 @@ impl Accumulator {
             } => {
                 let Some(v) = value else { return Ok(0) };
                 let operator = if *union { "$setUnion" } else { "$addToSet" };
-                let members = match (v, *union) {
-                    (_, false) => std::slice::from_ref(v),
-                    (Bson::Array(items), true) => items.as_slice(),
-                    (other, true) => {
-                        return Err(Error::type_mismatch(format!(
-                            "$setUnion requires array values, but found {}",
-                            crate::type_name(Some(other))
-                        )))
-                    }
-                };
+                let members = added(v, union.then_some(operator))?;
                 let mut grown = 0;
                 for member in members {
                     let member = OrderedBson(member.clone());
@@ -418,13 +422,16 @@ impl Accumulator {
                 Accumulator::Push {
                     items,
                     memory_bytes,
+                    concat,
                 },
                 Accumulator::Push {
                     items: later,
                     memory_bytes: later_bytes,
+                    ..
                 },
             ) => {
-                keep("$push", memory_bytes, later_bytes)?;
+                let operator = if *concat { "$concatArrays" } else { "$push" };
+                keep(operator, memory_bytes, later_bytes)?;
                 items.extend(later);
             }
             (
@@ -498,6 +505,20 @@ impl Accumulator {
             Accumulator::Quantile(state) => state.finish(),
             Accumulator::JavaScript(state) => state.finish()?,
         })
+    }
+}
+
+/// What one value adds to a `$push` or `$addToSet`: itself; or, for the accumulators of
+/// arrays (`of_arrays` names `$concatArrays` or `$setUnion`), its elements, which an
+/// array must hold (TypeMismatch otherwise, null included).
+fn added<'v>(value: &'v Bson, of_arrays: Option<&str>) -> Result<&'v [Bson]> {
+    match (value, of_arrays) {
+        (_, None) => Ok(std::slice::from_ref(value)),
+        (Bson::Array(items), Some(_)) => Ok(items),
+        (other, Some(operator)) => Err(Error::type_mismatch(format!(
+            "{operator} requires array values, but found {}",
+            crate::type_name(Some(other))
+        ))),
     }
 }
 
