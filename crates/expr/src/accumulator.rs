@@ -20,7 +20,7 @@ pub use selection::{Selection, SelectionSpec, Selector};
 use crate::context::ParseContext;
 use crate::expression::{is_nullish, Expression};
 use crate::javascript_accumulator::{JavaScriptAccumulator, JavaScriptState};
-use crate::numeric::{combine, decimal_from_f64};
+use crate::numeric::combine;
 use crate::operators::object::merge_into;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_value::number::ArithmeticOp;
@@ -475,13 +475,15 @@ impl Accumulator {
         Ok(match self {
             Accumulator::Sum(sum) => sum.to_bson(),
             Accumulator::Avg { count: 0, .. } => Bson::Null,
-            Accumulator::Avg { sum, count } => {
-                let mean = sum.to_f64() / count as f64;
-                match sum {
-                    Number::Decimal(_) => Bson::Decimal128(decimal_from_f64(mean)),
-                    _ => Bson::Double(mean),
-                }
-            }
+            Accumulator::Avg { sum, count } => match sum {
+                // Decimal arithmetic, exact to 34 digits (not through a double).
+                Number::Decimal(_) => basalt_value::number::decimal_divide(
+                    sum,
+                    Number::Int64(i64::try_from(count).unwrap_or(i64::MAX)),
+                )
+                .map_or(Bson::Null, Bson::Decimal128),
+                _ => Bson::Double(sum.to_f64() / count as f64),
+            },
             Accumulator::Min(v) | Accumulator::Max(v) => v.unwrap_or(Bson::Null),
             Accumulator::First(v) | Accumulator::Last(v) => v.unwrap_or(Bson::Null),
             Accumulator::Push { items, .. } => Bson::Array(items),

@@ -332,6 +332,83 @@ impl Dec {
     }
 }
 
+impl Dec {
+    /// `self / other` as IEEE 754-2008 divides decimals (and MongoDB with them): an exact
+    /// quotient takes the exponent nearest the preferred one (the dividend's minus the
+    /// divisor's), an inexact one is rounded half-to-even to 34 digits. `None` when
+    /// `other` is zero (the caller's error) or either is not a number.
+    pub(crate) fn divide(self, other: Dec) -> Option<Dec> {
+        let negative = (self.signum() < 0) != (other.signum() < 0);
+        match (self, other) {
+            (Dec::NaN, _) | (_, Dec::NaN) => None,
+            (Dec::Infinity { .. }, Dec::Infinity { .. }) => Some(Dec::NaN),
+            (Dec::Infinity { .. }, _) => Some(Dec::Infinity { negative }),
+            (Dec::Finite { coefficient: 0, .. }, Dec::Finite { coefficient: 0, .. }) => None,
+            (_, Dec::Finite { coefficient: 0, .. }) => None,
+            (Dec::Finite { exponent, .. }, Dec::Infinity { .. }) => Some(Dec::Finite {
+                negative,
+                coefficient: 0,
+                exponent: exponent.min(0),
+            }),
+            (
+                Dec::Finite {
+                    coefficient: ca,
+                    exponent: ea,
+                    ..
+                },
+                Dec::Finite {
+                    coefficient: cb,
+                    exponent: eb,
+                    ..
+                },
+            ) => {
+                let preferred = ea - eb;
+                if ca == 0 {
+                    return Some(finite(negative, "0", preferred));
+                }
+                // Enough digits for 34 and a rounding digit, whatever the operands.
+                let shift = (PRECISION_DIGITS as u32 + 2 + digit_count(cb))
+                    .saturating_sub(digit_count(ca)) as usize;
+                let dividend = format!("{ca}{}", "0".repeat(shift));
+                let (mut quotient, remainder) = long_division(&dividend, cb);
+                let mut exponent = preferred - shift as i32;
+                if remainder == 0 {
+                    // Exact: as near the preferred exponent as trailing zeros allow.
+                    while exponent < preferred && quotient.len() > 1 && quotient.ends_with('0') {
+                        quotient.pop();
+                        exponent += 1;
+                    }
+                } else {
+                    // What was cut makes any dropped 5 round up.
+                    quotient.push('1');
+                    exponent -= 1;
+                }
+                Some(finite(negative, &quotient, exponent))
+            }
+        }
+    }
+}
+
+/// `dividend` (decimal digits) divided by `divisor`: the quotient's digits (no leading
+/// zeros, "0" for none) and the remainder. The remainder stays below the divisor, under
+/// 10^34, so each step fits in a u128.
+fn long_division(dividend: &str, divisor: u128) -> (String, u128) {
+    let mut quotient = String::with_capacity(dividend.len());
+    let mut remainder = 0u128;
+    for digit in dividend.bytes() {
+        remainder = remainder * 10 + u128::from(digit - b'0');
+        let q = remainder / divisor;
+        remainder %= divisor;
+        if q > 0 || !quotient.is_empty() {
+            quotient.push(char::from(b'0' + q as u8));
+        }
+    }
+    if quotient.is_empty() {
+        quotient.push('0');
+    }
+    (quotient, remainder)
+}
+
 /// Largest coefficient a Decimal128 holds, in digits, and its smallest exponent.
 const PRECISION_DIGITS: usize = 34;
 const EXPONENT_MIN: i32 = -6176;
@@ -504,6 +581,25 @@ mod tests {
 
     fn text(v: Dec) -> String {
         v.to_decimal128().to_string()
+    }
+
+    #[test]
+    fn division_is_exact_to_34_digits_at_the_preferred_exponent() {
+        let quotient = |a: &str, b: &str| d(a).divide(d(b)).map(text);
+        assert_eq!(quotient("10", "3").unwrap(), "3.333333333333333333333333333333333");
+        assert_eq!(quotient("100", "7").unwrap(), "14.28571428571428571428571428571429");
+        assert_eq!(quotient("60", "3").unwrap(), "20");
+        assert_eq!(quotient("1", "4").unwrap(), "0.25");
+        assert_eq!(quotient("6.00", "2").unwrap(), "3.00");
+        assert_eq!(quotient("2", "3").unwrap(), "0.6666666666666666666666666666666667");
+        assert_eq!(
+            quotient("9.999999999999999999999999999999999E+6144", "2").unwrap(),
+            "5.000000000000000000000000000000000E+6144"
+        );
+        assert_eq!(quotient("-1", "8").unwrap(), "-0.125");
+        assert_eq!(quotient("1", "0"), None);
+        assert_eq!(quotient("0", "0"), None);
+        assert_eq!(quotient("0", "5").unwrap(), "0");
     }
 
     #[test]

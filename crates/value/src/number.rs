@@ -102,6 +102,12 @@ impl Number {
     }
 }
 
+/// `a / b` in Decimal128 arithmetic (the quotient MongoDB gives when either is a
+/// decimal); `None` when `b` is zero.
+pub fn decimal_divide(a: Number, b: Number) -> Option<Decimal128> {
+    a.to_dec().divide(b.to_dec()).map(Dec::to_decimal128)
+}
+
 /// Whether a value is of one of BSON's numeric types.
 pub fn is_number(v: &Bson) -> bool {
     Number::from_bson(v).is_some()

@@ -247,11 +247,14 @@ fn divide(a: Option<&Bson>, b: Option<&Bson>) -> Result<Bson> {
         // MongoDB 8.0's code (7.0 gave 16608).
         return Err(Error::bad_value(DIVIDE_BY_ZERO));
     }
-    let quotient = x.to_f64() / y.to_f64();
     Ok(if is_decimal(x) || is_decimal(y) {
-        Bson::Decimal128(decimal_from_f64(quotient))
+        // Decimal arithmetic, exact to 34 digits (not through a double).
+        Bson::Decimal128(
+            basalt_value::number::decimal_divide(x, y)
+                .ok_or_else(|| Error::bad_value(DIVIDE_BY_ZERO))?,
+        )
     } else {
-        Bson::Double(quotient)
+        Bson::Double(x.to_f64() / y.to_f64())
     })
 }
 
