@@ -586,12 +586,21 @@ mod tests {
     #[test]
     fn division_is_exact_to_34_digits_at_the_preferred_exponent() {
         let quotient = |a: &str, b: &str| d(a).divide(d(b)).map(text);
-        assert_eq!(quotient("10", "3").unwrap(), "3.333333333333333333333333333333333");
-        assert_eq!(quotient("100", "7").unwrap(), "14.28571428571428571428571428571429");
+        assert_eq!(
+            quotient("10", "3").unwrap(),
+            "3.333333333333333333333333333333333"
+        );
+        assert_eq!(
+            quotient("100", "7").unwrap(),
+            "14.28571428571428571428571428571429"
+        );
         assert_eq!(quotient("60", "3").unwrap(), "20");
         assert_eq!(quotient("1", "4").unwrap(), "0.25");
         assert_eq!(quotient("6.00", "2").unwrap(), "3.00");
-        assert_eq!(quotient("2", "3").unwrap(), "0.6666666666666666666666666666666667");
+        assert_eq!(
+            quotient("2", "3").unwrap(),
+            "0.6666666666666666666666666666666667"
+        );
         assert_eq!(
             quotient("9.999999999999999999999999999999999E+6144", "2").unwrap(),
             "5.000000000000000000000000000000000E+6144"

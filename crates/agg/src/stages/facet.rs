@@ -3,7 +3,7 @@
 //! of them, within the server's memory budget (ExceededMemoryLimit beyond it).
 
 use crate::pipeline::{DocumentStream, ExecContext, Place, Stages};
-use crate::stages::{check_pipeline_name, drain, finished};
+use crate::stages::{buffered, check_pipeline_name, finished};
 use basalt_error::{Error, Result};
 use basalt_expr::{type_name, ParseContext};
 use basalt_memory::Reservation;
@@ -71,14 +71,7 @@ impl Facet {
         input: DocumentStream<'a>,
         ctx: ExecContext<'a>,
     ) -> DocumentStream<'a> {
-        let mut docs = Vec::new();
-        let mut memory = Reservation::default();
-        let result = drain(input, |doc| {
-            memory.reserve_for(basalt_value::document_memory_bytes(&doc), "$facet")?;
-            docs.push(doc);
-            Ok(())
-        })
-        .and_then(|()| self.run(&docs, ctx));
+        let result = buffered(input, "$facet").and_then(|(docs, _memory)| self.run(&docs, ctx));
         finished(result.map(|out| vec![out]))
     }
 

@@ -408,6 +408,23 @@ fn drain(input: DocumentStream<'_>, mut f: impl FnMut(Document) -> Result<()>) -
     Ok(())
 }
 
+/// Every document of `input`, kept for a stage that reads them several times (`$facet`,
+/// `$rankFusion`), within the server's memory budget (ExceededMemoryLimit beyond it);
+/// the reservation holds their memory for as long as the caller keeps it.
+fn buffered(
+    input: DocumentStream<'_>,
+    stage: &str,
+) -> Result<(Vec<Document>, basalt_memory::Reservation)> {
+    let mut docs = Vec::new();
+    let mut memory = basalt_memory::Reservation::default();
+    drain(input, |doc| {
+        memory.reserve_for(basalt_value::document_memory_bytes(&doc), stage)?;
+        docs.push(doc);
+        Ok(())
+    })?;
+    Ok((docs, memory))
+}
+
 /// The output of a blocking stage: its documents, or the error that stopped it.
 pub(crate) fn finished<'a>(result: Result<Vec<Document>>) -> DocumentStream<'a> {
     match result {

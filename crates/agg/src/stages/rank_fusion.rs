@@ -12,7 +12,7 @@
 
 use crate::pipeline::{DocumentStream, ExecContext, Place, Stages};
 use crate::stages::group::GroupKey;
-use crate::stages::{check_pipeline_name, drain, finished, Stage};
+use crate::stages::{buffered, check_pipeline_name, finished, Stage};
 use basalt_error::{Error, Result};
 use basalt_expr::{type_name, ParseContext, SCORE_DETAILS_FIELD, SCORE_FIELD};
 use basalt_memory::Reservation;
@@ -139,15 +139,7 @@ impl RankFusion {
         input: DocumentStream<'a>,
         ctx: ExecContext<'a>,
     ) -> DocumentStream<'a> {
-        let mut docs = Vec::new();
-        let mut memory = Reservation::default();
-        let result = drain(input, |doc| {
-            memory.reserve_for(basalt_value::document_memory_bytes(&doc), "$rankFusion")?;
-            docs.push(doc);
-            Ok(())
-        })
-        .and_then(|()| self.fuse(&docs, ctx));
-        finished(result)
+        finished(buffered(input, "$rankFusion").and_then(|(docs, _memory)| self.fuse(&docs, ctx)))
     }
 
     fn fuse(&self, docs: &[Document], ctx: ExecContext<'_>) -> Result<Vec<Document>> {
