@@ -203,7 +203,7 @@ fn substitute(
             let mut out = Document::new();
             for (key, value) in doc {
                 let value = match key.as_str() {
-                    "$literal" => value.clone(),
+                    "$literal" | "$const" => value.clone(),
                     // Names of fields, not expressions.
                     "$getField" | "$setField" | "$unsetField" | "sortBy" => return None,
                     _ => substitute(value, outputs, read, bound)?,

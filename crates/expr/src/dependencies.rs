@@ -71,7 +71,7 @@ impl FieldSet {
             Bson::Document(doc) => {
                 for (key, value) in doc {
                     match key.as_str() {
-                        "$literal" => {}
+                        "$literal" | "$const" => {}
                         // Their field name is a plain string read from `$$CURRENT`.
                         "$getField" | "$setField" | "$unsetField" => self.add_whole(),
                         // `$top`/`$bottom`(`N`): the sort keys are field paths.

@@ -71,7 +71,8 @@ impl Expression {
                     ),
                 ));
             }
-            if first == "$literal" {
+            // `$const` is MongoDB's older name of `$literal`, still accepted.
+            if first == "$literal" || first == "$const" {
                 return Ok(Expression(Node::Constant(args.clone())));
             }
             return Ok(Expression(Node::Operator(Box::new(Operator::parse(
@@ -310,6 +311,7 @@ mod tests {
             bson!({"a": [1, {"b": 2}]})
         );
         assert_eq!(value(bson!({"$literal": "$i"})), bson!("$i"));
+        assert_eq!(value(bson!({"$const": "$i"})), bson!("$i"));
         assert_eq!(value(bson!({"$literal": {"$add": 1}})), bson!({"$add": 1}));
     }
 

@@ -16,8 +16,10 @@ use std::borrow::Cow;
 #[derive(Debug)]
 pub(crate) enum ObjectOp {
     MergeObjects(Vec<Expression>),
+    /// `$getField`: the field (any expression giving a string, as MongoDB 8.0) of
+    /// `input`, or of the current document in the shorthand form.
     GetField {
-        field: String,
+        field: Box<Expression>,
         input: Option<Box<Expression>>,
     },
     /// `$setField`, and `$unsetField` (which has no `value`): a copy of `input` with
@@ -53,22 +55,29 @@ impl ObjectOp {
                 Ok(Some(Cow::Owned(Bson::Document(out))))
             }
             ObjectOp::GetField { field, input } => {
+                let field = match field.eval(env)?.as_deref() {
+                    Some(Bson::String(name)) => name.clone(),
+                    other => {
+                        return Err(Error::location(
+                            3041704,
+                            format!(
+                                "$getField requires 'field' to evaluate to type String, but got {}",
+                                type_name(other)
+                            ),
+                        ))
+                    }
+                };
                 let input = match input {
                     Some(e) => e.eval(env)?,
-                    None => return Ok(env.root.get(field).map(Cow::Borrowed)),
+                    None => return Ok(env.root.get(&field).map(Cow::Borrowed)),
                 };
+                // Anything but an object has no fields: missing, as MongoDB 8.0.
                 match input {
                     None => Ok(None),
                     Some(v) if is_nullish(Some(&v)) => Ok(Some(Cow::Owned(Bson::Null))),
-                    Some(Cow::Borrowed(Bson::Document(d))) => Ok(d.get(field).map(Cow::Borrowed)),
-                    Some(Cow::Owned(Bson::Document(mut d))) => Ok(d.remove(field).map(Cow::Owned)),
-                    Some(other) => Err(Error::location(
-                        3041705,
-                        format!(
-                            "$getField requires 'input' to evaluate to type Object, but got {}",
-                            type_name(Some(&other))
-                        ),
-                    )),
+                    Some(Cow::Borrowed(Bson::Document(d))) => Ok(d.get(&field).map(Cow::Borrowed)),
+                    Some(Cow::Owned(Bson::Document(mut d))) => Ok(d.remove(&field).map(Cow::Owned)),
+                    Some(_) => Ok(None),
                 }
             }
             ObjectOp::SetField {
@@ -174,7 +183,7 @@ pub(crate) fn merge_into(out: &mut Document, value: Option<&Bson>) -> Result<isi
 
 fn parse_get_field(args: &Bson, ctx: &ParseContext) -> Result<ObjectOp> {
     let (field, input) = match args {
-        Bson::Document(doc) if doc.keys().next().is_some_and(|k| !k.starts_with('$')) => {
+        Bson::Document(doc) if doc.keys().next().is_none_or(|k| !k.starts_with('$')) => {
             let (mut field, mut input) = (None, None);
             for (key, value) in doc {
                 match key.as_str() {
@@ -191,16 +200,19 @@ fn parse_get_field(args: &Bson, ctx: &ParseContext) -> Result<ObjectOp> {
             let field = field.ok_or_else(|| {
                 Error::location(3041702, "$getField requires 'field' to be specified")
             })?;
-            (field, input)
+            let input = input.ok_or_else(|| {
+                Error::location(3041703, "$getField requires 'input' to be specified")
+            })?;
+            (field, Some(input))
         }
         other => (other, None),
     };
-    let field = constant_field_name("$getField", field, ctx, [5654601, 5654602])?;
+    let field = Box::new(Expression::parse(field, ctx)?);
     Ok(ObjectOp::GetField { field, input })
 }
 
-/// The field name argument of `$getField`/`$setField`/`$unsetField`: an expression that
-/// must be a constant string. `codes` are the operator's error codes for a non-string
+/// The field name argument of `$setField`/`$unsetField`: an expression that must be a
+/// constant string. `codes` are the operator's error codes for a non-string
 /// and for a non-constant.
 fn constant_field_name(
     name: &str,
@@ -402,13 +414,24 @@ mod tests {
             eval(bson!({"$getField": {"field": "a", "input": "$nope"}})).unwrap(),
             None
         );
+        // MongoDB 8.0: what is not an object has no fields; the field is any
+        // expression giving a string.
         assert_eq!(
-            error_code(bson!({"$getField": {"field": "a", "input": 1}})),
-            3041705
+            eval(bson!({"$getField": {"field": "a", "input": 1}})).unwrap(),
+            None
         );
-        assert_eq!(error_code(bson!({"$getField": {"field": 1}})), 5654601);
-        assert_eq!(error_code(bson!({"$getField": {"field": "$x"}})), 5654602);
+        assert_eq!(
+            value(bson!({"$getField": {"field": {"$concat": ["", "a"]}, "input": "$o"}})),
+            bson!(1)
+        );
+        assert_eq!(
+            error_code(bson!({"$getField": {"field": 1, "input": "$o"}})),
+            3041704
+        );
+        assert_eq!(error_code(bson!({"$getField": null})), 3041704);
+        assert_eq!(error_code(bson!({"$getField": {"field": "a"}})), 3041703);
         assert_eq!(error_code(bson!({"$getField": {"input": {}}})), 3041702);
+        assert_eq!(error_code(bson!({"$getField": {}})), 3041702);
     }
 
     #[test]
