@@ -310,6 +310,22 @@ def test_allow_disk_use_must_be_a_boolean(db):
     db.c.insert_one({"a": 1})
     with raises_code("TypeMismatch"):
         db.command("aggregate", "c", pipeline=[{"$sort": {"a": 1}}], cursor={}, allowDiskUse="yes")
+    # MongoDB 8.0: not even a number or null.
+    for value in (1, None):
+        with raises_code("TypeMismatch"):
+            db.command("aggregate", "c", pipeline=[], cursor={}, allowDiskUse=value)
+
+
+def test_cursor_batch_size_takes_any_number(db):
+    """cursor.batchSize is read as mongod 8.0's safe int64: fractions truncate; what is
+    negative after that is refused."""
+    db.c.insert_many([{"_id": i} for i in range(5)])
+    reply = db.command("aggregate", "c", pipeline=[], cursor={"batchSize": 2.5})
+    assert len(reply["cursor"]["firstBatch"]) == 2
+    reply = db.command("aggregate", "c", pipeline=[], cursor={"batchSize": -0.5})
+    assert reply["cursor"]["firstBatch"] == []
+    with raises_code("BadValue"):
+        db.command("aggregate", "c", pipeline=[], cursor={"batchSize": -1})
 
 
 def test_aggregate_with_explain_true_returns_the_plan(db, coll):

@@ -13,6 +13,8 @@ import statistics
 import pytest
 from pymongo.errors import OperationFailure
 
+from helpers import raises_code
+
 SCORES = [
     {"_id": 1, "game": "g1", "player": "ann", "score": 31},
     {"_id": 2, "game": "g1", "player": "bob", "score": 12},
@@ -880,6 +882,25 @@ def test_list_cluster_catalog(client, db, coll):
     with pytest.raises(OperationFailure) as info:
         list(db.aggregate([{"$listClusterCatalog": 1}]))
     assert info.value.code == 9621302
+    # The catalog is read as it is now: local read concern only.
+    with raises_code("InvalidOptions"):
+        db.command(
+            "aggregate",
+            1,
+            pipeline=[{"$listClusterCatalog": {}}],
+            cursor={},
+            readConcern={"level": "majority"},
+        )
+
+
+def test_rank_fusion_refuses_time_series(db):
+    """$rankFusion on a time-series collection, or on its buckets, is 10557301."""
+    db.create_collection("ts", timeseries={"timeField": "t"})
+    stage = {"$rankFusion": {"input": {"pipelines": {"p": [{"$sort": {"t": 1}}]}}}}
+    for name in ("ts", "system.buckets.ts"):
+        with pytest.raises(OperationFailure) as info:
+            list(db[name].aggregate([stage]))
+        assert info.value.code == 10557301, name
 
 
 def test_array_accumulators(coll):

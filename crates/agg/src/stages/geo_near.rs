@@ -67,24 +67,8 @@ impl GeoNear {
             match name.as_str() {
                 "near" => near = Some(value.clone()),
                 "spherical" => spherical = basalt_expr::truthy(Some(value)),
-                "distanceField" => {
-                    let Bson::String(path) = value else {
-                        return Err(Error::location(
-                            16606,
-                            "$geoNear requires that 'distanceField' be a String",
-                        ));
-                    };
-                    distance_field = Some(output_path(path, OUTPUT_PATH_COMPONENTS_MAX)?);
-                }
-                "includeLocs" => {
-                    let Bson::String(path) = value else {
-                        return Err(Error::location(
-                            16607,
-                            "$geoNear requires that 'includeLocs' be a String",
-                        ));
-                    };
-                    include_locs = Some(output_path(path, OUTPUT_PATH_COMPONENTS_MAX)?);
-                }
+                "distanceField" => distance_field = Some(output_field(name, value, 16606)?),
+                "includeLocs" => include_locs = Some(output_field(name, value, 16607)?),
                 "key" => {
                     let Bson::String(path) = value else {
                         return Err(Error::type_mismatch(
@@ -108,7 +92,7 @@ impl GeoNear {
                 "minDistance" => min_distance = Some(distance_bound(value, name, ctx)?),
                 "maxDistance" => max_distance = Some(distance_bound(value, name, ctx)?),
                 "distanceMultiplier" => {
-                    let m = number(value).ok_or_else(|| {
+                    let m = basalt_value::as_f64(value).ok_or_else(|| {
                         Error::type_mismatch("distanceMultiplier must be a number")
                     })?;
                     if m.is_nan() || m < 0.0 {
@@ -351,7 +335,7 @@ fn distance_bound(value: &Bson, name: &str, ctx: &ParseContext) -> Result<f64> {
         }
         other => other.clone(),
     };
-    let d = number(&constant)
+    let d = basalt_value::as_f64(&constant)
         .ok_or_else(|| Error::type_mismatch(format!("{name} must be a number")))?;
     if d.is_nan() || d < 0.0 {
         return Err(Error::bad_value(format!("{name} must be nonnegative")));
@@ -359,10 +343,15 @@ fn distance_bound(value: &Bson, name: &str, ctx: &ParseContext) -> Result<f64> {
     Ok(d)
 }
 
-fn number(value: &Bson) -> Option<f64> {
-    basalt_value::is_number(value)
-        .then(|| basalt_value::as_f64(value))
-        .flatten()
+/// `distanceField` or `includeLocs`: a string (`code` otherwise), an output path.
+fn output_field(name: &str, value: &Bson, code: i32) -> Result<Vec<String>> {
+    let Bson::String(path) = value else {
+        return Err(Error::location(
+            code,
+            format!("$geoNear requires that '{name}' be a String"),
+        ));
+    };
+    output_path(path, OUTPUT_PATH_COMPONENTS_MAX)
 }
 
 /// An output path of `$geoNear` (or its `key`), with MongoDB's field path errors.

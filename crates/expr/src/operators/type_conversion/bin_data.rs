@@ -220,10 +220,10 @@ pub(crate) fn to_number(
         Target::Long => Bson::Int64(integer(8)?),
         Target::Double => match bytes.len() {
             4 => Bson::Double(f64::from(f32::from_le_bytes(
-                bytes.clone().try_into().map_err(|_| wrong_length())?,
+                bytes.as_slice().try_into().map_err(|_| wrong_length())?,
             ))),
             8 => Bson::Double(f64::from_le_bytes(
-                bytes.clone().try_into().map_err(|_| wrong_length())?,
+                bytes.as_slice().try_into().map_err(|_| wrong_length())?,
             )),
             _ => return Err(wrong_length()),
         },
