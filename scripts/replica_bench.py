@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -78,6 +79,28 @@ def initial_sync(cluster: ReplicaSet, binary: Path, client: pymongo.MongoClient)
     config["members"].append(
         {"_id": len(config["members"]), "host": f"127.0.0.1:{fourth.port}", "priority": 0}
     )
+    # The copy is sent while the reconfig waits for the new member to catch up. While it
+    # loads the copy the member is in STARTUP2 and refuses reads; its replSetGetStatus
+    # reports the progress (initialSyncStatus): a thread watches both meanwhile.
+    states, progress = [], []
+    synced = threading.Event()
+
+    def watch() -> None:
+        with pymongo.MongoClient(fourth.uri, directConnection=True) as watcher:
+            while not synced.is_set():
+                try:
+                    status = watcher.admin.command("replSetGetStatus")
+                except pymongo.errors.PyMongoError:
+                    status = {}
+                me = [m["stateStr"] for m in status.get("members", []) if m.get("self")]
+                if me and me[0] not in states[-1:]:
+                    states.append(me[0])
+                if sync_status := status.get("initialSyncStatus"):
+                    progress.append(sync_status["approxTotalBytesCopied"])
+                time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
     started = time.monotonic()
     client.admin.command("replSetReconfig", config)
     reconfig_s = time.monotonic() - started
@@ -86,15 +109,20 @@ def initial_sync(cluster: ReplicaSet, binary: Path, client: pymongo.MongoClient)
     ) as reader:
         deadline = started + SYNC_TIMEOUT_S
         while time.monotonic() < deadline:
-            counts = {
-                name: reader[DB][name].estimated_document_count()
-                for name in expected
-                if name in reader[DB].list_collection_names()
-            }
+            try:
+                counts = {
+                    name: reader[DB][name].estimated_document_count()
+                    for name in expected
+                    if name in reader[DB].list_collection_names()
+                }
+            except pymongo.errors.NotPrimaryError:
+                counts = None
             if counts == {name: c["count"] for name, c in expected.items()}:
                 break
             time.sleep(0.05)
         synced_s = time.monotonic() - started
+        synced.set()
+        watcher.join()
         actual = fingerprint(reader)
     return {
         "copy_built_ms": logged_ms(cluster.members[:-1], "built the copy"),
@@ -103,6 +131,8 @@ def initial_sync(cluster: ReplicaSet, binary: Path, client: pymongo.MongoClient)
         "reconfig_s": reconfig_s,
         "synced_s": synced_s,
         "docs_per_s": documents / synced_s,
+        "states_seen": states,
+        "bytes_copied_seen": progress,
         "answers_correct": actual == expected,
         "expected": expected,
         "actual": actual,
@@ -166,8 +196,8 @@ def main() -> int:
     )
     print(
         f"initial sync: {sync['documents']} documents in {sync['synced_s']:.2f} s = "
-        f"{sync['docs_per_s']:.0f} docs/s (copy built in {sync['copy_built_ms']} ms, loaded in "
-        f"{sync['copy_loaded_ms']} ms), answers {'correct' if sync['answers_correct'] else 'WRONG'}"
+        f"{sync['docs_per_s']:.0f} docs/s (copy built in {sync['copy_built_ms']} ms, load finished "
+        f"{sync['copy_loaded_ms']} ms after it arrived; states {sync['states_seen']}), answers {'correct' if sync['answers_correct'] else 'WRONG'}"
     )
     ok = sync["answers_correct"] and results["bench_answers_correct"] and not results["panics"]
     return 0 if ok else 1

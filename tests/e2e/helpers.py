@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import bson
 import pymongo
 import pytest
-from pymongo.errors import OperationFailure, WriteError
+from pymongo.errors import NotPrimaryError, OperationFailure, WriteError
 
 CODES = {
     "BadValue": 2,
@@ -147,5 +147,10 @@ def reader_of(member) -> pymongo.MongoClient:
 
 
 def count_on(member, collection: str = "c", db: str = "test") -> int:
+    """The collection's count on this member; -1 while the member refuses reads (in
+    STARTUP2, loading a copy of the data, as mongod during an initial sync)."""
     with reader_of(member) as client:
-        return client[db][collection].count_documents({})
+        try:
+            return client[db][collection].count_documents({})
+        except NotPrimaryError:
+            return -1

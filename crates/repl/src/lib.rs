@@ -40,7 +40,7 @@ pub use types::{Member, Proposal, Sequence, WriteCommand};
 use bson::Document;
 use openraft::LogId;
 use parking_lot::{Condvar, Mutex, RwLock};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,8 +55,9 @@ pub(crate) struct Shared {
     topology_changed: Condvar,
     /// Bytes of the entries the log holds (what `--oplogSizeMB` bounds).
     log_bytes: AtomicU64,
-    /// A copy from the primary is being loaded: this member must not stand for election.
-    installing: AtomicBool,
+    /// The load of a copy from the primary, while one runs: this member is in STARTUP2
+    /// and must not stand for election.
+    pub(crate) sync: Arc<initial_sync::SyncProgress>,
 }
 
 impl Shared {
@@ -108,14 +109,6 @@ impl Shared {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |total| {
                 Some(total.saturating_sub(bytes))
             });
-    }
-
-    pub(crate) fn set_installing(&self, installing: bool) {
-        self.installing.store(installing, Ordering::Relaxed);
-    }
-
-    pub(crate) fn installing(&self) -> bool {
-        self.installing.load(Ordering::Relaxed)
     }
 
     pub(crate) fn applied(&self) -> OpTime {

@@ -5,7 +5,7 @@
 //! runtime handle (`block_on`), never from inside the runtime.
 
 use crate::config::SetConfig;
-use crate::initial_sync;
+use crate::initial_sync::{self, SyncFigures};
 use crate::log_store::{get, put, LogStore, Record};
 use crate::network::{CopyPiece, Network, Peer, PeerOptions};
 use crate::oplog::{self, OplogSize};
@@ -121,6 +121,9 @@ impl OpTime {
 pub enum MemberState {
     /// No config yet (not initiated).
     Startup,
+    /// Loading a copy of the data (initial sync): serves no reads, stands for no
+    /// election.
+    Startup2,
     Primary,
     Secondary,
     /// In maintenance (`replSetMaintenance`): serves no reads, stands for no election.
@@ -135,6 +138,7 @@ impl MemberState {
     pub fn number(self) -> i32 {
         match self {
             MemberState::Startup => 0,
+            MemberState::Startup2 => 5,
             MemberState::Primary => 1,
             MemberState::Secondary => 2,
             MemberState::Recovering => 3,
@@ -146,6 +150,7 @@ impl MemberState {
     pub fn name(self) -> &'static str {
         match self {
             MemberState::Startup => "STARTUP",
+            MemberState::Startup2 => "STARTUP2",
             MemberState::Primary => "PRIMARY",
             MemberState::Secondary => "SECONDARY",
             MemberState::Recovering => "RECOVERING",
@@ -346,6 +351,9 @@ impl ReplicaSet {
         };
         if config.member(id).is_none() {
             return MemberState::Removed;
+        }
+        if self.shared.sync.active() {
+            return MemberState::Startup2;
         }
         if self.is_writable_leader(Leadership::of(&raft), &config) {
             MemberState::Primary
@@ -757,7 +765,7 @@ impl ReplicaSet {
             members.push(Bson::Document(entry));
         }
         let majority = (voters / 2 + 1) as i32;
-        Ok(doc! {
+        let mut reply = doc! {
             "set": self.set_name.clone(),
             "date": now,
             "myState": state.number(),
@@ -779,7 +787,11 @@ impl ReplicaSet {
                 "lastDurableWallTime": applied.date(),
             },
             "members": members,
-        })
+        };
+        if let Some(sync) = self.shared.sync.figures() {
+            reply.insert("initialSyncStatus", initial_sync_status(&sync));
+        }
+        Ok(reply)
     }
 
     /// `replSetInitiate`: checks the config, has every other member join (all must
@@ -1056,7 +1068,7 @@ impl ReplicaSet {
         // primary by calling an election while it loads.
         !frozen
             && elections.maintenance == 0
-            && !self.shared.installing()
+            && !self.shared.sync.active()
             && config.member(id).is_some_and(|m| m.electable())
     }
 
@@ -1502,6 +1514,31 @@ impl Leadership {
     }
 }
 
+/// `replSetGetStatus`'s `initialSyncStatus` while this member loads a copy: MongoDB's
+/// figures of an initial sync (one attempt, its bytes copied of the copy's size, the time
+/// left at the rate so far).
+fn initial_sync_status(sync: &SyncFigures) -> Document {
+    let elapsed_ms = sync.elapsed.as_millis() as i64;
+    let left = sync.total_bytes.saturating_sub(sync.read_bytes);
+    let remaining_ms = if sync.read_bytes == 0 {
+        0
+    } else {
+        (elapsed_ms as f64 * left as f64 / sync.read_bytes as f64) as i64
+    };
+    doc! {
+        "failedInitialSyncAttempts": 0,
+        "maxFailedInitialSyncAttempts": 10,
+        "initialSyncStart": sync.started,
+        "totalInitialSyncElapsedMillis": elapsed_ms,
+        "remainingInitialSyncEstimatedMillis": remaining_ms,
+        "approxTotalDataSize": sync.total_bytes as i64,
+        "approxTotalBytesCopied": sync.read_bytes as i64,
+        "initialSyncAttempts": [],
+        "appliedOps": 0,
+        "totalTimeUnreachableMillis": 0,
+    }
+}
+
 /// A member that crashed while loading a copy holds part of it: it clears its data and
 /// its log (keeping its vote and identity) and syncs from a copy again.
 fn recover_interrupted_sync(
@@ -1522,7 +1559,7 @@ fn recover_interrupted_sync(
     let mut done = WriteBatch::default();
     done.delete(basalt_storage::Space::Replication, INSTALLING_KEY.to_vec());
     done.delete(basalt_storage::Space::Replication, SNAPSHOT_KEY.to_vec());
-    initial_sync::clear(&**engine).map_err(storage)?;
+    initial_sync::clear(&**engine, true).map_err(storage)?;
     engine.write(done, Durability::Disk)?;
     applier.reload();
     Ok(())

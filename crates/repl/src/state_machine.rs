@@ -70,8 +70,14 @@ pub struct StateMachine {
     pub(crate) shared: Arc<Shared>,
     /// Where copies are kept (`initial_sync::directory`).
     pub(crate) snapshots: PathBuf,
-    /// The file a copy from the primary is being received into.
-    pub(crate) receiving: Option<PathBuf>,
+    /// The copy from the primary being received, if one is.
+    pub(crate) receiving: Option<Receiving>,
+}
+
+/// A copy being received: its file, and its load when it is loaded as it arrives.
+pub(crate) struct Receiving {
+    path: PathBuf,
+    streaming: Option<initial_sync::StreamingLoad>,
 }
 
 /// The logical session and statement number of a retryable write: its `lsid` (as stored
@@ -252,6 +258,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I::IntoIter: Send,
     {
         let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
+        // Entries apply to the member's data as it is: not to part of a copy.
+        if self
+            .receiving
+            .as_ref()
+            .is_some_and(|r| r.streaming.is_some())
+        {
+            tokio::task::block_in_place(|| self.abandon_streaming())?;
+        }
         let delay = self.delay();
         if delay.is_zero() {
             // Commands run the server's blocking write path; this task's thread is lent
@@ -285,6 +299,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     async fn begin_receiving_snapshot(
         &mut self,
     ) -> Result<Box<tokio::fs::File>, StorageError<u64>> {
+        tokio::task::block_in_place(|| self.abandon_receiving())?;
         let path = initial_sync::new_file(&self.snapshots, "receiving").map_err(write_error)?;
         let file = tokio::fs::OpenOptions::new()
             .read(true)
@@ -293,9 +308,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .open(&path)
             .await
             .map_err(write_error)?;
-        if let Some(abandoned) = self.receiving.replace(path) {
-            let _ = std::fs::remove_file(abandoned);
-        }
+        let streaming = tokio::task::block_in_place(|| self.start_streaming(&path))?;
+        self.receiving = Some(Receiving { path, streaming });
         Ok(Box::new(file))
     }
 
@@ -311,15 +325,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .take()
             .ok_or_else(|| write_error("a copy to install that was not received"))?;
         let path = self.snapshots.join(snapshot_file_name(meta));
-        std::fs::rename(&received, &path).map_err(write_error)?;
-        tracing::info!("loading the copy {} from the primary", meta.snapshot_id);
+        std::fs::rename(&received.path, &path).map_err(write_error)?;
         let started = std::time::Instant::now();
-        self.shared.set_installing(true);
-        let loaded = tokio::task::block_in_place(|| self.load(meta, &path));
-        self.shared.set_installing(false);
+        let loaded = tokio::task::block_in_place(|| self.install(meta, &path, received.streaming));
+        self.shared.sync.end();
         let count = loaded?;
         tracing::info!(
-            "loaded the copy {} ({count} records) in {} ms",
+            "loaded the copy {} ({count} records) in {} ms after it arrived",
             meta.snapshot_id,
             started.elapsed().as_millis()
         );
@@ -344,21 +356,107 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 }
 
 impl StateMachine {
-    /// Loads a received copy in place of this member's data, under the marker that makes
-    /// a crash meanwhile start the sync over.
-    fn load(
+    /// A member with no data loads a copy while it arrives: marks the load (a crash
+    /// meanwhile makes it sync again) and starts it.
+    fn start_streaming(
         &self,
-        meta: &SnapshotMeta<u64, Member>,
         path: &Path,
-    ) -> Result<u64, StorageError<u64>> {
+    ) -> Result<Option<initial_sync::StreamingLoad>, StorageError<u64>> {
+        if !initial_sync::holds_no_data(&*self.engine)? {
+            return Ok(None);
+        }
+        self.write_marker()?;
+        self.shared.sync.begin();
+        tracing::info!("loading a copy of the data from the primary as it arrives");
+        initial_sync::StreamingLoad::start(self.engine.clone(), path, self.shared.sync.clone())
+            .map(Some)
+            .map_err(write_error)
+    }
+
+    /// Stops receiving a copy (another comes instead): its file goes, and its load.
+    fn abandon_receiving(&mut self) -> Result<(), StorageError<u64>> {
+        self.abandon_streaming()?;
+        if let Some(receiving) = self.receiving.take() {
+            let _ = std::fs::remove_file(&receiving.path);
+        }
+        Ok(())
+    }
+
+    /// Stops loading the copy being received as it arrives (log entries are applied
+    /// meanwhile, or another copy comes): what the load stored goes, with the marker. A
+    /// copy whose transfer goes on is then loaded whole once it is there.
+    fn abandon_streaming(&mut self) -> Result<(), StorageError<u64>> {
+        let Some(streaming) = self.receiving.as_mut().and_then(|r| r.streaming.take()) else {
+            return Ok(());
+        };
+        tracing::warn!("the load of the copy being received was abandoned");
+        streaming.abandon()?;
+        let mut unmark = WriteBatch::default();
+        unmark.delete(Space::Replication, INSTALLING_KEY.to_vec());
+        self.engine
+            .write(unmark, Durability::Disk)
+            .map_err(write_error)?;
+        self.shared.sync.end();
+        Ok(())
+    }
+
+    fn write_marker(&self) -> Result<(), StorageError<u64>> {
         let mut marker = WriteBatch::default();
         marker.put(Space::Replication, INSTALLING_KEY.to_vec(), Vec::new());
         self.engine
             .write(marker, Durability::Disk)
-            .map_err(write_error)?;
+            .map_err(write_error)
+    }
+
+    /// Installs a received copy in place of this member's data: the rest of a load
+    /// that ran as it arrived, or the whole load (also when that one failed), under the
+    /// marker that makes a crash meanwhile start the sync over.
+    fn install(
+        &self,
+        meta: &SnapshotMeta<u64, Member>,
+        path: &Path,
+        streaming: Option<initial_sync::StreamingLoad>,
+    ) -> Result<u64, StorageError<u64>> {
+        let streamed = match streaming {
+            Some(streaming) => match streaming.finish(self.installed(meta)?) {
+                Ok(count) => Some(count),
+                Err(e) => {
+                    tracing::warn!("the copy loaded as it arrived failed ({e}): loading it again");
+                    None
+                }
+            },
+            None => None,
+        };
+        let count = match streamed {
+            Some(count) => count,
+            None => {
+                tracing::info!("loading the copy {} from the primary", meta.snapshot_id);
+                self.write_marker()?;
+                self.shared.sync.begin();
+                initial_sync::load(
+                    &*self.engine,
+                    path,
+                    self.installed(meta)?,
+                    &self.shared.sync,
+                )?
+            }
+        };
+        self.applier.reload();
+        if let Some(config) = stored_config(&*self.engine)? {
+            self.shared.set_config(config);
+        }
+        if let Some(log_id) = meta.last_log_id {
+            self.shared.note_applied(log_id, None);
+        }
+        Ok(count)
+    }
+
+    /// What is written with a copy's replicated state: the marker's removal, where the
+    /// oplog starts (the records of the entries the copy stands for are not in it) and
+    /// the copy as this member's newest.
+    fn installed(&self, meta: &SnapshotMeta<u64, Member>) -> Result<WriteBatch, StorageError<u64>> {
         let mut last = WriteBatch::default();
         last.delete(Space::Replication, INSTALLING_KEY.to_vec());
-        // The oplog records of the entries the copy stands for are not in it.
         let after_copy = meta.last_log_id.map_or(0, |id| id.index).saturating_add(1);
         put(&mut last, crate::log_store::OPLOG_START_KEY, after_copy)?;
         put(
@@ -369,15 +467,7 @@ impl StateMachine {
                 file: snapshot_file_name(meta),
             },
         )?;
-        let count = initial_sync::load(&*self.engine, path, last)?;
-        self.applier.reload();
-        if let Some(config) = stored_config(&*self.engine)? {
-            self.shared.set_config(config);
-        }
-        if let Some(log_id) = meta.last_log_id {
-            self.shared.note_applied(log_id, None);
-        }
-        Ok(count)
+        Ok(last)
     }
 }
 
