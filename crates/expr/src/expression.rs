@@ -29,6 +29,15 @@ pub(crate) enum Node {
     Operator(Box<Operator>),
 }
 
+/// A constant of an expression: as in mongod, which makes a value of it, a string of
+/// 16 MB or more is refused (16493).
+fn checked_constant(value: &Bson) -> Result<Bson> {
+    if let Bson::String(s) = value {
+        crate::limits::check_string_size(s.len())?;
+    }
+    Ok(value.clone())
+}
+
 impl Expression {
     /// Parses an expression: a constant, a `$field.path`, a `$$variable`, an array or
     /// object of expressions, or an operator object `{$op: args}`.
@@ -49,7 +58,7 @@ impl Expression {
                 }
             }
             Bson::Document(doc) => return Expression::parse_document(doc, ctx),
-            other => Node::Constant(other.clone()),
+            other => Node::Constant(checked_constant(other)?),
         };
         Ok(Expression(node))
     }
@@ -73,7 +82,7 @@ impl Expression {
             }
             // `$const` is MongoDB's older name of `$literal`, still accepted.
             if first == "$literal" || first == "$const" {
-                return Ok(Expression(Node::Constant(args.clone())));
+                return Ok(Expression(Node::Constant(checked_constant(args)?)));
             }
             return Ok(Expression(Node::Operator(Box::new(Operator::parse(
                 first, args, ctx,

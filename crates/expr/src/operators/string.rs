@@ -11,8 +11,8 @@ use crate::expression::{
     is_nullish, parse_fixed, parse_operands, parse_ranged, type_name, Expression,
 };
 use crate::limits::{check_string_size, ArrayBuilder};
-use crate::numeric::{display, format_double};
-use crate::operators::date::format_iso;
+use crate::numeric::{display, format_double, format_double_6};
+use crate::operators::date::{format_iso, format_timestamp};
 use basalt_error::{Error, Result};
 use basalt_value::pattern::{Captures, Pattern, PatternError};
 use basalt_value::Number;
@@ -215,12 +215,10 @@ pub(crate) fn coerce_to_string(value: Option<&Bson>) -> Result<Cow<'_, str>> {
         Some(Bson::String(s) | Bson::Symbol(s) | Bson::JavaScriptCode(s)) => Cow::Borrowed(s),
         Some(Bson::Int32(i)) => Cow::Owned(i.to_string()),
         Some(Bson::Int64(i)) => Cow::Owned(i.to_string()),
-        Some(Bson::Double(d)) => Cow::Owned(format_double(*d)),
+        Some(Bson::Double(d)) => Cow::Owned(format_double_6(*d)),
         Some(Bson::Decimal128(d)) => Cow::Owned(d.to_string()),
         Some(Bson::DateTime(d)) => Cow::Owned(format_iso(d.timestamp_millis())),
-        Some(Bson::Timestamp(ts)) => {
-            Cow::Owned(format!("Timestamp({}, {})", ts.time, ts.increment))
-        }
+        Some(Bson::Timestamp(ts)) => Cow::Owned(format_timestamp(ts.time, ts.increment)),
         other => {
             return Err(Error::location(
                 16007,
@@ -230,6 +228,38 @@ pub(crate) fn coerce_to_string(value: Option<&Bson>) -> Result<Cow<'_, str>> {
                 ),
             ))
         }
+    })
+}
+
+/// A number as `$substrBytes` takes it for an index or a length: a double truncated (one
+/// that is no 32-bit integer is refused, 31109), a decimal rounded half to even (one that
+/// is no 32-bit integer becomes the smallest: a negative index, a length to the end), as
+/// mongod's conversions to int do.
+fn index_of_number(n: Number) -> Result<i64> {
+    let int32 = f64::from(i32::MIN)..=f64::from(i32::MAX);
+    Ok(match n {
+        Number::Decimal(_) => {
+            let rounded = n.to_f64().round_ties_even();
+            if int32.contains(&rounded) {
+                rounded as i64
+            } else {
+                i64::from(i32::MIN)
+            }
+        }
+        Number::Double(d) => {
+            let truncated = d.trunc();
+            if !int32.contains(&truncated) {
+                return Err(Error::location(
+                    31109,
+                    format!(
+                        "Can't coerce out of range value {} to int",
+                        format_double(d)
+                    ),
+                ));
+            }
+            truncated as i64
+        }
+        _ => n.to_f64() as i64,
     })
 }
 
@@ -252,7 +282,8 @@ fn substr_bytes(name: &str, s: &str, start: Option<&Bson>, len: Option<&Bson>) -
             ),
         )
     })?;
-    let start = start.to_f64() as i64;
+    let start = index_of_number(start)?;
+    let len = index_of_number(len)?;
     if start < 0 {
         return Err(Error::location(
             50752,
@@ -263,7 +294,6 @@ fn substr_bytes(name: &str, s: &str, start: Option<&Bson>, len: Option<&Bson>) -
     if start >= s.len() {
         return Ok(String::new());
     }
-    let len = len.to_f64() as i64;
     let end = if len < 0 {
         s.len()
     } else {
@@ -325,7 +355,8 @@ fn substr_cp(s: &str, start: Option<&Bson>, len: Option<&Bson>) -> Result<String
 }
 
 fn split(s: Option<&Bson>, sep: Option<&Bson>) -> Result<Bson> {
-    if is_nullish(s) {
+    // Null or missing in either place gives null before any type is checked.
+    if is_nullish(s) || is_nullish(sep) {
         return Ok(Bson::Null);
     }
     let Some(Bson::String(s)) = s else {
@@ -337,12 +368,9 @@ fn split(s: Option<&Bson>, sep: Option<&Bson>) -> Result<Bson> {
             ),
         ));
     };
-    if is_nullish(sep) {
-        return Ok(Bson::Null);
-    }
     let Some(Bson::String(sep)) = sep else {
         return Err(Error::location(
-            40086,
+            10503900,
             format!(
                 "$split requires an expression that evaluates to a string as a second argument, found: {}",
                 type_name(sep)
@@ -390,12 +418,14 @@ fn parse_trim(kind: TrimKind, name: &str, args: &Bson, ctx: &ParseContext) -> Re
     Ok(Trim { kind, input, chars })
 }
 
-/// What `$trim` removes by default: ASCII whitespace, NUL and the Unicode spaces.
+/// What `$trim` removes by default: ASCII whitespace, NUL, the no-break space and the
+/// Unicode spaces U+1680 and U+2000 to U+200A (not the line and paragraph separators, nor
+/// U+202F, U+205F or U+3000).
 fn is_default_trim(c: char) -> bool {
     matches!(
         c,
         '\0' | ' ' | '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r' | '\u{A0}' | '\u{1680}' | '\u{2000}'
-            ..='\u{200A}' | '\u{2028}' | '\u{2029}' | '\u{202F}' | '\u{205F}' | '\u{3000}'
+            ..='\u{200A}'
     )
 }
 
@@ -459,10 +489,10 @@ impl Trim {
 }
 
 fn index_of(code_points: bool, args: &[Expression], env: &Env<'_>) -> Result<Bson> {
-    let name = if code_points {
-        "$indexOfCP"
+    let (name, string_code, substring_code) = if code_points {
+        ("$indexOfCP", 40093, 40094)
     } else {
-        "$indexOfBytes"
+        ("$indexOfBytes", 40091, 40092)
     };
     let s = args[0].eval(env)?;
     let s = match s.as_deref() {
@@ -470,7 +500,7 @@ fn index_of(code_points: bool, args: &[Expression], env: &Env<'_>) -> Result<Bso
         Some(Bson::String(s)) => s.as_str(),
         other => {
             return Err(Error::location(
-                40091,
+                string_code,
                 format!(
                     "{name} requires a string as the first argument, found: {}",
                     type_name(other)
@@ -481,7 +511,7 @@ fn index_of(code_points: bool, args: &[Expression], env: &Env<'_>) -> Result<Bso
     let sub = args[1].eval(env)?;
     let Some(Bson::String(sub)) = sub.as_deref() else {
         return Err(Error::location(
-            40092,
+            substring_code,
             format!(
                 "{name} requires a string as the second argument, found: {}",
                 type_name(sub.as_deref())
@@ -503,7 +533,8 @@ fn index_of(code_points: bool, args: &[Expression], env: &Env<'_>) -> Result<Bso
         let n = v
             .as_deref()
             .and_then(Number::from_bson)
-            .and_then(Number::to_i64_exact);
+            .and_then(Number::to_i64_exact)
+            .filter(|n| i32::try_from(*n).is_ok());
         match n {
             Some(n) if n < 0 => Err(Error::location(
                 40097,
@@ -525,7 +556,20 @@ fn index_of(code_points: bool, args: &[Expression], env: &Env<'_>) -> Result<Bso
     if start > end || start > count {
         return Ok(Bson::Int32(-1));
     }
-    for unit in start..=end {
+    // $indexOfCP looks at the code points before `end` (an empty substring is found in
+    // an empty string only); $indexOfBytes at the offsets up to it.
+    let last = if code_points {
+        if s.is_empty() && sub.is_empty() {
+            return Ok(Bson::Int32(0));
+        }
+        match end.checked_sub(1) {
+            Some(last) if start <= last => last,
+            _ => return Ok(Bson::Int32(-1)),
+        }
+    } else {
+        end
+    };
+    for unit in start..=last {
         let offset = units[unit];
         if offset + sub.len() > units[end] {
             break;
@@ -793,9 +837,9 @@ impl Replace {
             "$replaceOne"
         };
         let values = [
-            (self.input.eval(env)?, "input", 51746),
-            (self.find.eval(env)?, "find", 51745),
-            (self.replacement.eval(env)?, "replacement", 51744),
+            (self.input.eval(env)?, "input", 10503904),
+            (self.find.eval(env)?, "find", 10503901),
+            (self.replacement.eval(env)?, "replacement", 10503902),
         ];
         let mut strings = Vec::with_capacity(3);
         let mut null = false;
@@ -857,6 +901,31 @@ mod tests {
         assert_eq!(value(bson!({"$toLower": 12})), bson!("12"));
         assert_eq!(value(bson!({"$toUpper": "$nope"})), bson!(""));
         assert_eq!(error_code(bson!({"$toUpper": [[1]]})), 16007);
+        // Numbers and timestamps as mongod's older coercions write them.
+        assert_eq!(value(bson!({"$toLower": 123456.789})), bson!("123457"));
+        // Indexes that are no 32-bit integers: a double is refused, before a negative
+        // start is; a decimal is the smallest integer.
+        assert_eq!(error_code(bson!({"$substrBytes": ["abc", 1e20, 1]})), 31109);
+        assert_eq!(
+            error_code(bson!({"$substrBytes": ["abc", -1, f64::NAN]})),
+            31109
+        );
+        let nan = Bson::Decimal128("NaN".parse().unwrap());
+        assert_eq!(
+            value(bson!({"$substrBytes": ["hello", 1, nan]})),
+            bson!("ello")
+        );
+        assert_eq!(value(bson!({"$toUpper": 1e20})), bson!("1E+20"));
+        let ts = Bson::Timestamp(bson::Timestamp {
+            time: 1721500800,
+            increment: 1,
+        });
+        assert_eq!(value(bson!({"$toLower": ts})), bson!("jul 20 18:40:00:1"));
+        let ts = Bson::Timestamp(bson::Timestamp {
+            time: 1704067200,
+            increment: 42,
+        });
+        assert_eq!(value(bson!({"$toUpper": ts})), bson!("JAN  1 00:00:00:42"));
     }
 
     #[test]
@@ -893,7 +962,8 @@ mod tests {
         );
         assert_eq!(value(bson!({"$split": ["$nope", ","]})), Bson::Null);
         assert_eq!(error_code(bson!({"$split": [1, ","]})), 40085);
-        assert_eq!(error_code(bson!({"$split": ["a", 1]})), 40086);
+        assert_eq!(error_code(bson!({"$split": ["a", 1]})), 10503900);
+        assert_eq!(value(bson!({"$split": [1, null]})), Bson::Null);
         assert_eq!(error_code(bson!({"$split": ["a", ""]})), 40087);
         assert_eq!(value(bson!({"$trim": {"input": "  a b \n"}})), bson!("a b"));
         assert_eq!(
@@ -932,6 +1002,20 @@ mod tests {
         assert_eq!(error_code(bson!({"$indexOfBytes": ["a", 1]})), 40092);
         assert_eq!(error_code(bson!({"$indexOfBytes": ["a", "a", -1]})), 40097);
         assert_eq!(error_code(bson!({"$indexOfBytes": ["a", "a", 1.5]})), 40096);
+        let beyond_int32 = Bson::Int64(1 << 31);
+        assert_eq!(
+            error_code(bson!({"$indexOfBytes": ["a", "a", beyond_int32]})),
+            40096
+        );
+        assert_eq!(error_code(bson!({"$indexOfCP": [1, "a"]})), 40093);
+        assert_eq!(error_code(bson!({"$indexOfCP": ["a", 1]})), 40094);
+        // An empty substring: found at the last offset in bytes, before the end in code
+        // points.
+        assert_eq!(value(bson!({"$indexOfBytes": ["hello", "", 5]})), bson!(5));
+        assert_eq!(value(bson!({"$indexOfCP": ["hello", "", 5]})), bson!(-1));
+        assert_eq!(value(bson!({"$indexOfCP": ["hello", "", 2, 2]})), bson!(-1));
+        assert_eq!(value(bson!({"$indexOfCP": ["hello", "", 4]})), bson!(4));
+        assert_eq!(value(bson!({"$indexOfCP": ["", ""]})), bson!(0));
         assert_eq!(value(bson!({"$strcasecmp": ["ABC", "abc"]})), bson!(0));
         assert_eq!(value(bson!({"$strcasecmp": ["a", "B"]})), bson!(-1));
     }
@@ -1005,7 +1089,7 @@ mod tests {
         );
         assert_eq!(
             error_code(bson!({"$replaceOne": {"input": 1, "find": "X", "replacement": "-"}})),
-            51746
+            10503904
         );
         assert_eq!(
             error_code(bson!({"$replaceOne": {"input": "a", "find": "X"}})),

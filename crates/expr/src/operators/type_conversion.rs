@@ -207,6 +207,14 @@ impl Target {
 impl TypeOp {
     pub(crate) fn parse(name: &str, args: &Bson, ctx: &ParseContext) -> Result<Option<TypeOp>> {
         let shorthand = |target: Target| -> Result<Option<TypeOp>> {
+            if let Bson::Array(items) = args {
+                if items.len() != 1 {
+                    return Err(Error::location(
+                        50723,
+                        format!("{name} requires a single argument, got {}", items.len()),
+                    ));
+                }
+            }
             let [input] = *parse_fixed::<1>(name, args, ctx)?;
             // `$toString` writes binData as `format: "auto"` does; `$toUUID` reads UUIDs.
             let format = match name {
@@ -442,6 +450,40 @@ impl Failure {
     }
 }
 
+/// A finite decimal truncated toward zero, exactly; `None` past what an i128 holds.
+fn truncated_decimal(decimal: &bson::Decimal128) -> Option<i128> {
+    let text = decimal.to_string();
+    let (mantissa, exponent) = match text.split_once(['E', 'e']) {
+        Some((mantissa, exponent)) => (mantissa, exponent.parse::<i32>().ok()?),
+        None => (text.as_str(), 0),
+    };
+    let (negative, mantissa) = match mantissa.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, mantissa),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = format!("{whole}{fraction}");
+    // The value is digits × 10^scale.
+    let scale = exponent - fraction.len() as i32;
+    let kept = if scale < 0 {
+        let drop = scale.unsigned_abs() as usize;
+        digits
+            .get(..digits.len().saturating_sub(drop))
+            .unwrap_or("")
+    } else {
+        &digits
+    };
+    let mut value: i128 = if kept.is_empty() {
+        0
+    } else {
+        kept.parse().ok()?
+    };
+    for _ in 0..scale.max(0) {
+        value = value.checked_mul(10)?;
+    }
+    Some(if negative { -value } else { value })
+}
+
 /// Converts a value that is not null, missing or undefined.
 pub(crate) fn convert(value: &Bson, target: Target) -> std::result::Result<Bson, Failure> {
     let unsupported = || {
@@ -497,11 +539,20 @@ pub(crate) fn convert(value: &Bson, target: Target) -> std::result::Result<Bson,
                             Some(display(value)),
                         ));
                     }
-                    let t = d.trunc();
-                    if !(-TWO_POW_63..TWO_POW_63).contains(&t) {
-                        return Err(overflow());
+                    match value {
+                        // A decimal truncated exactly: the longs near the ends are no
+                        // doubles.
+                        Bson::Decimal128(decimal) => truncated_decimal(decimal)
+                            .and_then(|t| i64::try_from(t).ok())
+                            .ok_or_else(overflow)?,
+                        _ => {
+                            let t = d.trunc();
+                            if !(-TWO_POW_63..TWO_POW_63).contains(&t) {
+                                return Err(overflow());
+                            }
+                            t as i64
+                        }
                     }
-                    t as i64
                 }
                 _ => return Err(unsupported()),
             };
@@ -529,7 +580,7 @@ pub(crate) fn convert(value: &Bson, target: Target) -> std::result::Result<Bson,
             _ => return Err(unsupported()),
         }),
         Target::Bool => Bson::Boolean(match number {
-            Some(n) => n.to_f64() != 0.0,
+            Some(n) => !crate::numeric::is_zero(n),
             None => match value {
                 Bson::Boolean(b) => *b,
                 _ => true,
@@ -553,7 +604,11 @@ pub(crate) fn convert(value: &Bson, target: Target) -> std::result::Result<Bson,
             }
             Bson::String(s) => parse_date(s)
                 .ok_or_else(|| Failure::new(format!("Error parsing date string '{s}'"), None))?,
-            Bson::ObjectId(oid) => oid.timestamp().timestamp_millis(),
+            // An ObjectId's seconds as a signed 32-bit number, as mongod reads them.
+            Bson::ObjectId(oid) => {
+                let [a, b, c, d, ..] = oid.bytes();
+                i64::from(i32::from_be_bytes([a, b, c, d])) * 1000
+            }
             Bson::Timestamp(ts) => i64::from(ts.time) * 1000,
             _ => return Err(unsupported()),
         })),
@@ -588,12 +643,56 @@ fn parse_failure(s: &str, detail: &str) -> Failure {
     )
 }
 
+/// A string as `$toDouble` reads it, as C's `strtod` (which mongod uses): decimal or
+/// hexadecimal (`0x1.8p1`) notation, `inf`, `nan`; a number out of the doubles' range
+/// (`1e309`, `1e-400`) is a failure.
 fn parse_double(s: &str) -> std::result::Result<f64, Failure> {
+    let whole = || parse_failure(s, "Did not consume whole string.");
     if s.is_empty() || s.trim() != s {
-        return Err(parse_failure(s, "Did not consume whole string."));
+        return Err(whole());
     }
-    s.parse::<f64>()
-        .map_err(|_| parse_failure(s, "Did not consume whole string."))
+    let (negative, body) = match s.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let magnitude = match body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
+        Some(hex) => parse_hex_float(hex).ok_or_else(whole)?,
+        None => {
+            let value = body.parse::<f64>().map_err(|_| whole())?;
+            let mantissa = body.split(['e', 'E']).next().unwrap_or_default();
+            let named = body
+                .bytes()
+                .any(|c| c.is_ascii_alphabetic() && !matches!(c, b'e' | b'E'));
+            let nonzero = mantissa.bytes().any(|c| matches!(c, b'1'..=b'9'));
+            if !named && (value.is_infinite() || (value == 0.0 && nonzero)) {
+                return Err(parse_failure(s, "Out of range"));
+            }
+            value
+        }
+    };
+    Ok(if negative { -magnitude } else { magnitude })
+}
+
+/// The digits of a hexadecimal float after its `0x`: `1.8p1`, `ff`, `1p-1`.
+fn parse_hex_float(hex: &str) -> Option<f64> {
+    let (digits, exponent) = match hex.split_once(['p', 'P']) {
+        Some((digits, exponent)) => (digits, exponent.parse::<i32>().ok()?),
+        None => (hex, 0),
+    };
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    if whole.is_empty() && fraction.is_empty() {
+        return None;
+    }
+    let mut value = 0f64;
+    for c in whole.chars() {
+        value = value * 16.0 + f64::from(c.to_digit(16)?);
+    }
+    let mut scale = 1.0 / 16.0;
+    for c in fraction.chars() {
+        value += f64::from(c.to_digit(16)?) * scale;
+        scale /= 16.0;
+    }
+    Some(value * 2f64.powi(exponent))
 }
 
 fn parse_integer(s: &str, target: Target) -> std::result::Result<i64, Failure> {
@@ -615,13 +714,39 @@ fn parse_integer(s: &str, target: Target) -> std::result::Result<i64, Failure> {
 }
 
 fn parse_decimal(s: &str) -> std::result::Result<Decimal128, Failure> {
-    let looks_numeric = !s.is_empty()
+    let looks_numeric = s.chars().any(|c| c.is_ascii_alphanumeric())
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'));
     looks_numeric
-        .then(|| Decimal128::from_str(s).ok())
+        .then(|| cut_decimal(s).or_else(|| Decimal128::from_str(s).ok()))
         .flatten()
         .ok_or_else(|| parse_failure(s, "Failed to parse string to decimal"))
+}
+
+/// A decimal string of more than 34 significant digits cut to its first 34, as mongod
+/// reads one (`None` for one of 34 or fewer).
+fn cut_decimal(s: &str) -> Option<Decimal128> {
+    const DIGITS_MAX: usize = 34;
+    let (sign, body) = match s.strip_prefix(['-', '+']) {
+        Some(rest) => (&s[..1], rest),
+        None => ("", s),
+    };
+    let (mantissa, exponent) = match body.split_once(['e', 'E']) {
+        Some((mantissa, exponent)) => (mantissa, exponent.parse::<i64>().ok()?),
+        None => (body, 0),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = format!("{whole}{fraction}");
+    if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let digits = digits.trim_start_matches('0');
+    if digits.len() <= DIGITS_MAX {
+        return None;
+    }
+    let (kept, dropped) = digits.split_at(DIGITS_MAX);
+    let exponent = exponent - fraction.len() as i64 + dropped.len() as i64;
+    Decimal128::from_str(&format!("{sign}{kept}E{exponent}")).ok()
 }
 
 #[cfg(test)]
@@ -644,6 +769,60 @@ mod tests {
         assert_eq!(value(bson!({"$isNumber": "$d"})), bson!(true));
         assert_eq!(value(bson!({"$isNumber": "$s"})), bson!(false));
         assert_eq!(value(bson!({"$isNumber": "$nope"})), bson!(false));
+    }
+
+    #[test]
+    fn strings_read_as_strtod_reads_them() {
+        assert_eq!(value(bson!({"$toDouble": "+0x1.8p1"})), bson!(3.0));
+        assert_eq!(value(bson!({"$toDouble": "-0X1P-1"})), bson!(-0.5));
+        assert_eq!(value(bson!({"$toDouble": "0xff"})), bson!(255.0));
+        assert_eq!(value(bson!({"$toDouble": "2.5e3"})), bson!(2500.0));
+        assert_eq!(
+            value(bson!({"$toDouble": "-inf"})),
+            bson!(f64::NEG_INFINITY)
+        );
+        for out_of_range in ["1e309", "1e-400", "0x", "0x1.g"] {
+            assert_eq!(error_code(bson!({"$toDouble": out_of_range})), 241);
+        }
+        assert_eq!(value(bson!({"$toDouble": "0e-400"})), bson!(0.0));
+    }
+
+    #[test]
+    fn decimals_convert_exactly() {
+        // The ends of the longs, which doubles cannot hold.
+        assert_eq!(
+            value(bson!({"$toLong": dec("9223372036854775807.999")})),
+            Bson::Int64(i64::MAX)
+        );
+        assert_eq!(
+            value(bson!({"$toLong": dec("-9223372036854775808")})),
+            Bson::Int64(i64::MIN)
+        );
+        assert_eq!(
+            error_code(bson!({"$toLong": dec("9223372036854775808")})),
+            241
+        );
+        assert_eq!(value(bson!({"$toInt": dec("1.5E+1")})), bson!(15));
+        assert_eq!(value(bson!({"$toInt": dec("-0.9")})), bson!(0));
+        // Not zero, though no double tells it from zero.
+        assert_eq!(value(bson!({"$toBool": dec("1E-6176")})), bson!(true));
+        assert_eq!(value(bson!({"$toBool": dec("-0E+3")})), bson!(false));
+        assert_eq!(
+            value(bson!({"$toDecimal": "12345678901234567890123456789012345"})),
+            dec("1.234567890123456789012345678901234E+34")
+        );
+        assert_eq!(
+            value(bson!({"$toDecimal": "1.00000000000000000000000000000000099999"})),
+            dec("1.000000000000000000000000000000000")
+        );
+        assert_eq!(
+            value(bson!({"$toDecimal": "-99999999999999999999999999999999999"})),
+            dec("-9.999999999999999999999999999999999E+34")
+        );
+        assert_eq!(error_code(bson!({"$toDecimal": "+"})), 241);
+        // A decimal passes through as it is.
+        assert_eq!(value(bson!({"$toDecimal": dec("-0")})), dec("-0"));
+        assert_eq!(value(bson!({"$toDecimal": dec("1E-6176")})), dec("1E-6176"));
     }
 
     #[test]
@@ -691,6 +870,8 @@ mod tests {
             bson!("2018-03-27T16:58:51.538Z")
         );
         assert_eq!(error_code(bson!({"$toString": [[1]]})), 241);
+        assert_eq!(error_code(bson!({"$toString": []})), 50723);
+        assert_eq!(error_code(bson!({"$toInt": [1, 2]})), 50723);
         assert_eq!(value(bson!({"$toBool": 0})), bson!(false));
         assert_eq!(value(bson!({"$toBool": ""})), bson!(true));
         assert_eq!(value(bson!({"$toBool": dec("0")})), bson!(false));

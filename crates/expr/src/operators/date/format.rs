@@ -211,58 +211,87 @@ fn render(format: &str, c: &Civil, offset_minutes: i64) -> Result<String> {
     Ok(out)
 }
 
+/// A timestamp as the older string coercions (`$substr`, `$toLower`, ...) write it, as
+/// mongod's `Timestamp::toString`: `Jul 20 18:40:00:1` (UTC, then the increment).
+pub(crate) fn format_timestamp(seconds: u32, increment: u32) -> String {
+    let c = Civil::from_millis(i64::from(seconds) * 1000);
+    format!(
+        "{} {:>2} {:02}:{:02}:{:02}:{increment}",
+        &MONTHS[c.month as usize - 1][..3],
+        c.day,
+        c.hour,
+        c.minute,
+        c.second
+    )
+}
+
 /// A date as `$toString` writes it: `2018-03-27T16:58:51.538Z`.
 pub(crate) fn format_iso(ms: i64) -> String {
     render(ISO_FORMAT, &Civil::from_millis(ms), 0).unwrap_or_default()
 }
 
 /// Parses the ISO 8601 forms MongoDB accepts for `$toDate`: a date, optionally with a
-/// time (`T` or a space), fractional seconds and a `Z` or `±hh[:mm]` offset.
+/// time (`T` or spaces and tabs between them), fractional seconds and a `Z` or
+/// `±hh[:mm]` offset (spaces may come before it); whitespace, NUL and no-break spaces
+/// around it are ignored, as mongod's parser ignores them.
 pub(crate) fn parse_date(text: &str) -> Option<i64> {
+    let text = text.trim_matches(|c| matches!(c, '\0' | '\u{A0}') || c.is_ascii_whitespace());
     parse_iso(text).map(|(local, offset)| local - offset.unwrap_or(0))
+}
+
+/// Whether `c` separates the parts of a date string: a space or a tab.
+fn is_blank(c: char) -> bool {
+    c == ' ' || c == '\t'
+}
+
+/// `text` as a number when it is only ASCII digits.
+fn digits(text: Option<&str>) -> Option<u32> {
+    let text = text?;
+    (!text.is_empty() && text.bytes().all(|c| c.is_ascii_digit()))
+        .then(|| text.parse().ok())
+        .flatten()
 }
 
 /// An ISO 8601 date-time: its local milliseconds and the offset it names, if any.
 fn parse_iso(text: &str) -> Option<(i64, Option<i64>)> {
     let b = text.as_bytes();
-    let num = |range: std::ops::Range<usize>| -> Option<u32> {
-        let s = text.get(range)?;
-        s.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| s.parse().ok())?
-    };
     if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
         return None;
     }
-    let year = i64::from(num(0..4)?);
-    let month = num(5..7)?;
-    let day = num(8..10)?;
+    let year = i64::from(digits(text.get(0..4))?);
+    let month = digits(text.get(5..7))?;
+    let day = digits(text.get(8..10))?;
     if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month) {
         return None;
     }
     let mut ms = days_from_civil(year, month, day) * DAY_MS;
     let mut rest = &text[10..];
-    if let Some(time) = rest.strip_prefix(['T', ' ']) {
+    let time = match rest.strip_prefix('T') {
+        Some(time) => Some(time),
+        None if rest.starts_with(is_blank) => Some(rest.trim_start_matches(is_blank)),
+        None => None,
+    };
+    if let Some(time) = time {
         let tb = time.as_bytes();
         if tb.len() < 5 || tb[2] != b':' {
             return None;
         }
-        let hour = num(11..13)?;
-        let minute = num(14..16)?;
+        let hour = digits(time.get(0..2))?;
+        let minute = digits(time.get(3..5))?;
         let mut consumed = 5;
         let mut second = 0;
         let mut millis = 0;
         if tb.get(5) == Some(&b':') {
-            second = num(17..19)?;
+            second = digits(time.get(6..8))?;
             consumed = 8;
             if tb.get(8) == Some(&b'.') {
-                let digits: String = time[9..].chars().take_while(char::is_ascii_digit).collect();
-                if digits.is_empty() {
+                let fraction: String = time[9..].chars().take_while(char::is_ascii_digit).collect();
+                if fraction.is_empty() {
                     return None;
                 }
-                let padded = format!("{digits:0<3}");
+                let padded = format!("{fraction:0<3}");
                 millis = padded[..3].parse().ok()?;
-                consumed = 9 + digits.len();
+                consumed = 9 + fraction.len();
             }
         }
         if hour > 23 || minute > 59 || second > 59 {
@@ -272,7 +301,7 @@ fn parse_iso(text: &str) -> Option<(i64, Option<i64>)> {
             + i64::from(minute) * 60_000
             + i64::from(second) * 1000
             + i64::from(millis);
-        rest = &time[consumed..];
+        rest = time[consumed..].trim_start_matches(is_blank);
     }
     match rest {
         "" => Some((ms, None)),
@@ -700,6 +729,21 @@ mod tests {
             Some(millis(2018, 3, 27, (14, 58, 51), 0))
         );
         assert_eq!(parse_date("2018-02-30"), None);
+        // Whitespace around it, runs of blanks between its parts, and before the zone.
+        let noon = parse_date("2024-06-15T12:30:45Z");
+        assert!(noon.is_some());
+        for lenient in [
+            " 2024-06-15T12:30:45Z",
+            "\u{A0}2024-06-15T12:30:45Z\0",
+            "2024-06-15  12:30:45Z\n",
+            "2024-06-15\t12:30:45 Z",
+        ] {
+            assert_eq!(parse_date(lenient), noon, "{lenient:?}");
+        }
+        assert_eq!(
+            parse_date("2018-03-20 11:00:06 +0500"),
+            parse_date("2018-03-20T06:00:06Z")
+        );
         assert_eq!(parse_date("yesterday"), None);
         assert_eq!(format_iso(-1), "1969-12-31T23:59:59.999Z");
     }

@@ -17,7 +17,7 @@ pub use arithmetic::TimeUnit;
 #[cfg(test)]
 pub(crate) use calendar::millis;
 pub use calendar::{civil_from_days, days_from_civil};
-pub(crate) use format::{format_iso, parse_date};
+pub(crate) use format::{format_iso, format_timestamp, parse_date};
 
 use crate::context::ParseContext;
 use crate::env::{Env, Value};

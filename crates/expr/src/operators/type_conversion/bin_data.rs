@@ -12,12 +12,15 @@ use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use base64::Engine;
 use bson::spec::BinarySubtype;
 use bson::{Binary, Bson};
+use std::borrow::Cow;
 
 /// The longest string a conversion makes, as MongoDB's BSON strings (16 MiB).
 const STRING_BYTES_MAX: usize = 16 * 1024 * 1024;
 
 /// The subtype of UUIDs.
 const UUID_SUBTYPE: u8 = 4;
+/// The old binary subtype (2), whose payload holds its own length first.
+const OLD_BINARY_SUBTYPE: u8 = 2;
 
 /// How a string stands for bytes (`$convert`'s `format`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,15 +144,28 @@ fn from_uuid(text: &str) -> Option<Vec<u8>> {
     from_hex(&groups.concat())
 }
 
+/// The bytes of `bin` as mongod sees them: the old binary subtype's payload begins with
+/// its own length, which the BSON reader takes off and mongod keeps.
+fn payload(bin: &Binary) -> Cow<'_, [u8]> {
+    if u8::from(bin.subtype) == OLD_BINARY_SUBTYPE {
+        let mut bytes = (bin.bytes.len() as u32).to_le_bytes().to_vec();
+        bytes.extend_from_slice(&bin.bytes);
+        Cow::Owned(bytes)
+    } else {
+        Cow::Borrowed(&bin.bytes)
+    }
+}
+
 /// `bin` as text in `format`.
 pub(crate) fn to_text(value: &Bson, bin: &Binary, format: Format) -> Result<String, Failure> {
     let uuid = u8::from(bin.subtype) == UUID_SUBTYPE && bin.bytes.len() == 16;
+    let bytes = payload(bin);
     let text = match format {
-        Format::Base64 => STANDARD.encode(&bin.bytes),
-        Format::Base64Url => URL_SAFE_NO_PAD.encode(&bin.bytes),
-        Format::Hex => bin.bytes.iter().map(|b| format!("{b:02X}")).collect(),
+        Format::Base64 => STANDARD.encode(&bytes),
+        Format::Base64Url => URL_SAFE_NO_PAD.encode(&bytes),
+        Format::Hex => bytes.iter().map(|b| format!("{b:02X}")).collect(),
         Format::Utf8 => {
-            let text = String::from_utf8(bin.bytes.clone())
+            let text = String::from_utf8(bytes.to_vec())
                 .map_err(|_| unsupported(value, "string").with_detail("Invalid UTF-8"))?;
             if text.len() >= STRING_BYTES_MAX {
                 return Err(too_long().with_code(ErrorCode::location(16493)));
@@ -159,7 +175,7 @@ pub(crate) fn to_text(value: &Bson, bin: &Binary, format: Format) -> Result<Stri
         Format::Uuid if uuid => uuid_text(&bin.bytes),
         Format::Uuid => return Err(unsupported(value, "string").with_detail("Not a UUID")),
         Format::Auto if uuid => uuid_text(&bin.bytes),
-        Format::Auto => STANDARD.encode(&bin.bytes),
+        Format::Auto => STANDARD.encode(&bytes),
     };
     if text.len() >= STRING_BYTES_MAX {
         return Err(too_long());
@@ -194,7 +210,7 @@ pub(crate) fn to_number(
     target: Target,
     big_endian: bool,
 ) -> Result<Bson, Failure> {
-    let mut bytes = bin.bytes.clone();
+    let mut bytes = payload(bin).into_owned();
     if big_endian {
         bytes.reverse();
     }
@@ -265,6 +281,11 @@ mod tests {
             "01020304-0506-0708-090a-0b0c0d0e0f10"
         );
         assert_eq!(to_text(&v, &hello, Format::Auto).ok().unwrap(), "aGVsbG8=");
+        // The old binary subtype is written with the length its payload begins with.
+        assert_eq!(
+            to_text(&v, &bin(2, b"hello"), Format::Auto).ok().unwrap(),
+            "BQAAAGhlbGxv"
+        );
 
         let parsed = |text: &str, subtype: u8, format: Format| {
             to_bin_data(&Bson::String(text.into()), subtype, Some(format), false).ok()
