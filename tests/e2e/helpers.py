@@ -65,6 +65,7 @@ CODES = {
     "Location40324": 40324,
     "Location232": 232,
     "Location40414": 40414,
+    "Location40415": 40415,
     "NoQueryExecutionPlans": 291,
     "Location13027": 13027,
     "Location16755": 16755,

@@ -17,7 +17,7 @@ import bson
 import pytest
 
 import wire
-from helpers import bson_size, raises_code
+from helpers import bson_size, raises_code, wait_until
 
 COMMANDS_WE_SERVE = [
     "aggregate", "buildInfo", "collStats", "connectionStatus", "count", "create",
@@ -48,6 +48,36 @@ def test_ping(client, database):
 def test_get_parameter_feature_compatibility_version(client):
     reply = client.admin.command({"getParameter": 1, "featureCompatibilityVersion": 1})
     assert reply["featureCompatibilityVersion"]["version"] == "7.0"
+
+
+def test_set_parameter_changes_the_log_verbosity(start_server):
+    server = start_server()
+    with server.client() as client:
+        admin = client.admin
+        # The command component at verbosity 1: each command is logged before it runs.
+        reply = admin.command("setParameter", 1, logComponentVerbosity={"command": 1})
+        assert reply["ok"] == 1
+        client.test.command("ping")
+        wait_until(lambda: "about to run the command ping" in server.log_text(), what="log")
+        verbosity = admin.command("getParameter", 1, logComponentVerbosity=1)
+        assert verbosity["logComponentVerbosity"]["command"] == {"verbosity": 1}
+        assert verbosity["logComponentVerbosity"]["network"]["asio"] == {"verbosity": -1}
+        # Back to the default: no more of them.
+        admin.command("setParameter", 1, logComponentVerbosity={"command": -1})
+        client.test.command("dbStats")
+        client.test.command("ping")
+        assert "about to run the command dbStats" not in server.log_text()
+        assert admin.command("setParameter", 1, logLevel=2)["was"] == 0
+        assert admin.command("getParameter", 1, logLevel=1)["logLevel"] == 2
+        for bad, code in [
+            ({"port": 1}, "InvalidOptions"),
+            ({"nope": 1}, "InvalidOptions"),
+            ({"logLevel": -1}, "BadValue"),
+            ({"logComponentVerbosity": {"nope": 1}}, "BadValue"),
+            ({"automationServiceDescriptor": 5}, "TypeMismatch"),
+        ]:
+            with raises_code(code):
+                admin.command("setParameter", 1, **bad)
 
 
 def test_get_cmd_line_opts_reports_our_flags(client, server):

@@ -141,6 +141,7 @@ def test_lookup_from_missing_collection_gives_empty_arrays(shop):
         ({"pipeline": [{"$match": {}}], "as": "s"}, 9),
         ({"from": "stock", "pipeline": [{"$out": "x"}], "as": "s"}, 51047),
         ({"from": "stock", "pipeline": [], "as": "s", "bogus": "x"}, 9),
+        ({"from": "stock", "pipeline": [], "as": 1}, 14),
     ],
 )
 def test_lookup_errors(shop, spec, code):

@@ -297,3 +297,26 @@ def test_distinct(coll):
     assert sorted(coll.distinct("sub.v")) == ["x", "y"]
     assert sorted(coll.distinct("k")) == [1, 2]
     assert coll.distinct("missing") == []
+
+
+def test_distinct_checks_its_command_as_mongod(coll, db):
+    coll.insert_many([{"_id": 1, "x": "a"}, {"_id": 2, "x": "b"}])
+    coll.create_index("x")
+    # A hint names an index (by name or key) or the natural order, and is used.
+    assert sorted(db.command("distinct", "c", key="x", hint="x_1")["values"]) == ["a", "b"]
+    assert db.command("distinct", "c", key="x", hint={"$natural": -1})["values"]
+    for bad_hint, code in [
+        ("nope", "BadValue"),
+        ({"x": 2}, "BadValue"),
+        ({"$natural": 0}, "BadValue"),
+        (None, "FailedToParse"),
+        (5, "FailedToParse"),
+    ]:
+        with raises_code(code):
+            db.command("distinct", "c", key="x", hint=bad_hint)
+    with raises_code("Location40414"):
+        db.command("distinct", "c", key=None)
+    with raises_code("Location40415"):
+        db.command("distinct", "c", key="x", Query={})
+    with raises_code("InvalidOptions"):
+        db.command("distinct", "c", key="x", writeConcern={"w": 1})

@@ -260,7 +260,7 @@ FILTER_ERRORS = {
     "expr operator": ({"$expr": {"$bogus": 1}}, 168, None),
     "expr runtime": (
         {"$expr": {"$add": ["$s", 1]}},
-        16554,
+        14,
         "$add only supports numeric or date types, not string",
     ),
     "schema unsupported keyword": (

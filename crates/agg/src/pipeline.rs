@@ -600,7 +600,7 @@ mod tests {
                 .unwrap_err()
                 .code
                 .0,
-            16867
+            9
         );
     }
 
@@ -662,7 +662,7 @@ mod tests {
             vec![doc! {"$project": {"x": {"$add": ["$a", 1]}}}],
             vec![doc! {"a": 1}, doc! {"a": "s"}],
         );
-        assert_eq!(result.unwrap_err().code.0, 16554);
+        assert_eq!(result.unwrap_err().code.0, 14);
         let input = vec![
             Ok(doc! {"a": 1}),
             Err(Error::internal("disk")),

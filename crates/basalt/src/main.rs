@@ -281,6 +281,13 @@ fn serve(args: Args) -> std::process::ExitCode {
     let log = LogBuffer::default();
     let level = if args.quiet { "warn" } else { "info" };
     let filter = EnvFilter::try_from_env("BASALT_LOG").unwrap_or_else(|_| EnvFilter::new(level));
+    // setParameter's verbosities replace the filter while the server runs.
+    let (filter, filter_handle) = tracing_subscriber::reload::Layer::new(filter);
+    log.on_filter_change(Box::new(move |directives| {
+        if let Err(e) = filter_handle.reload(EnvFilter::new(directives)) {
+            eprintln!("basalt: cannot change the log filter: {e}");
+        }
+    }));
     tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()

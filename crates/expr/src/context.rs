@@ -65,17 +65,17 @@ pub(crate) fn validate_name_for_write(name: &str) -> Result<()> {
     if name == "CURRENT" {
         return Ok(());
     }
+    // MongoDB 8 refuses a bad name to bind as FailedToParse.
     let first = name
         .chars()
         .next()
-        .ok_or_else(|| Error::location(16866, "empty variable names are not allowed"))?;
+        .ok_or_else(|| Error::failed_to_parse("empty variable names are not allowed"))?;
     if !first.is_ascii_lowercase() && first.is_ascii() {
-        return Err(Error::location(
-            16867,
-            format!("'{name}' starts with an invalid character for a user variable name"),
-        ));
+        return Err(Error::failed_to_parse(format!(
+            "'{name}' starts with an invalid character for a user variable name"
+        )));
     }
-    validate_rest(name)
+    validate_rest(name).map_err(|e| Error::failed_to_parse(e.message))
 }
 
 /// Checks a name that is read (`$$name`): system variables start with an uppercase letter.
@@ -202,9 +202,9 @@ mod tests {
     fn names_are_validated() {
         assert!(validate_name_for_write("x1_y").is_ok());
         assert!(validate_name_for_write("CURRENT").is_ok());
-        assert_eq!(validate_name_for_write("").unwrap_err().code.0, 16866);
-        assert_eq!(validate_name_for_write("Xy").unwrap_err().code.0, 16867);
-        assert_eq!(validate_name_for_write("a-b").unwrap_err().code.0, 16868);
+        assert_eq!(validate_name_for_write("").unwrap_err().code.0, 9);
+        assert_eq!(validate_name_for_write("Xy").unwrap_err().code.0, 9);
+        assert_eq!(validate_name_for_write("a-b").unwrap_err().code.0, 9);
         assert!(validate_name_for_read("ROOT").is_ok());
         assert_eq!(validate_name_for_read("1a").unwrap_err().code.0, 16870);
     }
@@ -237,7 +237,7 @@ mod tests {
         );
         assert_eq!(
             Scope::with_let(&bson::doc! {"Bad": 1}).unwrap_err().code.0,
-            16867
+            9
         );
     }
 }

@@ -472,7 +472,13 @@ fn implies(query: &Predicates, partial_filter: &Document) -> bool {
 pub fn resolve_hint<'a>(indexes: &'a [IndexSpec], hint: &Bson) -> Result<Option<&'a IndexSpec>> {
     let found = match hint {
         Bson::String(name) => indexes.iter().find(|i| &i.name == name),
-        Bson::Document(d) if d.len() == 1 && d.contains_key("$natural") => return Ok(None),
+        Bson::Document(d) if d.len() == 1 && d.contains_key("$natural") => {
+            let direction = d.get("$natural").and_then(basalt_value::as_f64);
+            return match direction {
+                Some(direction) if direction == 1.0 || direction == -1.0 => Ok(None),
+                _ => Err(Error::bad_value("$natural hint must be 1 or -1")),
+            };
+        }
         Bson::Document(key) => indexes.iter().find(|i| same_key_pattern(&i.key, key)),
         _ => return Err(Error::failed_to_parse("hint must be a string or an object")),
     };
@@ -803,5 +809,14 @@ mod tests {
         assert_eq!(natural.winner, Plan::CollectionScan);
         let err = plan_hinted(&all, &f, None, &Bson::String("nope".into())).unwrap_err();
         assert_eq!(err.code, basalt_error::ErrorCode::BAD_VALUE);
+        for direction in [
+            Bson::Int32(0),
+            Bson::Double(f64::NAN),
+            Bson::String("x".into()),
+        ] {
+            let hint = Bson::Document(doc! { "$natural": direction });
+            let err = plan_hinted(&all, &f, None, &hint).unwrap_err();
+            assert_eq!(err.code, basalt_error::ErrorCode::BAD_VALUE);
+        }
     }
 }

@@ -636,22 +636,18 @@ mod tests {
         let path = dir.path().join("copy");
         write(&*source.snapshot(), &path).unwrap();
         let bytes = std::fs::read(&path).unwrap();
-        std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
-        assert!(load(
-            &MemoryEngine::default(),
-            &path,
-            WriteBatch::default(),
-            &Arc::default()
-        )
-        .is_err());
-        std::fs::write(&path, b"garbage!garbage").unwrap();
-        assert!(load(
-            &MemoryEngine::default(),
-            &path,
-            WriteBatch::default(),
-            &Arc::default()
-        )
-        .is_err());
+        let refused = |copy: &[u8]| {
+            std::fs::write(&path, copy).unwrap();
+            load(
+                &MemoryEngine::default(),
+                &path,
+                WriteBatch::default(),
+                &Arc::default(),
+            )
+            .is_err()
+        };
+        assert!(refused(&bytes[..bytes.len() - 3]));
+        assert!(refused(b"garbage!garbage"));
     }
 
     /// Writes the copy at `from` to `to` in pieces, as the primary's arrive, pausing

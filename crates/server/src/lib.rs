@@ -20,6 +20,7 @@ mod listener;
 mod local_oplog;
 mod log_buffer;
 mod parallel_scan;
+mod parameters;
 mod replication;
 mod request;
 mod security;
@@ -35,7 +36,7 @@ mod validation;
 mod views;
 
 pub use listener::{bind, MAX_CONNS_DEFAULT};
-pub use log_buffer::LogBuffer;
+pub use log_buffer::{FilterHook, LogBuffer};
 pub use snapshot_reads::HISTORY_WINDOW_SECS as SNAPSHOT_HISTORY_WINDOW_SECS;
 pub use transactions::LIFETIME_LIMIT_SECS as TRANSACTION_LIFETIME_LIMIT_SECS;
 pub use transactions::SIZE_LIMIT_BYTES as TRANSACTION_SIZE_LIMIT_BYTES;
@@ -131,6 +132,8 @@ pub struct Server {
     replication: std::sync::OnceLock<Arc<basalt_repl::ReplicaSet>>,
     /// Test hooks (`configureFailPoint`, with `enableTestCommands`).
     fail_points: fail_points::FailPoints,
+    /// Parameters `setParameter` changes (the log's verbosity among them).
+    parameters: parameters::RuntimeParameters,
     /// A replica set's default read and write concerns, as last read.
     rw_concern_defaults: commands::rw_concern_defaults::Cache,
     /// Open multi-document transactions, per logical session.
@@ -168,6 +171,7 @@ impl Server {
             stats: Stats::default(),
             connection_limit: listener::connection_limit(options.max_conns),
             started: Instant::now(),
+            parameters: parameters::RuntimeParameters::new(options.quiet, log.clone()),
             options,
             log,
             process_id: bson::oid::ObjectId::new(),

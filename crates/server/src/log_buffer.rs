@@ -16,7 +16,13 @@ const LOG_LINES_MAX: usize = 1024;
 #[derive(Clone, Default)]
 pub struct LogBuffer {
     inner: Arc<Mutex<Lines>>,
+    /// Replaces the process's log filter (tracing directives): installed by the binary
+    /// that set up the logging, used when `setParameter` changes a verbosity.
+    filter_hook: Arc<Mutex<Option<FilterHook>>>,
 }
+
+/// A function that installs new log filter directives (`info,basalt_repl=debug`).
+pub type FilterHook = Box<dyn Fn(&str) + Send + Sync>;
 
 #[derive(Default)]
 struct Lines {
@@ -29,6 +35,19 @@ impl LogBuffer {
     pub fn lines(&self) -> (Vec<String>, u64) {
         let inner = self.inner.lock();
         (inner.lines.iter().cloned().collect(), inner.total_written)
+    }
+
+    /// Installs what applies a new log filter.
+    pub fn on_filter_change(&self, hook: FilterHook) {
+        *self.filter_hook.lock() = Some(hook);
+    }
+
+    /// Applies new log filter directives (nothing without a hook: a server in tests).
+    pub(crate) fn set_filter(&self, directives: &str) {
+        tracing::info!("log filter now {directives}");
+        if let Some(hook) = &*self.filter_hook.lock() {
+            hook(directives);
+        }
     }
 
     fn push(&self, line: String) {

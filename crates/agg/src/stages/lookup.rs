@@ -64,7 +64,7 @@ impl Lookup {
                 ("pipeline", _) => pipeline = Some(value),
                 ("let", Bson::Document(d)) => let_vars = Some(d),
                 ("let", other) => {
-                    return Err(Error::failed_to_parse(format!(
+                    return Err(Error::type_mismatch(format!(
                         "$lookup argument 'let: {other}' must be an object, is type {}",
                         type_name(Some(other))
                     )))
@@ -93,10 +93,21 @@ impl Lookup {
                         )))
                     }
                 },
-                (_, other) => {
-                    return Err(Error::failed_to_parse(format!(
+                // Null is a field not given (FailedToParse); another type, TypeMismatch.
+                ("as" | "localField" | "foreignField", other) if other != &Bson::Null => {
+                    return Err(Error::type_mismatch(format!(
                         "$lookup argument '{name}: {other}' must be a string, found {other}: {}",
                         type_name(Some(other))
+                    )))
+                }
+                ("as" | "localField" | "foreignField", _) => {
+                    return Err(Error::failed_to_parse(format!(
+                        "$lookup argument '{name}' must be a string, not null"
+                    )))
+                }
+                (_, _) => {
+                    return Err(Error::failed_to_parse(format!(
+                        "unknown argument to $lookup: {name}"
                     )))
                 }
             }
@@ -480,7 +491,11 @@ mod tests {
             code(bson!({"from": "items", "pipeline": [], "as": "x", "bogus": "y"})),
             9
         );
-        assert_eq!(code(bson!({"from": "items", "pipeline": [], "as": 1})), 9);
+        assert_eq!(code(bson!({"from": "items", "pipeline": [], "as": 1})), 14);
+        assert_eq!(
+            code(bson!({"from": "items", "pipeline": [], "as": "x", "let": 1})),
+            14
+        );
         assert_eq!(code(bson!({"from": "items", "pipeline": 1, "as": "x"})), 14);
         assert_eq!(
             code(bson!({"from": "items", "pipeline": [1], "as": "x"})),
@@ -489,7 +504,7 @@ mod tests {
         assert_eq!(code(bson!({"pipeline": [{"$match": {}}], "as": "x"})), 9);
         assert_eq!(
             code(bson!({"from": "items", "pipeline": [], "as": "x", "let": {"Bad": 1}})),
-            16867
+            9
         );
         assert_eq!(
             code(bson!({"from": "items", "pipeline": [{"$merge": "x"}], "as": "x"})),

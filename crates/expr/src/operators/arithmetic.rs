@@ -86,7 +86,10 @@ impl Arithmetic {
             "$exp" => return unary(Unary::Exp),
             "$ln" => return unary(Unary::Ln),
             "$log10" => return unary(Unary::Log10),
-            "$sigmoid" => return unary(Unary::Sigmoid),
+            // Its argument is one expression: `[1]` is an array, not a list of arguments.
+            "$sigmoid" => {
+                Arithmetic::Unary(Unary::Sigmoid, Box::new([Expression::parse(args, ctx)?]))
+            }
             "$round" => Arithmetic::Round(Rounding::Round, parse_ranged(name, args, ctx, 1, 2)?),
             "$trunc" => Arithmetic::Round(Rounding::Trunc, parse_ranged(name, args, ctx, 1, 2)?),
             _ => return Ok(None),
@@ -154,7 +157,7 @@ fn add(args: &[Expression], env: &Env<'_>) -> Result<Bson> {
                 Some(n) => total = combine(ArithmeticOp::Add, total, n),
                 None => {
                     return Err(Error::location(
-                        16554,
+                        14,
                         format!(
                             "$add only supports numeric or date types, not {}",
                             type_name(other)
@@ -196,7 +199,7 @@ fn multiply(args: &[Expression], env: &Env<'_>) -> Result<Bson> {
                 Some(n) => product = combine(ArithmeticOp::Multiply, product, n),
                 None => {
                     return Err(Error::location(
-                        16555,
+                        14,
                         format!(
                             "$multiply only supports numeric types, not {}",
                             type_name(other)
@@ -224,7 +227,7 @@ fn subtract(a: Option<&Bson>, b: Option<&Bson>) -> Result<Bson> {
         _ => match (number(a), number(b)) {
             (Some(x), Some(y)) => Ok(combine(ArithmeticOp::Subtract, x, y).to_bson()),
             _ => Err(Error::location(
-                16556,
+                14,
                 format!("can't $subtract {} from {}", type_name(b), type_name(a)),
             )),
         },
@@ -280,7 +283,13 @@ fn modulo(a: Option<&Bson>, b: Option<&Bson>) -> Result<Bson> {
         ));
     };
     if is_zero(y) {
-        return Err(Error::location(16610, "can't $mod by zero"));
+        // Decimals have a code of their own.
+        let code = if is_decimal(x) || is_decimal(y) {
+            5733415
+        } else {
+            16610
+        };
+        return Err(Error::location(code, "can't $mod by zero"));
     }
     Ok(match (x, y) {
         (Number::Int32(p), Number::Int32(q)) => Bson::Int32(p.wrapping_rem(q)),
@@ -335,13 +344,22 @@ fn unary(op: Unary, v: Option<&Bson>) -> Result<Bson> {
         },
         Unary::Ceil | Unary::Floor => Ok(match n {
             Number::Int32(_) | Number::Int64(_) => n.to_bson(),
-            _ => float_result(n, |x| {
-                if op == Unary::Ceil {
-                    x.ceil()
-                } else {
-                    x.floor()
+            _ => {
+                let result = float_result(n, |x| {
+                    if op == Unary::Ceil {
+                        x.ceil()
+                    } else {
+                        x.floor()
+                    }
+                });
+                // A decimal that is infinite, or too large to round, gives NaN.
+                match result {
+                    Bson::Decimal128(d) if d.to_string().contains("Inf") => {
+                        Bson::Decimal128(decimal_from_f64(f64::NAN))
+                    }
+                    other => other,
                 }
-            }),
+            }
         }),
         Unary::Sqrt => {
             if n.to_f64() < 0.0 {
@@ -491,7 +509,24 @@ fn round(mode: Rounding, v: Option<&Bson>, place: Option<&Bson>) -> Result<Bson>
     if is_nullish(v) || is_nullish(place) {
         return Ok(Bson::Null);
     }
-    let place = match number(place).and_then(Number::to_i64_exact) {
+    // The place: a number (16004), a finite double (31109), integral (51082: a decimal
+    // NaN or infinity too).
+    let Some(place_number) = number(place) else {
+        return Err(Error::location(
+            16004,
+            format!(
+                "invalid argument to {name}: precision must be a number, not {}",
+                type_name(place)
+            ),
+        ));
+    };
+    if matches!(place_number, Number::Double(d) if !d.is_finite()) {
+        return Err(Error::location(
+            31109,
+            format!("Can't coerce out of range value to int in {name}'s precision"),
+        ));
+    }
+    let place = match place_number.to_i64_exact() {
         Some(p) => p,
         None => {
             return Err(Error::location(
@@ -527,14 +562,19 @@ fn round(mode: Rounding, v: Option<&Bson>, place: Option<&Bson>) -> Result<Bson>
             }
         }
         Number::Double(d) => {
-            if !d.is_finite() {
+            if !d.is_finite() || (place >= 0 && d.fract() == 0.0) {
                 return Ok(Bson::Double(d));
             }
-            // Round the 15-digit decimal form, as MongoDB does, so 2.675 rounds to 2.68
-            // rather than to the binary neighbour's 2.67.
-            let (negative, digits, exponent) = split_decimal(&format!("{d:.14e}"));
+            // $round rounds the 15-digit decimal form, as MongoDB does, so 2.675 rounds to
+            // 2.68 rather than to the binary neighbour's 2.67; $trunc cuts the double's
+            // own value (34 digits), so 0.29 (0.28999...) truncates to 0.28.
+            let text = match mode {
+                Rounding::Round => format!("{d:.14e}"),
+                Rounding::Trunc => format!("{d:.33e}"),
+            };
+            let (negative, digits, exponent) = split_decimal(&text);
             Bson::Double(
-                round_decimal(negative, digits, exponent, place, mode)
+                round_decimal(negative, digits, exponent, place, mode, false)
                     .parse()
                     .unwrap_or(d),
             )
@@ -545,7 +585,7 @@ fn round(mode: Rounding, v: Option<&Bson>, place: Option<&Bson>) -> Result<Bson>
                 return Ok(Bson::Decimal128(dec));
             }
             let (negative, digits, exponent) = split_decimal(&text);
-            round_decimal(negative, digits, exponent, place, mode)
+            round_decimal(negative, digits, exponent, place, mode, true)
                 .parse()
                 .map_or(Bson::Decimal128(dec), Bson::Decimal128)
         }
@@ -596,13 +636,15 @@ fn split_decimal(text: &str) -> (bool, String, i32) {
 }
 
 /// Rounds `digits × 10^exponent` to `place` decimal places and writes the result as
-/// text with that many places.
+/// text with that many places; with `pad`, a number with fewer places gets trailing
+/// zeros up to them (as many as 34 digits hold), as a decimal's result does.
 fn round_decimal(
     negative: bool,
     digits: String,
     exponent: i32,
     place: i32,
     mode: Rounding,
+    pad: bool,
 ) -> String {
     // Keep the digits whose exponent is at least -place.
     let drop = (-place - exponent).max(0) as usize;
@@ -641,7 +683,14 @@ fn round_decimal(
             }
         }
     }
-    let new_exponent = exponent + drop as i32;
+    let mut new_exponent = exponent + drop as i32;
+    if pad && place >= 0 && new_exponent > -place {
+        const DIGITS_MAX: usize = 34;
+        let zeros =
+            ((new_exponent + place) as usize).min(DIGITS_MAX.saturating_sub(kept.len().max(1)));
+        kept.extend(std::iter::repeat_n(0, zeros));
+        new_exponent -= zeros as i32;
+    }
     let body: String = if kept.is_empty() {
         "0".to_string()
     } else {
@@ -683,7 +732,7 @@ mod tests {
             Bson::DateTime(DateTime::from_millis(1501))
         );
         assert_eq!(error_code(bson!({"$add": [d, d]})), 16612);
-        assert_eq!(error_code(bson!({"$add": [1, "x"]})), 16554);
+        assert_eq!(error_code(bson!({"$add": [1, "x"]})), 14);
         assert_eq!(
             error_message(bson!({"$add": [1, "x"]})),
             "$add only supports numeric or date types, not string"
@@ -714,7 +763,7 @@ mod tests {
             bson!(4294967296_i64)
         );
         assert_eq!(value(bson!({"$multiply": [2, 1.5]})), bson!(3.0));
-        assert_eq!(error_code(bson!({"$multiply": [2, true]})), 16555);
+        assert_eq!(error_code(bson!({"$multiply": [2, true]})), 14);
     }
 
     #[test]
@@ -727,6 +776,7 @@ mod tests {
         assert_eq!(value(bson!({"$mod": [-7, 3_i64]})), bson!(-1_i64));
         assert_eq!(value(bson!({"$mod": [7.5, 2]})), bson!(1.5));
         assert_eq!(error_code(bson!({"$mod": [1, 0]})), 16610);
+        assert_eq!(error_code(bson!({"$mod": [dec("1"), dec("0")]})), 5733415);
         assert_eq!(error_code(bson!({"$mod": ["a", 1]})), 16611);
     }
 
@@ -748,6 +798,7 @@ mod tests {
         assert_eq!(error_code(bson!({"$sqrt": -1})), 28714);
         assert_eq!(value(bson!({"$exp": 0})), bson!(1.0));
         assert_eq!(value(bson!({"$sigmoid": 0})), bson!(0.5));
+        assert_eq!(error_code(bson!({"$sigmoid": [1]})), 14);
         assert_eq!(value(bson!({"$sigmoid": null})), Bson::Null);
         assert_eq!(value(bson!({"$ln": 1})), bson!(0.0));
         assert_eq!(
@@ -786,10 +837,25 @@ mod tests {
         assert_eq!(value(bson!({"$round": [19.99, -1]})), bson!(20.0));
         assert_eq!(value(bson!({"$trunc": [7.89, 1]})), bson!(7.8));
         assert_eq!(value(bson!({"$trunc": [-7.89]})), bson!(-7.0));
+        // $trunc cuts the double's own value; integral doubles stay as they are.
+        assert_eq!(value(bson!({"$trunc": [0.29, 2]})), bson!(0.28));
+        assert_eq!(
+            value(bson!({"$round": [9007199254740992.0, 0]})),
+            bson!(9007199254740992.0)
+        );
+        // A decimal gets the places asked for.
+        assert_eq!(value(bson!({"$trunc": [dec("1.1"), 2]})), dec("1.10"));
+        assert_eq!(
+            value(bson!({"$trunc": [dec("1.1"), 40]})),
+            dec("1.100000000000000000000000000000000")
+        );
         assert_eq!(value(bson!({"$round": [dec("1.25"), 1]})), dec("1.2"));
         assert_eq!(value(bson!({"$round": [null, 1]})), Bson::Null);
         assert_eq!(error_code(bson!({"$round": [1, 101]})), 51083);
         assert_eq!(error_code(bson!({"$round": [1, 1.5]})), 51082);
+        assert_eq!(error_code(bson!({"$round": [1, "2"]})), 16004);
+        assert_eq!(error_code(bson!({"$trunc": [1, f64::NAN]})), 31109);
+        assert_eq!(error_code(bson!({"$trunc": [1, dec("NaN")]})), 51082);
         assert_eq!(error_code(bson!({"$round": ["a", 1]})), 51081);
         assert_eq!(error_code(bson!({"$round": [1, 2, 3]})), 28667);
     }

@@ -402,14 +402,36 @@ fn parse_sort_array(args: &Bson, ctx: &ParseContext) -> Result<SortArray> {
         .ok_or_else(|| Error::location(2942502, "$sortArray requires 'input' to be specified"))?;
     let sort_by = sort_by
         .ok_or_else(|| Error::location(2942503, "$sortArray requires 'sortBy' to be specified"))?;
+    // MongoDB 8's codes: a bad sort document 2942505, a number other than 1 or -1
+    // 2942506, any other type 2942507.
     let (fields, descending) = match sort_by {
-        Bson::Document(_) => parse_sort_by(sort_by)?,
+        Bson::Document(d) if d.is_empty() => {
+            return Err(Error::location(
+                2942505,
+                "$sortArray: sortBy must not be an empty document",
+            ))
+        }
+        Bson::Document(_) => parse_sort_by(sort_by).map_err(|e| {
+            Error::location(
+                2942505,
+                format!("$sortArray: bad sortBy document: {}", e.message),
+            )
+        })?,
         direction => match Number::from_bson(direction).map(Number::to_f64) {
             Some(d) if d == 1.0 || d == -1.0 => (Vec::new(), vec![d < 0.0]),
-            _ => {
+            Some(_) => {
                 return Err(Error::location(
-                    2942504,
+                    2942506,
                     "$sortArray: sortBy must be either 1, -1 or an object",
+                ))
+            }
+            None => {
+                return Err(Error::location(
+                    2942507,
+                    format!(
+                        "$sortArray: sortBy must be a number or an object, not {}",
+                        type_name(Some(direction))
+                    ),
                 ))
             }
         },
@@ -425,7 +447,7 @@ impl SortArray {
     fn eval<'a>(&'a self, env: &Env<'a>) -> Result<Value<'a>> {
         let Some(items) = nullable_array(&self.input, env, |t| {
             Error::location(
-                2942505,
+                2942504,
                 format!("The input argument to $sortArray must be an array, but was of type: {t}"),
             )
         })?
@@ -856,12 +878,12 @@ fn index_of_array<'a>(args: &'a [Expression], env: &Env<'a>) -> Result<Value<'a>
         let v = e.eval(env)?;
         match v.as_deref().and_then(Number::from_bson).and_then(Number::to_i64_exact) {
             Some(n) if n < 0 => Err(Error::location(
-                40097,
+                9711601,
                 format!("$indexOfArray requires a nonnegative {what} index, found: {n}"),
             )),
             Some(n) => Ok(Some(n as usize)),
             None => Err(Error::location(
-                40096,
+                9711600,
                 format!(
                     "$indexOfArray requires an integral {what} index, found a value of type: {}, with value: {}",
                     type_name(v.as_deref()),
@@ -956,11 +978,16 @@ mod tests {
             ),
             (bson!({"$sortArray": {"sortBy": 1}}), 2942502),
             (bson!({"$sortArray": {"input": []}}), 2942503),
-            (bson!({"$sortArray": {"input": [], "sortBy": 2}}), 2942504),
-            (bson!({"$sortArray": {"input": "$s", "sortBy": 1}}), 2942505),
+            (bson!({"$sortArray": {"input": [], "sortBy": 2}}), 2942506),
+            (
+                bson!({"$sortArray": {"input": [], "sortBy": "up"}}),
+                2942507,
+            ),
+            (bson!({"$sortArray": {"input": [], "sortBy": {}}}), 2942505),
+            (bson!({"$sortArray": {"input": "$s", "sortBy": 1}}), 2942504),
             (
                 bson!({"$sortArray": {"input": [], "sortBy": {"a": 2}}}),
-                15975,
+                2942505,
             ),
         ] {
             assert_eq!(error_code(spec.clone()), code, "{spec}");
@@ -1110,6 +1137,7 @@ mod tests {
         );
         assert_eq!(value(bson!({"$indexOfArray": [null, 1]})), Bson::Null);
         assert_eq!(error_code(bson!({"$indexOfArray": [1, 1]})), 40090);
-        assert_eq!(error_code(bson!({"$indexOfArray": [[], 1, -1]})), 40097);
+        assert_eq!(error_code(bson!({"$indexOfArray": [[], 1, -1]})), 9711601);
+        assert_eq!(error_code(bson!({"$indexOfArray": [[], 1, 1.5]})), 9711600);
     }
 }

@@ -53,11 +53,17 @@ pub(crate) enum Miscellaneous {
 impl Miscellaneous {
     pub(crate) fn parse(name: &str, args: &Bson) -> Result<Option<Miscellaneous>> {
         match name {
+            // `{}` or `[]`; arguments in either 3040501, any other value 10065.
             "$rand" => match args {
                 Bson::Document(d) if d.is_empty() => Ok(Some(Miscellaneous::Rand)),
-                _ => Err(Error::location(
+                Bson::Array(items) if items.is_empty() => Ok(Some(Miscellaneous::Rand)),
+                Bson::Document(_) | Bson::Array(_) => Err(Error::location(
                     3040501,
                     "$rand does not currently accept arguments",
+                )),
+                _ => Err(Error::location(
+                    10065,
+                    "invalid parameter: expected an object ($rand)",
                 )),
             },
             "$meta" => match args {
@@ -116,6 +122,8 @@ mod tests {
         assert!(draws.iter().all(|d| (0.0..1.0).contains(d)));
         assert!(draws.iter().any(|d| *d != draws[0]));
         assert_eq!(error_code(bson!({"$rand": {"seed": 1}})), 3040501);
-        assert_eq!(error_code(bson!({"$rand": 1})), 3040501);
+        assert_eq!(error_code(bson!({"$rand": 1})), 10065);
+        assert_eq!(error_code(bson!({"$rand": [1]})), 3040501);
+        assert!(eval(bson!({"$rand": []})).is_ok());
     }
 }

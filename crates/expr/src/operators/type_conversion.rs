@@ -310,13 +310,14 @@ fn parse_convert(args: &Bson, ctx: &ParseContext) -> Result<Convert> {
 
 impl Convert {
     fn eval<'a>(&'a self, env: &Env<'a>) -> Result<Value<'a>> {
+        // A null `to` gives null, unless the input is null too: then `onNull` applies.
         let target = match &self.to {
-            To::Fixed(t) => *t,
+            To::Fixed(t) => Some(*t),
             To::Computed(e) => {
                 let spec = e.eval(env)?;
                 match spec.as_deref() {
-                    s if is_nullish(s) => return Ok(Some(Cow::Owned(Bson::Null))),
-                    Some(s) => Target::from_spec(s)?,
+                    s if is_nullish(s) => None,
+                    Some(s) => Some(Target::from_spec(s)?),
                     None => unreachable!("nullish covers missing"),
                 }
             }
@@ -327,6 +328,9 @@ impl Convert {
                 Some(e) => e.eval(env),
                 None => Ok(Some(Cow::Owned(Bson::Null))),
             };
+        };
+        let Some(target) = target else {
+            return Ok(Some(Cow::Owned(Bson::Null)));
         };
         let subtype = match target {
             Target::BinData(subtype) => Some(subtype.get()?),
@@ -904,6 +908,15 @@ mod tests {
         );
         assert_eq!(
             value(bson!({"$convert": {"input": "$nope", "to": "int", "onNull": 0}})),
+            bson!(0)
+        );
+        // A null `to`: null, or `onNull` when the input is null too.
+        assert_eq!(
+            value(bson!({"$convert": {"input": 1, "to": null, "onNull": 0}})),
+            Bson::Null
+        );
+        assert_eq!(
+            value(bson!({"$convert": {"input": null, "to": "$nope", "onNull": 0}})),
             bson!(0)
         );
         assert_eq!(

@@ -128,10 +128,7 @@ mod tests {
             16875
         );
         assert_eq!(error_code(bson!({"$let": 1})), 16874);
-        assert_eq!(
-            error_code(bson!({"$let": {"vars": {"X": 1}, "in": 1}})),
-            16867
-        );
+        assert_eq!(error_code(bson!({"$let": {"vars": {"X": 1}, "in": 1}})), 9);
         assert_eq!(
             error_code(bson!({"$let": {"vars": {"x": "$$y"}, "in": 1}})),
             17276

@@ -49,12 +49,15 @@ fn parameters(ctx: &Ctx<'_>) -> Document {
         "cursorTimeoutMillis": crate::cursors::CURSOR_IDLE_TIMEOUT_MS as i64,
         "maxBSONDepth": basalt_wire::MAX_BSON_NESTING_DEPTH as i32,
         "internalQueryMaxBlockingSortMemoryUsageBytes": 100 * 1024 * 1024_i32,
-        "logLevel": 0,
-        "quiet": false,
         "notablescan": false,
         "javascriptProtection": false,
         "requireApiVersion": false,
     }
+}
+
+/// `setParameter`: the runtime parameters (`parameters.rs`).
+pub fn set_parameter(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    ctx.server.parameters.set(body)
 }
 
 /// `configureFailPoint`: only with `--setParameter enableTestCommands=1`, as mongod's
@@ -70,7 +73,8 @@ pub fn configure_fail_point(ctx: &Ctx<'_>, body: &Document) -> Result<Document> 
 }
 
 pub fn get_parameter(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
-    let all = parameters(ctx);
+    let mut all = parameters(ctx);
+    all.extend(ctx.server.parameters.current());
     let wants_all = match body.get("getParameter") {
         Some(Bson::String(s)) => s == "*",
         Some(Bson::Document(d)) => d.get_bool("allParameters").unwrap_or(false),

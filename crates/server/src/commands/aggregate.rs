@@ -64,8 +64,15 @@ pub(super) fn aggregate_as(
     let name = match body.get("aggregate") {
         Some(Bson::String(name)) => Some(name.clone()),
         Some(v) if basalt_value::as_f64(v) == Some(1.0) => None,
+        // A number other than 1 is a bad value; any other type names no collection.
+        Some(v) if basalt_value::is_number(v) => {
+            return Err(Error::bad_value(format!(
+                "Invalid command format: the 'aggregate' field must specify a collection name or 1, not {v}"
+            )))
+        }
         _ => {
-            return Err(Error::failed_to_parse(
+            return Err(Error::new(
+                ErrorCode::INVALID_NAMESPACE,
                 "'aggregate' must be a collection name or 1",
             ))
         }

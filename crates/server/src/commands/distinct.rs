@@ -13,15 +13,20 @@ use std::ops::ControlFlow;
 /// The field whose values a distinct collects.
 pub(super) fn key(body: &Document) -> Result<String> {
     match body.get("key") {
+        Some(Bson::String(key)) if key.contains('\0') => Err(Error::location(
+            31032,
+            "Key field cannot contain an embedded null byte",
+        )),
         Some(Bson::String(key)) => Ok(key.clone()),
+        // Null is a field not given, as mongod's parser reads it.
+        None | Some(Bson::Null) => Err(Error::location(
+            40414,
+            "BSON field 'distinct.key' is missing but a required field",
+        )),
         Some(other) => Err(Error::type_mismatch(format!(
             "BSON field 'distinct.key' is the wrong type '{}', expected type 'string'",
             crate::request::type_name(other)
         ))),
-        None => Err(Error::location(
-            40414,
-            "BSON field 'distinct.key' is missing but a required field",
-        )),
     }
 }
 
@@ -38,7 +43,12 @@ pub(super) fn add_values(path: &FieldPath, doc: &Document, values: &mut Distinct
     }
 }
 
+/// The fields of a `distinct` command besides the generic ones.
+const DISTINCT_FIELDS: &[&str] = &["key", "query", "collation", "hint"];
+
 pub fn distinct(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    super::generic_arguments::refuse_unknown_fields("distinct", body, DISTINCT_FIELDS)?;
+    super::generic_arguments::refuse_write_concern("distinct", body)?;
     let fields = Fields::new(body);
     let name = fields.collection()?;
     let key = key(body)?;
@@ -56,7 +66,7 @@ pub fn distinct(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         &collection,
         &*snapshot,
         &matcher,
-        &AccessPath::choose(&collection, &filter, collation.as_ref(), None)?,
+        &AccessPath::choose(&collection, &filter, collation.as_ref(), body.get("hint"))?,
         deadline,
         // Only the field whose values are collected is decoded (and the filter's).
         Some(&[key.split('.').next().unwrap_or(&key).to_string()]),

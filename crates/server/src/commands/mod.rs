@@ -268,6 +268,11 @@ static COMMANDS: &[Command] = &[
         "reads server parameters",
     )),
     admin_only(command(
+        "setParameter",
+        admin::set_parameter,
+        "changes the server parameters that may change at run time (the log's verbosity)",
+    )),
+    admin_only(command(
         "getCmdLineOpts",
         admin::get_cmd_line_opts,
         "the command line the server started with",
@@ -895,6 +900,13 @@ fn with_write_concern_error(
 }
 
 fn run_command(ctx: &Ctx<'_>, command: &Command, body: &Document) -> Result<Reply> {
+    // mongod's command component at verbosity 1 and above (`logComponentVerbosity`).
+    tracing::debug!(
+        connection_id = ctx.connection.id,
+        db = ctx.db,
+        "about to run the command {}",
+        command.name
+    );
     let stats = &ctx.server.stats;
     match command.counter {
         Counter::Command => crate::stats::Stats::add(&stats.command, 1),

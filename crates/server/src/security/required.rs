@@ -141,6 +141,7 @@ pub fn required(command: &str, db: &str, body: &Document) -> Option<Need> {
         "dropSearchIndex" => on_collection(&[A::DropSearchIndex]),
         "serverStatus" => on_cluster(A::ServerStatus),
         "getParameter" => on_cluster(A::GetParameter),
+        "setParameter" => on_cluster(A::SetParameter),
         "getCmdLineOpts" => on_cluster(A::GetCmdLineOpts),
         "getLog" => on_cluster(A::GetLog),
         "rotateCertificates" => on_cluster(A::RotateCertificates),
