@@ -603,3 +603,41 @@ def test_tags_write_modes_and_a_delayed_member(start_replica_set):
         short.insert_one({"_id": 3})
     assert timed_out.value.code == 64
     assert client.test.tagged.count_documents({"_id": 3}) == 1
+
+
+def test_drop_connections_reopens_a_members_connections(start_replica_set):
+    """dropConnections on the primary closes its connections to a secondary: they are
+    opened anew (the secondary counts new connections) and replication goes on."""
+    cluster = start_replica_set(3)
+    client = cluster.client()
+    primary = cluster.wait_for_primary()
+    secondary = cluster.secondaries()[0]
+
+    with reader_of(secondary) as reader, primary.client(directConnection=True) as direct:
+
+        def created() -> int:
+            return reader.admin.command("serverStatus")["connections"]["totalCreated"]
+
+        client.test.c.insert_one({"before": "drop"})
+
+        def settled() -> int | None:
+            # The clients' monitors open their connections in the background: once the
+            # count holds still, the members' connections stay open until dropped.
+            first = created()
+            time.sleep(0.5)
+            return first if created() == first else None
+
+        before = wait_until(settled, what="connections to settle")
+        host = f"127.0.0.1:{secondary.port}"
+        reply = direct.admin.command("dropConnections", hostAndPort=[host, "noport", None])
+        assert reply["ok"] == 1
+        client.test.c.insert_one({"after": "drop"})
+        wait_until(lambda: created() > before, what="the primary's new connections")
+        wait_until(lambda: count_on(secondary) == 2, what="replication after the drop")
+        for bad in ([":1"], ["host:"], ["host:0"], ["a:b:1"], [5]):
+            with pytest.raises(OperationFailure) as refused:
+                direct.admin.command("dropConnections", hostAndPort=bad)
+            assert refused.value.code in (9, 14), refused.value.details
+        with pytest.raises(OperationFailure) as missing:
+            direct.admin.command("dropConnections")
+        assert missing.value.code == 40414

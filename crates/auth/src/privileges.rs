@@ -55,6 +55,7 @@ actions! {
     DbHash = "dbHash",
     DbStats = "dbStats",
     DropCollection = "dropCollection",
+    DropConnections = "dropConnections",
     DropDatabase = "dropDatabase",
     DropIndex = "dropIndex",
     DropRole = "dropRole",
@@ -410,6 +411,7 @@ const CLUSTER_MANAGER: &[Action] = &[
 ];
 const HOST_MANAGER: &[Action] = &[
     A::ApplicationMessage,
+    A::DropConnections,
     A::FsyncAction,
     A::InvalidateUserCache,
     A::KillAnyCursor,

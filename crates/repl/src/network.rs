@@ -58,6 +58,8 @@ pub struct Peer {
     in_flight: bool,
     request_id: i32,
     options: PeerOptions,
+    /// The drops of this host's connections counted when the stream was opened.
+    drops_seen: u64,
 }
 
 /// How a member's connections to the others are made and secured.
@@ -75,6 +77,26 @@ pub struct PeerOptions {
     /// another member's address (as the set's config names it) → the address this
     /// member connects to instead, a fault-injecting proxy that can cut the two apart.
     pub routes: Arc<BTreeMap<String, String>>,
+    /// `dropConnections`' requests, shared by every connection of the member.
+    pub drops: Arc<ConnectionDrops>,
+}
+
+/// `dropConnections`: how many times the connections to each host were asked to drop.
+/// A connection opened before the last request closes before its next exchange, and
+/// the exchange opens a new one.
+#[derive(Debug, Default)]
+pub struct ConnectionDrops(parking_lot::Mutex<BTreeMap<String, u64>>);
+
+impl ConnectionDrops {
+    /// Asks the connections to `host` (`name:port`, as the set's config names it) to
+    /// close.
+    pub fn drop_host(&self, host: &str) {
+        *self.0.lock().entry(host.to_string()).or_default() += 1;
+    }
+
+    fn count(&self, host: &str) -> u64 {
+        self.0.lock().get(host).copied().unwrap_or(0)
+    }
 }
 
 /// A connection's byte stream, plain or TLS.
@@ -89,6 +111,7 @@ impl Peer {
             in_flight: false,
             request_id: 0,
             options,
+            drops_seen: 0,
         }
     }
 
@@ -161,7 +184,12 @@ impl Peer {
             // Otherwise that reply would answer this request.
             self.stream = None;
         }
+        let drops = self.options.drops.count(&self.host);
+        if drops != self.drops_seen {
+            self.stream = None;
+        }
         if self.stream.is_none() {
+            self.drops_seen = drops;
             self.stream = Some(self.connect().await?);
             if self.options.x509 {
                 self.authenticate_x509().await?;

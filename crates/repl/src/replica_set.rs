@@ -693,6 +693,14 @@ impl ReplicaSet {
             .flatten()
     }
 
+    /// `dropConnections`: this member's connections to `hosts` (`name:port`) close and
+    /// are opened anew when next used.
+    pub fn drop_connections(&self, hosts: &[String]) {
+        for host in hosts {
+            self.peer_options.drops.drop_host(host);
+        }
+    }
+
     /// `replSetGetConfig`.
     pub fn get_config(&self) -> Result<Document> {
         let config = self.config().ok_or_else(not_initialized)?;

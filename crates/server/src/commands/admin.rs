@@ -60,6 +60,74 @@ pub fn set_parameter(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     ctx.server.parameters.set(body)
 }
 
+/// `dropConnections`: closes this server's connections to the hosts named (`host:port`;
+/// an entry without a port, or null, is ignored, as mongod ignores it). A replica set
+/// member's connections to the other members are its only outgoing ones: they reopen
+/// when next used.
+pub fn drop_connections(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let entries = match body.get("hostAndPort") {
+        None | Some(Bson::Null) => {
+            return Err(Error::location(
+                40414,
+                "BSON field 'dropConnections.hostAndPort' is missing but a required field",
+            ))
+        }
+        Some(Bson::Array(entries)) => entries,
+        Some(other) => {
+            return Err(Error::type_mismatch(format!(
+                "BSON field 'dropConnections.hostAndPort' is the wrong type '{}', expected type 'array'",
+                crate::request::type_name(other)
+            )))
+        }
+    };
+    let mut hosts = Vec::new();
+    for entry in entries {
+        match entry {
+            Bson::Null => {}
+            Bson::String(text) if !text.contains(':') => {}
+            Bson::String(text) => hosts.push(host_and_port(text)?),
+            other => {
+                return Err(Error::type_mismatch(format!(
+                    "BSON field 'dropConnections.hostAndPort' has an element of type '{}', expected type 'string'",
+                    crate::request::type_name(other)
+                )))
+            }
+        }
+    }
+    if let Some(set) = ctx.server.replication() {
+        set.drop_connections(&hosts);
+    }
+    Ok(Document::new())
+}
+
+/// `host:port` or `[ipv6]:port` checked as mongod parses it: a host, a port from 1 to
+/// 65535, one colon outside brackets (FailedToParse otherwise).
+fn host_and_port(text: &str) -> Result<String> {
+    let bad = |why: &str| Error::failed_to_parse(format!("invalid host and port '{text}': {why}"));
+    let (host, port) = match text.strip_prefix('[') {
+        Some(rest) => {
+            let (host, after) = rest
+                .split_once(']')
+                .ok_or_else(|| bad("no closing bracket"))?;
+            (host, after.strip_prefix(':').ok_or_else(|| bad("no port"))?)
+        }
+        None => {
+            let (host, port) = text.split_once(':').ok_or_else(|| bad("no port"))?;
+            if port.contains(':') {
+                return Err(bad("more than one colon outside brackets"));
+            }
+            (host, port)
+        }
+    };
+    if host.is_empty() {
+        return Err(bad("empty host"));
+    }
+    match port.parse::<u16>() {
+        Ok(port) if port > 0 => Ok(text.to_string()),
+        _ => Err(bad("the port must be a number from 1 to 65535")),
+    }
+}
+
 /// `configureFailPoint`: only with `--setParameter enableTestCommands=1`, as mongod's
 /// test commands; otherwise it does not exist.
 pub fn configure_fail_point(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {

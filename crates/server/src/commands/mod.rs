@@ -268,6 +268,11 @@ static COMMANDS: &[Command] = &[
         "reads server parameters",
     )),
     admin_only(command(
+        "dropConnections",
+        admin::drop_connections,
+        "closes this server's connections to other hosts (a replica set member's to the others)",
+    )),
+    admin_only(command(
         "setParameter",
         admin::set_parameter,
         "changes the server parameters that may change at run time (the log's verbosity)",

@@ -142,6 +142,7 @@ pub fn required(command: &str, db: &str, body: &Document) -> Option<Need> {
         "serverStatus" => on_cluster(A::ServerStatus),
         "getParameter" => on_cluster(A::GetParameter),
         "setParameter" => on_cluster(A::SetParameter),
+        "dropConnections" => on_cluster(A::DropConnections),
         "getCmdLineOpts" => on_cluster(A::GetCmdLineOpts),
         "getLog" => on_cluster(A::GetLog),
         "rotateCertificates" => on_cluster(A::RotateCertificates),
