@@ -154,6 +154,25 @@ fn with_c_exponent(text: &str) -> String {
     }
 }
 
+/// Splits decimal text (`-1.2345e3`, `12.5`, `1E+2`) into sign, digits and the exponent
+/// of the last digit.
+pub(crate) fn split_decimal(text: &str) -> (bool, String, i32) {
+    let (negative, unsigned) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (mantissa, exp) = match unsigned.split_once(['e', 'E']) {
+        Some((m, e)) => (m, e.trim_start_matches('+').parse::<i32>().unwrap_or(0)),
+        None => (unsigned, 0),
+    };
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    (
+        negative,
+        format!("{int_part}{frac_part}"),
+        exp - frac_part.len() as i32,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,7 @@ use crate::env::{Env, Value};
 use crate::expression::{
     is_nullish, parse_fixed, parse_operands, parse_ranged, type_name, Expression,
 };
-use crate::numeric::{combine, decimal_from_f64, display, is_zero, number};
+use crate::numeric::{combine, decimal_from_f64, display, is_zero, number, split_decimal};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_value::number::ArithmeticOp;
 use basalt_value::Number;
@@ -614,25 +614,6 @@ fn round_integer(i: i128, power: i32, mode: Rounding) -> i128 {
         }
     };
     (quotient + bump) * unit
-}
-
-/// Splits decimal text (`-1.2345e3`, `12.5`, `1E+2`) into sign, digits and the exponent
-/// of the last digit.
-fn split_decimal(text: &str) -> (bool, String, i32) {
-    let (negative, unsigned) = match text.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, text),
-    };
-    let (mantissa, exp) = match unsigned.split_once(['e', 'E']) {
-        Some((m, e)) => (m, e.trim_start_matches('+').parse::<i32>().unwrap_or(0)),
-        None => (unsigned, 0),
-    };
-    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    (
-        negative,
-        format!("{int_part}{frac_part}"),
-        exp - frac_part.len() as i32,
-    )
 }
 
 /// Rounds `digits × 10^exponent` to `place` decimal places and writes the result as

@@ -9,7 +9,7 @@ mod bin_data;
 use crate::context::ParseContext;
 use crate::env::{Env, Value};
 use crate::expression::{is_nullish, parse_fixed, type_name, Expression};
-use crate::numeric::{display, format_double, to_decimal};
+use crate::numeric::{display, format_double, split_decimal, to_decimal};
 use crate::operators::date::{format_iso, parse_date};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_value::Number;
@@ -456,19 +456,8 @@ impl Failure {
 
 /// A finite decimal truncated toward zero, exactly; `None` past what an i128 holds.
 fn truncated_decimal(decimal: &bson::Decimal128) -> Option<i128> {
-    let text = decimal.to_string();
-    let (mantissa, exponent) = match text.split_once(['E', 'e']) {
-        Some((mantissa, exponent)) => (mantissa, exponent.parse::<i32>().ok()?),
-        None => (text.as_str(), 0),
-    };
-    let (negative, mantissa) = match mantissa.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, mantissa),
-    };
-    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let digits = format!("{whole}{fraction}");
+    let (negative, digits, scale) = split_decimal(&decimal.to_string());
     // The value is digits × 10^scale.
-    let scale = exponent - fraction.len() as i32;
     let kept = if scale < 0 {
         let drop = scale.unsigned_abs() as usize;
         digits
