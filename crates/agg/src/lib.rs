@@ -19,6 +19,7 @@ mod testing;
 
 pub use optimization::optimize;
 pub use partitioned::{Partial, Partitioned};
+pub use stages::current_op::CurrentOpOptions;
 pub use stages::geo_near::GeoNear;
 /// Time-series buckets: MongoDB's format, written and read.
 pub mod time_series {

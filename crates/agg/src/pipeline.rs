@@ -17,7 +17,7 @@
 //! executor can later run the stages before the first blocking stage on several
 //! partitions in parallel and merge the partial groups, as MongoDB merges shard results.
 
-use crate::stages::{self, Stage};
+use crate::stages::{self, current_op::CurrentOpOptions, Stage};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_expr::{FieldSet, ParseContext, Scope, Variables};
 use bson::{Bson, Document};
@@ -78,8 +78,8 @@ pub trait Collections: Sync {
     /// for; `None` for every user's.
     fn session_owners(&self, users: &SessionUsers) -> Result<Option<Vec<Vec<u8>>>>;
 
-    /// `$currentOp`: the operations in progress.
-    fn current_ops(&self) -> Result<Vec<Document>>;
+    /// `$currentOp`: the operations in progress, and what else the options ask for.
+    fn current_ops(&self, options: &CurrentOpOptions) -> Result<Vec<Document>>;
 
     /// Where blocking stages (`$sort`) spill beyond their memory limit; `None` when the
     /// command does not allow disk use (they fail at the limit instead).
@@ -180,7 +180,7 @@ impl Collections for NoCollections {
         Err(Self::unavailable("the session cache"))
     }
 
-    fn current_ops(&self) -> Result<Vec<Document>> {
+    fn current_ops(&self, _options: &CurrentOpOptions) -> Result<Vec<Document>> {
         Err(Self::unavailable("the operations in progress"))
     }
 

@@ -2,6 +2,7 @@
 //! collections: collections are vectors of documents, unique indexes are lists of fields.
 
 use crate::pipeline::{Collections, DocumentStream, MergeTarget, MergeWrite};
+use crate::CurrentOpOptions;
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Document};
 use std::collections::BTreeMap;
@@ -161,7 +162,7 @@ impl Collections for MemoryCollections {
         })
     }
 
-    fn current_ops(&self) -> Result<Vec<Document>> {
+    fn current_ops(&self, _options: &CurrentOpOptions) -> Result<Vec<Document>> {
         Ok(vec![doc! {"op": "command"}])
     }
 

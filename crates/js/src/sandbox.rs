@@ -30,6 +30,9 @@ use std::time::{Duration, Instant};
 
 /// How long one call into JavaScript may run when the command sets no `maxTimeMS`.
 pub const JS_TIME_LIMIT_MS: u64 = 10_000;
+
+/// The shell's `sleep` wakes this often to see whether its command was killed.
+const SLEEP_SLICE_MS: u64 = 10;
 /// The memory one thread's runtime may hold.
 pub const JS_MEMORY_LIMIT_BYTES: usize = 64 << 20;
 /// Deep enough for ordinary recursion, well within a worker thread's stack.
@@ -49,6 +52,8 @@ pub type StoredFunctions = Arc<dyn Fn() -> Result<Vec<Document>> + Send + Sync>;
 #[derive(Clone, Default)]
 pub struct CommandScripts {
     deadline: Option<Instant>,
+    /// Set when the command is killed (`killOp`): its scripts stop at the next check.
+    killed: Option<Arc<AtomicBool>>,
     stored: Option<StoredFunctions>,
 }
 
@@ -60,12 +65,21 @@ thread_local! {
 }
 
 impl CommandScripts {
-    /// A command with its `maxTimeMS` and its database's `stored` functions.
-    pub fn new(max_time_ms: Option<i64>, stored: Option<StoredFunctions>) -> CommandScripts {
+    /// A command with its `maxTimeMS`, the flag that says it was killed and its
+    /// database's `stored` functions.
+    pub fn new(
+        max_time_ms: Option<i64>,
+        killed: Option<Arc<AtomicBool>>,
+        stored: Option<StoredFunctions>,
+    ) -> CommandScripts {
         let deadline = max_time_ms
             .filter(|ms| *ms > 0)
             .map(|ms| Instant::now() + Duration::from_millis(ms as u64));
-        CommandScripts { deadline, stored }
+        CommandScripts {
+            deadline,
+            killed,
+            stored,
+        }
     }
 
     /// The command this thread is running.
@@ -98,14 +112,16 @@ impl CommandScripts {
     }
 }
 
-/// Runs a command's `body` with its `maxTimeMS` as the deadline of every script it calls
-/// and its database's `stored` functions as globals (see [`CommandScripts`]).
+/// Runs a command's `body` with its `maxTimeMS` as the deadline of every script it calls,
+/// `killed` as the flag that stops them, and its database's `stored` functions as
+/// globals (see [`CommandScripts`]).
 pub fn with_command<R>(
     max_time_ms: Option<i64>,
+    killed: Option<Arc<AtomicBool>>,
     stored: Option<StoredFunctions>,
     body: impl FnOnce() -> R,
 ) -> R {
-    CommandScripts::new(max_time_ms, stored).enter(body)
+    CommandScripts::new(max_time_ms, killed, stored).enter(body)
 }
 
 static NEXT_SCRIPT_ID: AtomicU64 = AtomicU64::new(1);
@@ -345,6 +361,8 @@ thread_local! {
 enum Limit {
     /// The command's `maxTimeMS`.
     Command,
+    /// The command was killed (`killOp`).
+    Killed,
     /// [`JS_TIME_LIMIT_MS`] for one call.
     Call,
 }
@@ -358,6 +376,7 @@ struct Watch {
     timed_call: Cell<u64>,
     call_deadline: Cell<Instant>,
     command_deadline: Cell<Option<Instant>>,
+    command_killed: RefCell<Option<Arc<AtomicBool>>>,
     stopped_by: Cell<Option<Limit>>,
 }
 
@@ -369,6 +388,7 @@ impl Watch {
             timed_call: Cell::new(u64::MAX),
             call_deadline: Cell::new(Instant::now()),
             command_deadline: Cell::new(None),
+            command_killed: RefCell::new(None),
             stopped_by: Cell::new(None),
         }
     }
@@ -381,7 +401,14 @@ impl Watch {
             self.call_deadline
                 .set(now + Duration::from_millis(JS_TIME_LIMIT_MS));
         }
-        let stopped_by = if self.command_deadline.get().is_some_and(|d| now >= d) {
+        let killed = self
+            .command_killed
+            .borrow()
+            .as_ref()
+            .is_some_and(|k| k.load(Ordering::Relaxed));
+        let stopped_by = if killed {
+            Some(Limit::Killed)
+        } else if self.command_deadline.get().is_some_and(|d| now >= d) {
             Some(Limit::Command)
         } else if now >= self.call_deadline.get() {
             Some(Limit::Call)
@@ -405,7 +432,11 @@ impl Watch {
             if let Some(deadline) = self.command_deadline.get() {
                 until = until.min(deadline);
             }
-            std::thread::sleep(until.saturating_duration_since(now));
+            // In slices, so that a kill is seen while asleep.
+            while !self.interrupt() && Instant::now() < until {
+                let left = until.saturating_duration_since(Instant::now());
+                std::thread::sleep(left.min(Duration::from_millis(SLEEP_SLICE_MS)));
+            }
         }
         if self.interrupt() {
             return Err(rquickjs::Error::new_from_js_message(
@@ -594,6 +625,8 @@ pub(crate) fn with_session<R>(
             watch
                 .command_deadline
                 .set(COMMAND.with_borrow(|command| command.deadline));
+            *watch.command_killed.borrow_mut() =
+                COMMAND.with_borrow(|command| command.killed.clone());
             context.with(|ctx| {
                 let internals = internals.clone().restore(&ctx).map_err(engine_error)?;
                 let shell = ShellTypes::new(&ctx, internals);
@@ -736,6 +769,7 @@ impl<'js> Session<'_, 'js> {
                     ErrorCode::MAX_TIME_MS_EXPIRED,
                     "operation exceeded time limit",
                 ),
+                Limit::Killed => Error::new(ErrorCode::INTERRUPTED, "operation was interrupted"),
                 Limit::Call => js_failure(format!(
                     "JavaScript execution interrupted: exceeded the time limit of \
                      {JS_TIME_LIMIT_MS} ms"
@@ -873,7 +907,7 @@ mod tests {
     #[test]
     fn runaway_loops_stop_at_the_deadline_and_the_sandbox_recovers() {
         let script = Script::new("function () { while (true) {} }", &Document::new()).unwrap();
-        let e = with_command(Some(50), None, || script.call(None, &[])).unwrap_err();
+        let e = with_command(Some(50), None, None, || script.call(None, &[])).unwrap_err();
         assert_eq!(e.code, ErrorCode::MAX_TIME_MS_EXPIRED);
         assert_eq!(
             run("function () { return 1; }", &[]).unwrap(),
@@ -899,9 +933,9 @@ mod tests {
     #[test]
     fn each_command_gets_a_fresh_sandbox() {
         let leak = "function () { leaked = 1; Array.prototype.evil = 1; return 0; }";
-        with_command(None, None, || run(leak, &[])).unwrap();
+        with_command(None, None, None, || run(leak, &[])).unwrap();
         let look = "function () { return typeof leaked + typeof [].evil; }";
-        let seen = with_command(None, None, || run(look, &[])).unwrap();
+        let seen = with_command(None, None, None, || run(look, &[])).unwrap();
         assert_eq!(seen, Bson::String("undefinedundefined".into()));
     }
 
@@ -917,7 +951,7 @@ mod tests {
             }))
         };
         let call = |code: &str, scope: Document| {
-            with_command(None, stored(), || {
+            with_command(None, None, stored(), || {
                 Script::new(code, &scope)?.call(None, &[])
             })
         };
@@ -933,7 +967,10 @@ mod tests {
         assert!(e.message.contains("broken is not defined"), "{}", e.message);
         let unnamed: Option<StoredFunctions> =
             Some(Arc::new(|| Ok(vec![doc! {"_id": 1, "value": 2}])));
-        let e = with_command(None, unnamed, || run("function () { return 1; }", &[])).unwrap_err();
+        let e = with_command(None, None, unnamed, || {
+            run("function () { return 1; }", &[])
+        })
+        .unwrap_err();
         assert_eq!(
             (e.code.0, e.message.as_str()),
             (10209, "name has to be a string: _id: 1")

@@ -18,7 +18,7 @@
 mod read_buffer;
 
 use crate::commands::{dispatch, error_reply, reads_sequence_raw, Ctx};
-use crate::stats::Counted;
+use crate::stats::{Counted, Stats};
 use crate::tls::Transport;
 use crate::Server;
 use basalt_error::{Error, ErrorCode, Result};
@@ -30,7 +30,7 @@ use bson::{Bson, Document, RawDocument, RawDocumentBuf};
 use read_buffer::{reserve_frame, ReadBuffer, READ_BUFFER_IDLE_BYTES};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 use std::sync::Arc;
 
 /// Stack each connection's thread reserves. Commands recurse over nested documents and
@@ -134,6 +134,7 @@ fn serve(server: &Arc<Server>, stream: TcpStream, info: &Arc<ConnectionInfo>, co
             "Connection accepted"
         );
     }
+    let _listed = server.operations.connected(info);
     let _ = stream.set_nodelay(true);
     if let Ok(local) = stream.local_addr() {
         let _ = info.local.set(local);
@@ -205,16 +206,18 @@ fn read_loop(
             Ok(Decoded::Frame { frame, consumed }) => {
                 let _frame_memory = reserve_frame(consumed);
                 buf.consume(consumed);
+                Stats::add(&server.stats.bytes_in, consumed as u64);
+                Stats::add(&server.stats.requests, 1);
                 let outgoing = handle_frame(server, info, frame);
                 if info.close_requested() {
                     return Ok(());
                 }
                 if let Some(outgoing) = outgoing {
-                    send(stream, &outgoing.bytes, held_bytes)?;
+                    send(stream, &outgoing.bytes, &server.stats)?;
                     let (mut streamed, mut last_id) = (outgoing.exhaust, outgoing.request_id);
                     while let Some(hello) = streamed {
                         let next = hello.next(server, info, last_id);
-                        send(stream, &next.bytes, held_bytes)?;
+                        send(stream, &next.bytes, &server.stats)?;
                         (streamed, last_id) = (next.exhaust, next.request_id);
                     }
                 }
@@ -243,7 +246,7 @@ fn read_loop(
                         &reply,
                         rejected.compressor,
                     );
-                    send(stream, &bytes, held_bytes)?;
+                    send(stream, &bytes, &server.stats)?;
                 }
             }
         }
@@ -252,9 +255,10 @@ fn read_loop(
 
 /// Writes a reply, counting a large one's bytes as the connection's while they are sent
 /// (a slow client can hold them; small ones are not worth the shared counter).
-fn send(stream: &mut Transport, reply: &[u8], held_bytes: &AtomicU64) -> std::io::Result<()> {
+fn send(stream: &mut Transport, reply: &[u8], stats: &Stats) -> std::io::Result<()> {
     let _held = (reply.len() > READ_BUFFER_IDLE_BYTES)
-        .then(|| Counted::new(held_bytes, reply.len() as u64));
+        .then(|| Counted::new(&stats.connections.buffer_bytes, reply.len() as u64));
+    Stats::add(&stats.bytes_out, reply.len() as u64);
     stream.write_all(reply)
 }
 
@@ -354,6 +358,7 @@ impl Streamed {
                 db: &self.db,
                 raw_sequences: &[],
                 max_time_ms: None,
+                operation: None,
             };
             dispatch(&ctx, &self.body)
         });
@@ -418,6 +423,7 @@ fn handle_frame(
                 db: &db,
                 raw_sequences: &raw_sequences,
                 max_time_ms: None,
+                operation: None,
             };
             let reply = dispatch(&ctx, &body);
             exhaust = Streamed::after(flags, &db, &body, &reply, frame.compressor);

@@ -15,7 +15,7 @@ use crate::exec::{CollectionScan, Deadline};
 use crate::security::UserName;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_memory::Reservation;
-use bson::{Document, RawDocumentBuf};
+use bson::{doc, Document, RawDocumentBuf};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::iter::Peekable;
@@ -157,6 +157,9 @@ pub struct Cursor {
     /// The command's `maxTimeMS`, which the cursor's idle time does not count toward.
     deadline: Deadline,
     last_used: Instant,
+    created: bson::DateTime,
+    /// Batches handed out after the first, for `currentOp`.
+    batches: u32,
     /// The user who opened it, under access control: only that user may use it.
     owner: Option<UserName>,
     /// The write scope it was opened in (a transaction's, a snapshot read's): its
@@ -175,6 +178,22 @@ impl Cursor {
     /// The command's time limit, which the cursor's batches share.
     pub fn deadline(&self) -> &Deadline {
         &self.deadline
+    }
+
+    /// The cursor as `currentOp` describes it (mongod's `cursor` fields).
+    pub fn describe(&self, id: i64) -> Document {
+        let idle_ms = i64::try_from(self.last_used.elapsed().as_millis()).unwrap_or(i64::MAX);
+        doc! {
+            "cursorId": id,
+            "createdDate": self.created,
+            "lastAccessDate": bson::DateTime::from_millis(
+                bson::DateTime::now().timestamp_millis().saturating_sub(idle_ms),
+            ),
+            "nBatchesReturned": i64::from(self.batches) + 1,
+            "noCursorTimeout": false,
+            "tailable": self.source.awaits_data(),
+            "awaitData": self.source.awaits_data(),
+        }
     }
 
     /// The write scope the cursor was opened in, which its batches are read in.
@@ -211,6 +230,8 @@ impl CursorManager {
                 source,
                 deadline,
                 last_used: Instant::now(),
+                created: bson::DateTime::now(),
+                batches: 0,
                 owner,
                 scope: basalt_storage::write_scope(),
             },
@@ -265,6 +286,7 @@ impl CursorManager {
 
     pub fn restore(&self, id: i64, mut cursor: Cursor) {
         cursor.last_used = Instant::now();
+        cursor.batches += 1;
         self.cursors.lock().insert(id, cursor);
     }
 
@@ -276,6 +298,22 @@ impl CursorManager {
             Some(cursor) if cursor.owner.as_ref() != user => Err(not_owner(id)),
             Some(_) => Ok(cursors.remove(&id).is_some()),
         }
+    }
+
+    /// The cursors waiting for their next getMore, as `$currentOp`'s `idleCursor`s.
+    pub fn idle(&self, host: &str) -> Vec<Document> {
+        self.cursors
+            .lock()
+            .iter()
+            .map(|(id, cursor)| {
+                doc! {
+                    "type": "idleCursor",
+                    "host": host,
+                    "ns": &cursor.namespace,
+                    "cursor": cursor.describe(*id),
+                }
+            })
+            .collect()
     }
 
     pub fn open_count(&self) -> usize {

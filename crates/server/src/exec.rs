@@ -5,6 +5,7 @@
 //! or an index scan over key ranges that fetches each record. The matcher always
 //! re-checks candidates, so an access path only has to return a superset of the matches.
 
+use crate::operations::Progress;
 use crate::parallel_scan::{self, RecordRange};
 use crate::request::Fields;
 use basalt_catalog::{Collection, IndexSpec, TEXT_KEY_FIELD};
@@ -24,35 +25,50 @@ use std::time::{Duration, Instant};
 /// How often (in documents examined) a scan looks at its deadline.
 const DEADLINE_CHECK_INTERVAL_DOCS: u64 = 256;
 
-/// A `maxTimeMS` limit. It bounds processing time, not a cursor's life: a cursor moves
-/// it on by the time it sat idle between batches ([`Deadline::extend`]), as in MongoDB.
-/// Clones share the limit, so every scan and stage of one command sees the same one.
+/// A `maxTimeMS` limit, and the [`Progress`] of the operation it bounds (whether
+/// `killOp` stopped it, what it examined). It bounds processing time, not a cursor's
+/// life: a cursor moves it on by the time it sat idle between batches
+/// ([`Deadline::extend`]), as in MongoDB. Clones share the limit and the progress, so
+/// every scan and stage of one command sees the same ones.
 #[derive(Clone, Debug, Default)]
-pub struct Deadline(Option<Arc<parking_lot::Mutex<Instant>>>);
+pub struct Deadline {
+    limit: Option<Arc<parking_lot::Mutex<Instant>>>,
+    progress: Arc<Progress>,
+}
 
 impl Deadline {
     pub fn from_max_time_ms(max_time_ms: Option<i64>) -> Deadline {
-        Deadline(max_time_ms.filter(|ms| *ms > 0).map(|ms| {
-            Arc::new(parking_lot::Mutex::new(
-                Instant::now() + Duration::from_millis(ms as u64),
-            ))
-        }))
+        Deadline {
+            limit: max_time_ms.filter(|ms| *ms > 0).map(|ms| {
+                Arc::new(parking_lot::Mutex::new(
+                    Instant::now() + Duration::from_millis(ms as u64),
+                ))
+            }),
+            progress: Arc::default(),
+        }
     }
 
+    /// Fails once the time is up (MaxTimeMSExpired) or the operation was killed
+    /// (Interrupted).
     pub fn check(&self) -> Result<()> {
-        match &self.0 {
+        match &self.limit {
             Some(at) if Instant::now() >= *at.lock() => Err(Error::new(
                 ErrorCode::MAX_TIME_MS_EXPIRED,
                 "operation exceeded time limit",
             )),
-            _ => Ok(()),
+            _ => self.progress.check(),
         }
+    }
+
+    /// The operation's progress.
+    pub fn progress(&self) -> &Progress {
+        &self.progress
     }
 
     /// The time left in whole milliseconds (at least 1), when there is a limit: what
     /// server-side JavaScript run for a later batch may take.
     pub fn remaining_ms(&self) -> Option<i64> {
-        let at = *self.0.as_ref()?.lock();
+        let at = *self.limit.as_ref()?.lock();
         let left = at.saturating_duration_since(Instant::now()).as_millis();
         Some(i64::try_from(left).unwrap_or(i64::MAX).max(1))
     }
@@ -60,7 +76,7 @@ impl Deadline {
     /// Moves the limit on by `idle`, time the command's cursor spent waiting for the
     /// client.
     pub fn extend(&self, idle: Duration) {
-        if let Some(at) = &self.0 {
+        if let Some(at) = &self.limit {
             *at.lock() += idle;
         }
     }
@@ -89,6 +105,29 @@ pub enum AccessPath {
 }
 
 impl AccessPath {
+    /// mongod's `planSummary` of the path: `COLLSCAN`, `IXSCAN { a: 1 }`, or the index
+    /// scans of an `$or`, comma-separated.
+    pub fn summary(&self) -> String {
+        let ixscan = |index: &IndexSpec| {
+            let fields: Vec<String> = index
+                .key
+                .iter()
+                .map(|(field, value)| format!("{field}: {value}"))
+                .collect();
+            format!("IXSCAN {{ {} }}", fields.join(", "))
+        };
+        match self {
+            AccessPath::CollectionScan => "COLLSCAN".to_string(),
+            AccessPath::IndexScan(scan) => ixscan(&scan.index),
+            AccessPath::Or(scans) => scans
+                .iter()
+                .map(|scan| ixscan(&scan.index))
+                .collect::<Vec<_>>()
+                .join(", "),
+            AccessPath::Cells(cells) => ixscan(&cells.index),
+        }
+    }
+
     /// The planner's choice for `filter` over the collection's current indexes, or the
     /// index (or `$natural` scan) a `hint` names.
     pub fn choose(
@@ -411,9 +450,35 @@ pub fn for_each_match(
 }
 
 /// Visits the matching documents from `position` on, moving it past each consumed
-/// one, and counts what was examined. The visitor gets what it `needs` of each.
+/// one, and counts what was examined, in `stats` and in the operation's progress
+/// (the deadline's). The visitor gets what it `needs` of each.
 #[allow(clippy::too_many_arguments)]
 pub fn execute(
+    collection: &Collection,
+    snapshot: &dyn Snapshot,
+    matcher: &Matcher,
+    path: &AccessPath,
+    position: &mut Position,
+    stats: &mut ExecStats,
+    deadline: Deadline,
+    needs: Needs<'_>,
+    visit: &mut Visitor<'_>,
+) -> Result<()> {
+    let before = *stats;
+    let operation = deadline.clone();
+    operation.progress().note_plan(|| path.summary());
+    let result = execute_unrecorded(
+        collection, snapshot, matcher, path, position, stats, deadline, needs, visit,
+    );
+    operation.progress().add_examined(
+        stats.keys_examined - before.keys_examined,
+        stats.docs_examined - before.docs_examined,
+    );
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+fn execute_unrecorded(
     collection: &Collection,
     snapshot: &dyn Snapshot,
     matcher: &Matcher,
@@ -435,7 +500,7 @@ pub fn execute(
             visit(record_id, raw, doc)
         };
         let (position, stats) = (position, stats);
-        return execute(
+        return execute_unrecorded(
             collection, snapshot, &searching, path, position, stats, deadline, needs, scored,
         );
     }

@@ -19,8 +19,10 @@ mod geo;
 mod listener;
 mod local_oplog;
 mod log_buffer;
+mod operations;
 mod parallel_scan;
 mod parameters;
+mod profiler;
 mod replication;
 mod request;
 mod security;
@@ -30,6 +32,7 @@ mod stats;
 mod system_js;
 mod timeseries;
 pub mod tls;
+mod top;
 mod transactions;
 mod ttl_monitor;
 mod validation;
@@ -152,6 +155,12 @@ pub struct Server {
     fsync_lock: fsync_lock::FsyncLock,
     /// The `autoCompact` setting.
     auto_compact: commands::AutoCompactSetting,
+    /// The commands running now (`currentOp`, `killOp`).
+    operations: operations::Operations,
+    /// Time spent per collection (`top`).
+    top: top::Top,
+    /// The database profiler's settings (`profile`).
+    profiler: profiler::Profiler,
 }
 
 impl Server {
@@ -188,6 +197,9 @@ impl Server {
             snapshot_history: Default::default(),
             fsync_lock: Default::default(),
             auto_compact: Default::default(),
+            operations: Default::default(),
+            top: Default::default(),
+            profiler: Default::default(),
         })
     }
 

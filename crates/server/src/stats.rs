@@ -12,6 +12,11 @@ pub struct Stats {
     pub delete: AtomicU64,
     pub getmore: AtomicU64,
     pub command: AtomicU64,
+    /// serverStatus's `network`: bytes of messages received and sent, and messages
+    /// received.
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
+    pub requests: AtomicU64,
 }
 
 /// What serverStatus's `connections` and `basalt.connections` report.

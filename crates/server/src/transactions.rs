@@ -684,6 +684,7 @@ fn commit(
         db: "admin",
         raw_sequences: &[],
         max_time_ms: None,
+        operation: None,
     };
     let reply = crate::replication::propose(&internal, set, "applyOps", &entry).map_err(unknown)?;
     committed_reply(Document::try_from(reply.as_ref())?)

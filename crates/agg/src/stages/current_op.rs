@@ -7,49 +7,82 @@ use basalt_error::{Error, ErrorCode, Result};
 use basalt_expr::type_name;
 use bson::{Bson, Document};
 
-/// The options MongoDB accepts, all booleans.
+/// What `$currentOp` reports beyond the operations running (mongod's options).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CurrentOpOptions {
+    /// Every user's operations, not only the current user's.
+    pub all_users: bool,
+    /// Connections running nothing, as inactive operations.
+    pub idle_connections: bool,
+    /// Cursors waiting for their next getMore.
+    pub idle_cursors: bool,
+    /// Sessions holding an open transaction (on by default).
+    pub idle_sessions: bool,
+    /// Commands past 1 KB given as a `$truncated` string.
+    pub truncate_ops: bool,
+}
+
+/// The options mongod accepts, all booleans; `targetAllNodes` needs a sharded cluster.
 const OPTIONS: &[&str] = &[
     "allUsers",
     "idleConnections",
     "idleCursors",
     "idleSessions",
     "localOps",
-    "backtrace",
-    "truncateOps",
     "targetAllNodes",
+    "truncateOps",
+    "backtrace",
 ];
 
-pub(crate) fn parse(spec: &Bson) -> Result<()> {
-    let Bson::Document(options) = spec else {
-        return Err(Error::failed_to_parse(format!(
+pub(crate) fn parse(spec: &Bson) -> Result<CurrentOpOptions> {
+    let Bson::Document(given) = spec else {
+        return Err(Error::type_mismatch(format!(
             "$currentOp options must be specified in an object, but found: {}",
             type_name(Some(spec))
         )));
     };
-    for (name, value) in options {
+    let mut options = CurrentOpOptions {
+        idle_sessions: true,
+        ..CurrentOpOptions::default()
+    };
+    for (name, value) in given {
         if !OPTIONS.contains(&name.as_str()) {
-            return Err(Error::failed_to_parse(format!(
-                "Unrecognized option '{name}' in $currentOp stage."
-            )));
+            return Err(Error::location(
+                40415,
+                format!("BSON field '$currentOp.{name}' is an unknown field."),
+            ));
         }
-        if !matches!(value, Bson::Boolean(_)) {
-            return Err(Error::failed_to_parse(format!(
-                "The '{name}' parameter of the $currentOp stage must be a boolean value, but found: {}",
+        let Bson::Boolean(on) = value else {
+            return Err(Error::type_mismatch(format!(
+                "BSON field '$currentOp.{name}' is the wrong type '{}', expected type 'bool'",
                 type_name(Some(value))
             )));
+        };
+        match name.as_str() {
+            "allUsers" => options.all_users = *on,
+            "idleConnections" => options.idle_connections = *on,
+            "idleCursors" => options.idle_cursors = *on,
+            "idleSessions" => options.idle_sessions = *on,
+            "truncateOps" => options.truncate_ops = *on,
+            "targetAllNodes" if *on => {
+                return Err(Error::failed_to_parse(
+                    "$currentOp supports targetAllNodes parameter only for sharded clusters",
+                ))
+            }
+            _ => {}
         }
     }
-    Ok(())
+    Ok(options)
 }
 
-pub(crate) fn run(ctx: ExecContext<'_>) -> Result<Vec<Document>> {
+pub(crate) fn run(ctx: ExecContext<'_>, options: &CurrentOpOptions) -> Result<Vec<Document>> {
     if ctx.collections.database() != "admin" {
         return Err(Error::new(
             ErrorCode::INVALID_NAMESPACE,
             "$currentOp must be run against the 'admin' database with {aggregate: 1}",
         ));
     }
-    ctx.collections.current_ops()
+    ctx.collections.current_ops(options)
 }
 
 #[cfg(test)]
@@ -69,12 +102,22 @@ mod tests {
     fn reports_operations_on_admin_only() {
         assert_eq!(run("admin", doc! {"allUsers": true}).unwrap().len(), 1);
         assert_eq!(run("test", doc! {}).unwrap_err().code.0, 73);
-        assert_eq!(run("admin", doc! {"bogus": true}).unwrap_err().code.0, 9);
-        assert_eq!(run("admin", doc! {"allUsers": 1}).unwrap_err().code.0, 9);
+        assert_eq!(
+            run("admin", doc! {"bogus": true}).unwrap_err().code.0,
+            40415
+        );
+        assert_eq!(run("admin", doc! {"allUsers": 1}).unwrap_err().code.0, 14);
+        assert_eq!(
+            run("admin", doc! {"targetAllNodes": true})
+                .unwrap_err()
+                .code
+                .0,
+            9
+        );
         let code = Pipeline::parse(&[doc! {"$currentOp": Bson::Int32(1)}], None)
             .unwrap_err()
             .code
             .0;
-        assert_eq!(code, 9);
+        assert_eq!(code, 14);
     }
 }

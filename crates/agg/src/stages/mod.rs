@@ -6,7 +6,7 @@ mod bucket;
 mod bucket_auto;
 mod coll_stats;
 pub(crate) mod count;
-mod current_op;
+pub(crate) mod current_op;
 mod densify;
 mod documents;
 mod facet;
@@ -64,7 +64,7 @@ pub(crate) enum Stage {
     Documents(Expression),
     ListLocalSessions(crate::pipeline::SessionUsers),
     ListSessions(crate::pipeline::SessionUsers),
-    CurrentOp,
+    CurrentOp(current_op::CurrentOpOptions),
     /// `$listClusterCatalog`: whether to list each collection's shards.
     ListClusterCatalog {
         shards: bool,
@@ -143,10 +143,7 @@ impl Stage {
             "$documents" => Stage::Documents(documents::parse(args, ctx)?),
             "$listLocalSessions" => Stage::ListLocalSessions(list_sessions::parse(name, args)?),
             "$listSessions" => Stage::ListSessions(list_sessions::parse(name, args)?),
-            "$currentOp" => {
-                current_op::parse(args)?;
-                Stage::CurrentOp
-            }
+            "$currentOp" => Stage::CurrentOp(current_op::parse(args)?),
             "$listClusterCatalog" => Stage::ListClusterCatalog {
                 shards: list_cluster_catalog::parse(args)?,
             },
@@ -195,7 +192,7 @@ impl Stage {
             Stage::Documents(e) => finished(documents::evaluate(e, ctx.vars)),
             Stage::ListLocalSessions(users) => list_sessions::local(users, ctx),
             Stage::ListSessions(users) => list_sessions::stored(users, input, ctx),
-            Stage::CurrentOp => finished(current_op::run(ctx)),
+            Stage::CurrentOp(options) => finished(current_op::run(ctx, options)),
             Stage::ListClusterCatalog { shards } => {
                 finished(ctx.collections.cluster_catalog(*shards))
             }
@@ -239,7 +236,7 @@ impl Stage {
             self,
             Stage::Documents(_)
                 | Stage::ListLocalSessions(_)
-                | Stage::CurrentOp
+                | Stage::CurrentOp(_)
                 | Stage::ListClusterCatalog { .. }
         )
     }

@@ -70,7 +70,7 @@ pub(super) fn refuse_write_concern(name: &str, body: &Document) -> Result<()> {
 
 /// Refuses the fields of `body` that are neither `known` to command `name` nor generic
 /// (40415, as mongod's parser does); `$`-prefixed fields are the wire protocol's.
-pub(super) fn refuse_unknown_fields(name: &str, body: &Document, known: &[&str]) -> Result<()> {
+pub(crate) fn refuse_unknown_fields(name: &str, body: &Document, known: &[&str]) -> Result<()> {
     for key in body.keys().skip(1) {
         if !known.contains(&key.as_str())
             && !crate::request::GENERIC_COMMAND_FIELDS.contains(&key.as_str())

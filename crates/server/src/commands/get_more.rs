@@ -72,13 +72,19 @@ pub fn get_more(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
             "cannot set maxTimeMS on getMore command for a non-awaitData cursor",
         ));
     }
-    // Out of time: the cursor is not put back, as MongoDB kills it.
+    // The getMore runs under the cursor's limit and progress: killOp reaches its scans.
+    if let Some(operation) = ctx.operation {
+        operation.adopt(cursor.deadline());
+        operation.set_cursor(cursor.describe(id));
+    }
+    // Out of time (or killed): the cursor is not put back, as MongoDB kills it.
     cursor.resume()?;
     // Server-side JavaScript of this batch gets what is left of the command's time.
     let stored = crate::system_js::stored_functions(&ctx.server.catalog, ctx.db);
     let remaining = cursor.deadline().remaining_ms();
     let scope = cursor.scope();
-    let outcome = basalt_js::with_command(remaining, stored, || match scope {
+    let kill_flag = Some(cursor.deadline().progress().kill_flag());
+    let outcome = basalt_js::with_command(remaining, kill_flag, stored, || match scope {
         Some(scope) => basalt_storage::with_write_scope(scope, || cursor.source.next_batch(limit)),
         None => cursor.source.next_batch(limit),
     });

@@ -14,6 +14,7 @@ mod compact;
 mod count;
 mod create;
 mod create_indexes;
+pub(crate) mod current_op;
 mod data_size;
 mod default_collation;
 mod delete;
@@ -56,6 +57,7 @@ pub(crate) use compact::AutoCompactSetting;
 pub(crate) use create_indexes::{
     generated_name as generated_index_name, parse_spec as parse_index_spec,
 };
+pub(crate) use generic_arguments::refuse_unknown_fields;
 use std::sync::Arc;
 pub(crate) use views::find_stages;
 
@@ -70,13 +72,19 @@ pub struct Ctx<'a> {
     pub raw_sequences: &'a [basalt_wire::DocumentSequence],
     /// The command's `maxTimeMS`, validated once for every command (see [`max_time_ms`]).
     pub max_time_ms: Option<i64>,
+    /// The command as a registered operation (`currentOp`, `killOp`), once its handler
+    /// runs.
+    pub operation: Option<&'a crate::operations::Operation>,
 }
 
 impl Ctx<'_> {
-    /// The command's time limit, shared by everything it runs (its scans, stages and
-    /// cursor).
+    /// The command's time limit and progress, shared by everything it runs (its scans,
+    /// stages and cursor); `killOp` stops what runs under it.
     pub fn deadline(&self) -> crate::exec::Deadline {
-        crate::exec::Deadline::from_max_time_ms(self.max_time_ms)
+        match self.operation {
+            Some(operation) => operation.deadline(),
+            None => crate::exec::Deadline::from_max_time_ms(self.max_time_ms),
+        }
     }
 }
 
@@ -293,6 +301,26 @@ static COMMANDS: &[Command] = &[
         "the client's address as the server sees it",
     ),
     admin_only(command("getLog", admin::get_log, "recent log lines")),
+    admin_only(command(
+        "currentOp",
+        current_op::current_op,
+        "the operations in progress",
+    )),
+    admin_only(command(
+        "killOp",
+        current_op::kill_op,
+        "stops an operation in progress at its next check",
+    )),
+    admin_only(command(
+        "top",
+        current_op::top,
+        "time and count of the operations on each collection",
+    )),
+    command(
+        "profile",
+        crate::profiler::profile,
+        "the database profiler's level, slowms, sampleRate and filter",
+    ),
     command(
         "serverStatus",
         server_status::server_status,
@@ -662,6 +690,7 @@ pub(crate) fn run_internal(server: &Arc<Server>, db: &str, mut body: Document) -
         db,
         raw_sequences: &[],
         max_time_ms: None,
+        operation: None,
     };
     let reply = Document::try_from(dispatch(&ctx, &body).as_ref())?;
     let failure = reply
@@ -997,31 +1026,74 @@ fn run_in_transaction(
 }
 
 /// Runs a command's handler here, with its collation default, time limit and
-/// JavaScript context, and records its latency.
+/// JavaScript context, registered as an operation (`currentOp`, `killOp`); then records
+/// its latency and `top` figures and profiles it.
 fn run_handler(ctx: &Ctx<'_>, command: &Command, body: &Document) -> Result<Reply> {
     let defaulted = default_collation::with_default_collation(ctx, body);
     let body = defaulted.as_ref().unwrap_or(body);
     let max_time_ms = generic_arguments::max_time_ms(body)?;
+    let target = latency_target(command.name, body);
+    let namespace = match target {
+        Some((collection, _)) => format!("{}.{collection}", ctx.db),
+        // A database-level aggregation's, as mongod names it.
+        None if command.name == "aggregate" => format!("{}.$cmd.aggregate", ctx.db),
+        None => format!("{}.$cmd", ctx.db),
+    };
+    let registered = ctx.server.operations.begin(
+        ctx.connection,
+        crate::security::cursor_owner(ctx),
+        command.name,
+        namespace,
+        body,
+        crate::exec::Deadline::from_max_time_ms(max_time_ms),
+    );
+    let operation = &registered.operation;
+    let profiling = ctx.server.profiler.database(ctx.db);
     let ctx = &Ctx {
         max_time_ms,
+        operation: Some(operation),
         ..*ctx
     };
     let stored = crate::system_js::stored_functions(&ctx.server.catalog, ctx.db);
-    let started = std::time::Instant::now();
+    let kill_flag = operation.deadline().progress().kill_flag();
     let view_read = views::read_of_view(ctx, command.name, body)?;
-    let reply =
-        basalt_js::with_command(max_time_ms, stored, || match (view_read, command.handler) {
+    let is_view_read = view_read.is_some();
+    let reply = basalt_js::with_command(max_time_ms, Some(kill_flag), stored, || {
+        match (view_read, command.handler) {
             (Some(read), _) => read.run(ctx, body),
             (None, Handler::Document(handler)) => handler(ctx, body).map(Reply::Document),
             (None, Handler::Encoded(handler)) => handler(ctx, body).map(Reply::Encoded),
-        });
-    // Operations that ran: not a getMore on an unknown cursor, say, as in MongoDB.
-    if let (Ok(_), Some((name, class))) = (&reply, latency_target(command.name, body)) {
-        if let Some(collection) = ctx.server.catalog.get(ctx.db, name) {
-            let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        }
+    });
+    let micros = u64::try_from(operation.started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    if let Some((name, class)) = target {
+        let collection = ctx.server.catalog.get(ctx.db, name);
+        // Operations that ran: not a getMore on an unknown cursor, say, as in MongoDB.
+        if let (Ok(_), Some(collection)) = (&reply, &collection) {
             collection.latency().record(class, micros);
         }
+        // `top` counts what ran on a collection or view that exists (still, or now).
+        let created = command.name == "create" && reply.is_ok();
+        if collection.is_some() || is_view_read || created {
+            let writes = replication::role_of(command.name, body) == replication::Role::Write;
+            ctx.server
+                .top
+                .record(&operation.ns, command.name, writes, micros);
+        }
     }
+    match (command.name, &reply) {
+        ("drop", Ok(_)) => ctx.server.top.forget(&operation.ns),
+        ("dropDatabase", Ok(_)) => ctx.server.top.forget(&format!("{}.", ctx.db)),
+        _ => {}
+    }
+    let outcome = match &reply {
+        Ok(Reply::Document(reply)) => crate::profiler::Outcome::Document(reply),
+        Ok(Reply::Encoded(reply) | Reply::Complete(reply)) => {
+            crate::profiler::Outcome::Encoded(reply)
+        }
+        Err(error) => crate::profiler::Outcome::Failed(error),
+    };
+    crate::profiler::record(ctx, profiling, command.name, operation, outcome);
     reply
 }
 

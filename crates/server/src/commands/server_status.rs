@@ -23,6 +23,9 @@ pub fn server_status(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
         "uptimeEstimate": uptime.as_secs() as i64,
         "localTime": bson::DateTime::now(),
         "connections": connections(server),
+        "globalLock": global_lock(server),
+        "locks": {},
+        "network": network(server),
         "opcounters": {
             "insert": Stats::get(&stats.insert),
             "query": Stats::get(&stats.query),
@@ -30,6 +33,11 @@ pub fn server_status(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
             "delete": Stats::get(&stats.delete),
             "getmore": Stats::get(&stats.getmore),
             "command": Stats::get(&stats.command),
+        },
+        // Replicated operations are not counted apart: a member applies whole entries.
+        "opcountersRepl": {
+            "insert": 0_i64, "query": 0_i64, "update": 0_i64, "delete": 0_i64,
+            "getmore": 0_i64, "command": 0_i64,
         },
         "mem": { "bits": 64, "resident": resident, "virtual": virtual_mb, "supported": true },
         "metrics": { "cursor": { "open": { "total": server.cursors.open_count() as i64 } } },
@@ -93,6 +101,45 @@ fn connections(server: &Server) -> Document {
         "exhaustHello": 0,
         "awaitingTopologyChanges": count(&connections.awaiting_topology_changes),
         "loadBalanced": 0_i64,
+    }
+}
+
+/// mongod's `globalLock`: Basalt has no global lock, so nothing ever queues for it;
+/// the active clients are the operations running, as readers or writers.
+fn global_lock(server: &Server) -> Document {
+    let (mut readers, mut writers) = (0i32, 0i32);
+    // A hello waiting for a topology change holds nothing (drivers' monitors).
+    let waiting = |op: &crate::operations::Operation| {
+        matches!(
+            op.command.keys().next().map(String::as_str),
+            Some("hello" | "isMaster" | "ismaster")
+        )
+    };
+    for op in server.operations.list().iter().filter(|op| !waiting(op)) {
+        match op.kind {
+            "insert" | "update" | "remove" => writers += 1,
+            _ => readers += 1,
+        }
+    }
+    doc! {
+        "totalTime": i64::try_from(server.started.elapsed().as_micros()).unwrap_or(i64::MAX),
+        "currentQueue": { "total": 0, "readers": 0, "writers": 0 },
+        "activeClients": { "total": readers + writers, "readers": readers, "writers": writers },
+    }
+}
+
+/// mongod's `network`: bytes of the messages received and sent (before compression is
+/// undone; the same as the physical bytes here), and the messages received.
+fn network(server: &Server) -> Document {
+    let stats = &server.stats;
+    doc! {
+        "bytesIn": Stats::get(&stats.bytes_in),
+        "bytesOut": Stats::get(&stats.bytes_out),
+        "physicalBytesIn": Stats::get(&stats.bytes_in),
+        "physicalBytesOut": Stats::get(&stats.bytes_out),
+        "numSlowDNSOperations": 0_i64,
+        "numSlowSSLOperations": 0_i64,
+        "numRequests": Stats::get(&stats.requests),
     }
 }
 

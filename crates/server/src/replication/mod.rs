@@ -518,6 +518,7 @@ fn run_applied(
         db: &command.db,
         raw_sequences: &sequences,
         max_time_ms: None,
+        operation: None,
     };
     APPLYING.with(|applying| applying.set(true));
     // Its effects are recorded in the oplog, with the session of a transaction's commit
@@ -565,6 +566,7 @@ pub fn expire_documents(
                         db: &db,
                         raw_sequences: &[],
                         max_time_ms: None,
+                        operation: None,
                     };
                     let reply = dispatch(&ctx, &body);
                     if reply.get_f64("ok").ok() != Some(1.0) {

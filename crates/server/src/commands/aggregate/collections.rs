@@ -64,6 +64,7 @@ impl ServerCollections {
             db: &self.db,
             raw_sequences: &[],
             max_time_ms: None,
+            operation: None,
         }
     }
 
@@ -271,28 +272,11 @@ impl Collections for ServerCollections {
             .then(|| basalt_query::BlockingSort::spill_directory_under(&self.server.options.dbpath))
     }
 
-    fn current_ops(&self) -> Result<Vec<Document>> {
-        let connection = &self.connection;
-        let mut ops = vec![doc! {
-            "type": "op",
-            "desc": format!("conn{}", connection.id),
-            "connectionId": connection.id,
-            "client": connection.peer.to_string(),
-            "active": true,
-            "currentOpTime": bson::DateTime::now().try_to_rfc3339_string().unwrap_or_default(),
-            "opid": connection.id,
-            "op": "command",
-            "ns": &self.namespace,
-            "command": self.command.clone(),
-        }];
-        ops.extend(
-            self.server
-                .catalog
-                .index_builds()
-                .into_iter()
-                .map(index_build_op),
-        );
-        Ok(ops)
+    fn current_ops(&self, options: &basalt_agg::CurrentOpOptions) -> Result<Vec<Document>> {
+        Ok(crate::commands::current_op::current_ops(
+            &self.ctx(),
+            options,
+        ))
     }
 
     fn collection_stats(&self, scale: i64, histograms: bool) -> Result<Document> {
@@ -441,31 +425,6 @@ impl ServerCollections {
 }
 
 /// A running index build as MongoDB's `$currentOp` shows it.
-fn index_build_op(build: basalt_catalog::IndexBuildProgress) -> Document {
-    let collection = build
-        .namespace
-        .split_once('.')
-        .map_or(build.namespace.as_str(), |(_, c)| c)
-        .to_string();
-    let percent = (build.done * 100).checked_div(build.total).unwrap_or(0);
-    doc! {
-        "type": "op",
-        "desc": "IndexBuildsCoordinatorMongod-0",
-        "active": true,
-        "op": "command",
-        "ns": build.namespace.clone(),
-        "command": {
-            "createIndexes": collection,
-            "indexes": [{ "key": build.key, "name": build.index_name }],
-        },
-        "msg": format!(
-            "Index Build: scanning collection Index Build: scanning collection: {}/{} {percent}%",
-            build.done, build.total
-        ),
-        "progress": { "done": build.done as i64, "total": build.total as i64 },
-    }
-}
-
 /// The unique index whose fields are exactly `on`, which makes `$merge`'s match unique.
 fn unique_index_on<'m>(meta: &'m CollectionMeta, on: &[String]) -> Option<&'m IndexSpec> {
     meta.indexes.iter().find(|index| {
