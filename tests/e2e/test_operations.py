@@ -9,6 +9,7 @@ profiler (`profile`, `<db>.system.profile`) and the "Slow query" log lines.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -338,3 +339,56 @@ def test_kill_op_leaves_other_connections_alone(client, db):
         assert other[db.name].c.count_documents({}) == 300
     finally:
         other.close()
+
+
+def json_lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def test_log_file_in_mongod_json_lines_rotated_by_log_rotate(start_server, tmp_path):
+    path = tmp_path / "basalt.log"
+    path.write_text("from an earlier run\n")
+    srv = start_server("--logpath", str(path), "--slowms", "0", quiet=False)
+    client = srv.client()
+    client.shop.items.insert_one({"_id": 1})
+    lines = wait_until(
+        lambda: [line for line in json_lines(path) if line["msg"] == "Slow query"],
+        what="a slow query line",
+    )
+    # The file found at start was renamed aside (no --logappend), not appended to.
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("basalt.log.")]
+    accepted = next(line for line in json_lines(path) if line["msg"] == "Connection accepted")
+    assert accepted["c"] == "NETWORK" and accepted["s"] == "I"
+    assert accepted["ctx"].startswith("conn") and "$date" in accepted["t"]
+    assert accepted["attr"]["remote"].startswith("127.0.0.1:")
+    insert = next(line for line in lines if line["attr"].get("op") == "insert")
+    assert insert["c"] == "COMMAND" and insert["attr"]["ns"] == "shop.items"
+    assert insert["attr"]["ninserted"] == 1
+    # getLog gives the same lines.
+    assert any('"Slow query"' in line for line in client.admin.command("getLog", "global")["log"])
+
+    assert client.admin.command("logRotate", 1)["ok"] == 1.0
+    rotated = sorted(p for p in tmp_path.iterdir() if p.name.startswith("basalt.log."))
+    assert len(rotated) == 2
+    client.shop.items.find_one()
+    wait_until(lambda: path.exists() and json_lines(path), what="lines in the new file")
+    with raises_code("NoSuchKey"):
+        client.admin.command("logRotate", "audit")
+    with raises_code("TypeMismatch"):
+        client.admin.command("logRotate", [1])
+    with raises_code("Unauthorized"):
+        client.shop.command("logRotate", 1)
+
+
+def test_log_append_and_profiler_flags(start_server, tmp_path):
+    path = tmp_path / "basalt.log"
+    path.write_text('{"msg": "kept"}\n')
+    srv = start_server(
+        "--logpath", str(path), "--logappend", "--profile", "2", "--slowms", "7"
+    )  # fmt: skip
+    client = srv.client()
+    assert json_lines(path)[0] == {"msg": "kept"}
+    settings = client.shop.command("profile", -1)
+    assert settings["was"] == 2 and settings["slowms"] == 7
+    client.shop.items.insert_one({"_id": 1})
+    assert client.shop.system.profile.count_documents({"op": "insert"}) == 1

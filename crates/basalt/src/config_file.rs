@@ -3,8 +3,9 @@
 //! which therefore win (clap keeps the last of a repeated flag).
 //!
 //! Every option Basalt has a flag for is read (`net`, `storage`, `security`,
-//! `replication`, `setParameter`, `systemLog.quiet`). mongod options that only concern
-//! its own machinery (log destination, forking, the journal) are accepted and ignored
+//! `replication`, `setParameter`, `systemLog.quiet`/`path`/`logAppend`,
+//! `operationProfiling`). mongod options that only concern its own machinery (syslog,
+//! forking, the journal) are accepted and ignored
 //! with a warning, so an existing mongod.conf starts Basalt; anything else is refused by
 //! name, as mongod refuses an unknown option.
 
@@ -49,13 +50,22 @@ const SETTINGS: &[(&str, Flag)] = &[
     ("replication.replSetName", Flag::Value("--replSet")),
     ("replication.oplogSizeMB", Flag::Value("--oplogSizeMB")),
     ("systemLog.quiet", Flag::Switch("--quiet")),
+    ("systemLog.path", Flag::Value("--logpath")),
+    ("systemLog.logAppend", Flag::Switch("--logappend")),
+    ("operationProfiling.mode", Flag::Value("--profile")),
+    (
+        "operationProfiling.slowOpThresholdMs",
+        Flag::Value("--slowms"),
+    ),
+    (
+        "operationProfiling.slowOpSampleRate",
+        Flag::Value("--slowOpSampleRate"),
+    ),
 ];
 
 /// mongod settings about its own machinery, accepted and ignored.
 const IGNORED_PREFIXES: &[&str] = &[
     "systemLog.destination",
-    "systemLog.path",
-    "systemLog.logAppend",
     "systemLog.logRotate",
     "systemLog.verbosity",
     "systemLog.timeStampFormat",
@@ -67,7 +77,7 @@ const IGNORED_PREFIXES: &[&str] = &[
     "storage.wiredTiger.indexConfig.",
     "net.unixDomainSocket.",
     "net.ipv6",
-    "operationProfiling.",
+    "operationProfiling.filter",
 ];
 
 /// The command line with the configuration file's settings in place of `--config FILE`
@@ -246,6 +256,8 @@ setParameter:
             "--tlsAllowConnectionsWithoutCertificates",
             "--dbpath",
             "/var/lib/basalt",
+            "--logpath",
+            "/var/log/basalt.log",
             "--auth",
             "--keyFile",
             "/etc/basalt/key",

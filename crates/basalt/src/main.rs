@@ -5,6 +5,7 @@
 mod config_file;
 
 use basalt_bench::{BenchArgs, ImportArgs};
+use basalt_server::log_file::{LogFile, LogFileLayer};
 use basalt_server::{bind, LogBuffer, Server, ServerOptions};
 use basalt_storage::FjallEngine;
 use clap::{Parser, Subcommand};
@@ -74,6 +75,29 @@ struct Args {
     /// Log only warnings and errors.
     #[arg(long)]
     quiet: bool,
+    /// Write the log to this file, in mongod's JSON line format, instead of stderr.
+    #[arg(long = "logpath", value_name = "PATH")]
+    log_path: Option<PathBuf>,
+    /// With --logpath: append to the file; without, a file already there is renamed
+    /// aside first.
+    #[arg(long = "logappend", requires = "log_path")]
+    log_append: bool,
+    /// The database profiler's level for every database: 0 off, 1 operations slower
+    /// than --slowms, 2 all (mongod's `operationProfiling.mode` names also: off,
+    /// slowOp, all).
+    #[arg(long, value_name = "LEVEL", default_value = "0", value_parser = profile_level)]
+    profile: i32,
+    /// Operations slower than this (ms) are logged, and profiled at level 1.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 100,
+        allow_negative_numbers = true
+    )]
+    slowms: i32,
+    /// The fraction of slow operations logged and profiled (0 to 1).
+    #[arg(long = "slowOpSampleRate", value_name = "RATE", default_value_t = 1.0, value_parser = sample_rate)]
+    slow_op_sample_rate: f64,
     /// Refuse server-side JavaScript ($where, mapReduce, $function, $accumulator).
     #[arg(long)]
     noscripting: bool,
@@ -288,12 +312,23 @@ fn serve(args: Args) -> std::process::ExitCode {
             eprintln!("basalt: cannot change the log filter: {e}");
         }
     }));
+    // The log goes to --logpath in mongod's JSON lines, else to stderr for people.
+    let output: Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync> = match &args.log_path {
+        Some(path) => match LogFile::open(path, args.log_append) {
+            Ok(file) => {
+                let file = std::sync::Arc::new(file);
+                log.set_file(file.clone());
+                Box::new(LogFileLayer(file))
+            }
+            Err(e) => {
+                eprintln!("basalt: cannot open --logpath {}: {e}", path.display());
+                return std::process::ExitCode::FAILURE;
+            }
+        },
+        None => Box::new(tracing_subscriber::fmt::layer().with_writer(std::io::stderr)),
+    };
     tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_filter(filter),
-        )
+        .with(output.with_filter(filter))
         // getLog keeps what mongod logs at its default verbosity. Unfiltered, the buffer
         // also took every debug and trace record of the storage engine, formatting
         // several per query.
@@ -317,6 +352,23 @@ fn serve(args: Args) -> std::process::ExitCode {
 }
 
 use basalt_server::tls::TlsMode;
+
+/// `--profile`: a level, or the name mongod's configuration file gives it.
+fn profile_level(value: &str) -> Result<i32, String> {
+    match value {
+        "0" | "off" => Ok(0),
+        "1" | "slowOp" => Ok(1),
+        "2" | "all" => Ok(2),
+        _ => Err(format!("{value} is not one of 0, 1, 2, off, slowOp, all")),
+    }
+}
+
+fn sample_rate(value: &str) -> Result<f64, String> {
+    match value.parse::<f64>() {
+        Ok(rate) if (0.0..=1.0).contains(&rate) => Ok(rate),
+        _ => Err(format!("{value} is not a number between 0 and 1")),
+    }
+}
 
 fn tls_mode(name: &str) -> Result<basalt_server::tls::TlsMode, String> {
     basalt_server::tls::TlsMode::from_name(name)
@@ -369,6 +421,11 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
         scan_workers: parameters.scan_workers,
         max_conns: args.max_conns,
         quiet: args.quiet,
+        profile: basalt_server::ProfileOptions {
+            level: args.profile,
+            slow_ms: args.slowms,
+            sample_rate: args.slow_op_sample_rate,
+        },
         repl_set: args.repl_set.clone().filter(|name| !name.is_empty()),
         oplog_size_mb: args.oplog_size_mb,
         enable_test_commands: parameters.enable_test_commands,

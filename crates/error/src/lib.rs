@@ -117,6 +117,7 @@ error_codes! {
     WRITE_CONFLICT = 112, "WriteConflict";
     LOCK_TIMEOUT = 24, "LockTimeout";
     INTERRUPTED = 11601, "Interrupted";
+    FILE_RENAME_FAILED = 16781, "FileRenameFailed";
     SNAPSHOT_UNAVAILABLE = 246, "SnapshotUnavailable";
     SNAPSHOT_TOO_OLD = 239, "SnapshotTooOld";
     PREPARED_TRANSACTION_IN_PROGRESS = 267, "PreparedTransactionInProgress";

@@ -19,6 +19,7 @@ mod geo;
 mod listener;
 mod local_oplog;
 mod log_buffer;
+pub mod log_file;
 mod operations;
 mod parallel_scan;
 mod parameters;
@@ -84,6 +85,8 @@ pub struct ServerOptions {
     pub max_conns: u64,
     /// mongod's `--quiet`: connections opening and closing are not logged.
     pub quiet: bool,
+    /// mongod's `--profile`, `--slowms` and `--slowOpSampleRate`.
+    pub profile: ProfileOptions,
     /// mongod's `--replSet`: the name of the replica set this member belongs to.
     pub repl_set: Option<String>,
     /// mongod's `--oplogSizeMB`: the member's oplog size when it first starts.
@@ -114,6 +117,27 @@ pub struct ServerOptions {
     /// certificates (same O, OU and DC as this member's) instead of the key file;
     /// implies `auth`.
     pub cluster_auth_x509: bool,
+}
+
+/// The profiler's settings at start (`profile` changes them at run time).
+#[derive(Clone, Copy, Debug)]
+pub struct ProfileOptions {
+    /// The level of every database: 0 off, 1 slow operations, 2 all.
+    pub level: i32,
+    /// Operations slower than this many milliseconds are slow.
+    pub slow_ms: i32,
+    /// The fraction of slow operations logged and profiled.
+    pub sample_rate: f64,
+}
+
+impl Default for ProfileOptions {
+    fn default() -> ProfileOptions {
+        ProfileOptions {
+            level: 0,
+            slow_ms: 100,
+            sample_rate: 1.0,
+        }
+    }
 }
 
 /// Everything the connections share.
@@ -172,6 +196,7 @@ impl Server {
             options.key.clone(),
         )?;
         let tls = tls::Tls::new(&options.tls)?;
+        let profiler = profiler::Profiler::new(options.profile);
         Ok(Server {
             security,
             tls,
@@ -199,7 +224,7 @@ impl Server {
             auto_compact: Default::default(),
             operations: Default::default(),
             top: Default::default(),
-            profiler: Default::default(),
+            profiler,
         })
     }
 

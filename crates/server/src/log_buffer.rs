@@ -1,11 +1,9 @@
 //! Keeps the most recent log lines in memory for the getLog command, as a tracing layer
-//! beside the normal stderr output.
+//! beside the normal output, in mongod's JSON line format (`log_file.rs`).
 
 use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::fmt::Write;
 use std::sync::Arc;
-use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::Layer;
@@ -19,6 +17,8 @@ pub struct LogBuffer {
     /// Replaces the process's log filter (tracing directives): installed by the binary
     /// that set up the logging, used when `setParameter` changes a verbosity.
     filter_hook: Arc<Mutex<Option<FilterHook>>>,
+    /// The log file of `--logpath`, which `logRotate` rotates.
+    file: Arc<std::sync::OnceLock<Arc<crate::log_file::LogFile>>>,
 }
 
 /// A function that installs new log filter directives (`info,basalt_repl=debug`).
@@ -42,6 +42,19 @@ impl LogBuffer {
         *self.filter_hook.lock() = Some(hook);
     }
 
+    /// Names the log file (`--logpath`) for `logRotate`.
+    pub fn set_file(&self, file: Arc<crate::log_file::LogFile>) {
+        let _ = self.file.set(file);
+    }
+
+    /// `logRotate`: rotates the log file, if the server writes one.
+    pub(crate) fn rotate(&self) -> basalt_error::Result<()> {
+        match self.file.get() {
+            Some(file) => file.rotate(),
+            None => Ok(()),
+        }
+    }
+
     /// Applies new log filter directives (nothing without a hook: a server in tests).
     pub(crate) fn set_filter(&self, directives: &str) {
         tracing::info!("log filter now {directives}");
@@ -60,28 +73,11 @@ impl LogBuffer {
     }
 }
 
-struct MessageVisitor(String);
-
-impl Visit for MessageVisitor {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            let _ = write!(self.0, "{value:?}");
-        } else {
-            let _ = write!(self.0, " {}={value:?}", field.name());
-        }
-    }
-}
-
 impl<S: Subscriber> Layer<S> for LogBuffer {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        let mut visitor = MessageVisitor(String::new());
-        event.record(&mut visitor);
-        let line = bson::doc! {
-            "t": { "$date": bson::DateTime::now().try_to_rfc3339_string().unwrap_or_default() },
-            "s": event.metadata().level().as_str(),
-            "ctx": event.metadata().target(),
-            "msg": visitor.0,
-        };
-        self.push(line.to_string());
+        // mongod's getLog lines are its log lines: the same JSON as the log file's.
+        let mut line = crate::log_file::format_line(event);
+        line.pop();
+        self.push(line);
     }
 }

@@ -65,6 +65,38 @@ const COMPONENTS: &[(&str, &[&str])] = &[
     ("streams", &[]),
 ];
 
+/// mongod's short name of the log component a module logs for (the `c` of its log
+/// lines): the component of the longest module path that `target` starts with.
+pub fn log_component(target: &str) -> &'static str {
+    let component = COMPONENTS
+        .iter()
+        .flat_map(|(component, modules)| modules.iter().map(move |m| (*component, *m)))
+        .filter(|(_, module)| {
+            target == *module
+                || target
+                    .strip_prefix(module)
+                    .is_some_and(|r| r.starts_with("::"))
+        })
+        .max_by_key(|(_, module)| module.len())
+        .map_or("", |(component, _)| component);
+    match component {
+        "accessControl" => "ACCESS",
+        "command" => "COMMAND",
+        "control" => "CONTROL",
+        "geo" => "GEO",
+        "index" => "INDEX",
+        "network" => "NETWORK",
+        "network.connectionPool" => "CONNPOOL",
+        "query" => "QUERY",
+        "replication" => "REPL",
+        "replication.election" => "ELECTION",
+        "replication.initialSync" => "INITSYNC",
+        "storage" => "STORAGE",
+        "transaction" => "TXN",
+        _ => "-",
+    }
+}
+
 /// The longest `automationServiceDescriptor` mongod takes.
 const DESCRIPTOR_BYTES_MAX: usize = 64;
 

@@ -21,8 +21,6 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// mongod's default `slowms`.
-const DEFAULT_SLOW_MS: i32 = 100;
 /// The size of a `system.profile` collection the profiler creates (mongod's).
 const PROFILE_COLLECTION_BYTES: i64 = 1024 * 1024;
 pub const PROFILE_COLLECTION: &str = "system.profile";
@@ -49,13 +47,13 @@ struct Settings {
 }
 
 impl Profiler {
-    /// A profiler at `level` for every database, with `slow_ms` as the threshold.
-    pub fn new(level: i32, slow_ms: i32) -> Profiler {
+    /// A profiler with the command line's settings.
+    pub fn new(options: crate::ProfileOptions) -> Profiler {
         Profiler {
             settings: Mutex::new(Settings {
-                default_level: level,
-                slow_ms,
-                sample_rate: 1.0,
+                default_level: options.level,
+                slow_ms: options.slow_ms,
+                sample_rate: options.sample_rate,
                 databases: HashMap::new(),
             }),
         }
@@ -71,12 +69,6 @@ impl Profiler {
                 level: settings.default_level,
                 filter: None,
             })
-    }
-}
-
-impl Default for Profiler {
-    fn default() -> Profiler {
-        Profiler::new(0, DEFAULT_SLOW_MS)
     }
 }
 
@@ -258,7 +250,13 @@ pub fn record(
         None => slow && sampled,
     };
     if taken {
-        tracing::info!(connection_id = ctx.connection.id, "Slow query {}", entry);
+        // mongod's slow-query line: the entry's fields are the line's `attr`.
+        let attr = Bson::Document(entry.clone()).into_relaxed_extjson();
+        tracing::info!(
+            target: "basalt_server::commands",
+            attr = %attr,
+            "Slow query"
+        );
     }
     if database.level == 2 || (database.level == 1 && taken) {
         write(ctx.server, ctx.db, entry);

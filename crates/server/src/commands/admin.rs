@@ -250,6 +250,32 @@ pub fn get_log(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     }
 }
 
+/// `logRotate`: `{logRotate: 1 | "server"}` (any number or boolean) rotates the log
+/// file; "audit" names a log this server does not keep.
+pub fn log_rotate(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    super::refuse_unknown_fields("logRotate", body, &[])?;
+    match body.get("logRotate") {
+        Some(Bson::String(target)) if target == "server" => {}
+        Some(Bson::String(target)) => {
+            return Err(Error::new(
+                ErrorCode::NO_SUCH_KEY,
+                format!("Unknown log type for rotate: {target}"),
+            ))
+        }
+        Some(value) if basalt_value::is_number(value) || matches!(value, Bson::Boolean(_)) => {}
+        Some(other) => {
+            return Err(Error::type_mismatch(format!(
+                "BSON field 'logRotate.logRotate' is the wrong type '{}', expected types \
+                 '[string, int, long, double, decimal, bool]'",
+                basalt_expr::type_name(Some(other))
+            )))
+        }
+        None => {}
+    }
+    ctx.server.log.rotate()?;
+    Ok(Document::new())
+}
+
 pub fn connection_status(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let show_privileges = body.get_bool("showPrivileges").unwrap_or(false);
     Ok(doc! { "authInfo": crate::security::auth_info(ctx, show_privileges)? })

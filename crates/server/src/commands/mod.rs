@@ -302,6 +302,11 @@ static COMMANDS: &[Command] = &[
     ),
     admin_only(command("getLog", admin::get_log, "recent log lines")),
     admin_only(command(
+        "logRotate",
+        admin::log_rotate,
+        "renames the log file aside and opens a new one",
+    )),
+    admin_only(command(
         "currentOp",
         current_op::current_op,
         "the operations in progress",

@@ -143,6 +143,7 @@ pub fn required(command: &str, db: &str, body: &Document) -> Option<Need> {
         "currentOp" => on_cluster(A::Inprog),
         "killOp" => on_cluster(A::Killop),
         "top" => on_cluster(A::Top),
+        "logRotate" => on_cluster(A::LogRotate),
         "profile" => on_db(A::EnableProfiler),
         "getParameter" => on_cluster(A::GetParameter),
         "setParameter" => on_cluster(A::SetParameter),
