@@ -12,7 +12,6 @@ only bound their waits.
 from __future__ import annotations
 
 import json
-
 import resource
 import selectors
 import socket
