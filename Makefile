@@ -6,6 +6,8 @@
 #   make fmt                   format the Rust and Python code in place
 #   make cargo-test            unit tests and the Rust-driver end-to-end tests
 #   make pytest                pymongo end-to-end tests (tests/e2e); PYTEST_ARGS=-k... to narrow
+#   make browser               headless Chromium for the status page's test (as root, from apt)
+#   make mongo-tools           MongoDB's Database Tools from MONGO_TOOLS_SRC, for their test
 #   make node-test             Node.js driver and mongosh tests (tests/node)
 #   make go-test               gofmt, vet and the tests of the linearizability checker (tools/)
 #   make conformance           MongoDB driver-spec conformance run, checked against the baseline
@@ -35,7 +37,7 @@ NODE_DIR := tests/node
 FUZZ_SECONDS ?= 60
 PYTEST_ARGS ?=
 
-.PHONY: test lint fmt fmt-check clippy py-lint cargo-test go-test build venv node-deps pytest node-test \
+.PHONY: test lint fmt fmt-check clippy py-lint cargo-test go-test build venv node-deps pytest node-test browser mongo-tools \
 	conformance conformance-baseline fuzz
 
 test:
@@ -93,6 +95,25 @@ $(NODE_DIR)/node_modules/.installed: $(NODE_DIR)/package-lock.json $(NODE_DIR)/p
 
 pytest: build venv
 	$(PYTHON) -m pytest tests/e2e $(PYTEST_ARGS)
+
+# Headless Chromium for the status page's browser test (tests/e2e/test_status_page.py),
+# from the OS packages; where it cannot be installed (not root, no apt) the test is
+# skipped with a message.
+browser:
+	@if command -v chromium >/dev/null; then echo "chromium: $$(command -v chromium)"; \
+	elif [[ $$(id -u) == 0 ]] && command -v apt-get >/dev/null; then \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium; \
+	else echo "chromium not installed and cannot be (needs root and apt): the browser test will be skipped"; fi
+
+# MongoDB's Database Tools built from their Go sources (MONGO_TOOLS_SRC: a checkout of
+# github.com/mongodb/mongo-tools) into .tools/bin, where tests/e2e/test_operations.py
+# finds them (or set MONGO_TOOLS_DIR).
+MONGO_TOOLS := mongodump mongorestore mongoexport mongoimport mongostat mongotop bsondump
+mongo-tools:
+	@test -n "$(MONGO_TOOLS_SRC)" || { echo "set MONGO_TOOLS_SRC to a mongo-tools checkout"; exit 1; }
+	for tool in $(MONGO_TOOLS); do \
+	  (cd "$(MONGO_TOOLS_SRC)" && go build -mod=vendor -o "$(CURDIR)/.tools/bin/$$tool" ./$$tool/main); \
+	done
 
 node-test: build node-deps
 	cd $(NODE_DIR) && npm test

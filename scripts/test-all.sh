@@ -18,6 +18,7 @@ STEPS=(
   "python venv|venv|no"
   "ruff (python lint)|py-lint|no"
   "node modules|node-deps|no"
+  "chromium (status page test)|browser|no"
   "conformance (vs baseline)|conformance|yes"
   "pytest e2e|pytest|yes"
   "node driver + mongosh|node-test|yes"

@@ -271,9 +271,13 @@ def test_server_status_has_the_sections_mongostat_reads(client, db):
 
 
 def tools_directory() -> Path | None:
-    """MongoDB's Database Tools: `$MONGO_TOOLS_DIR`, or on the PATH."""
+    """MongoDB's Database Tools: `$MONGO_TOOLS_DIR`, `make mongo-tools`'s, or on the
+    PATH."""
     if os.environ.get("MONGO_TOOLS_DIR"):
         return Path(os.environ["MONGO_TOOLS_DIR"])
+    built = Path(__file__).resolve().parents[2] / ".tools" / "bin"
+    if (built / "mongodump").is_file():
+        return built
     found = shutil.which("mongodump")
     return Path(found).parent if found else None
 
@@ -282,9 +286,9 @@ def tool(name: str) -> str:
     directory = tools_directory()
     if directory is None or not (directory / name).is_file():
         pytest.skip(
-            f"{name} not installed: build MongoDB's Database Tools (github.com/mongodb/"
-            "mongo-tools, `go build -mod=vendor -o DIR/<tool> ./<tool>/main`) and set "
-            "MONGO_TOOLS_DIR=DIR"
+            f"{name} not installed: build MongoDB's Database Tools with `make mongo-tools "
+            "MONGO_TOOLS_SRC=<a github.com/mongodb/mongo-tools checkout>`, or set "
+            "MONGO_TOOLS_DIR to where they are"
         )
     return str(directory / name)
 

@@ -26,6 +26,7 @@ const SETTINGS: &[(&str, Flag)] = &[
     ("net.bindIp", Flag::Value("--bind_ip")),
     ("net.bindIpAll", Flag::Switch("--bind_ip_all")),
     ("net.maxIncomingConnections", Flag::Value("--maxConns")),
+    ("net.http.port", Flag::Value("--httpPort")),
     ("net.tls.mode", Flag::Value("--tlsMode")),
     (
         "net.tls.certificateKeyFile",

@@ -59,6 +59,10 @@ struct Args {
     /// Port to listen on.
     #[arg(long, default_value_t = 27017)]
     port: u16,
+    /// Serve the status page (/), its data (/status.json) and Prometheus metrics
+    /// (/metrics) over HTTP on this port, on the --bind_ip addresses (off by default).
+    #[arg(long = "httpPort", value_name = "PORT")]
+    http_port: Option<u16>,
     /// Comma-separated addresses to listen on.
     #[arg(long = "bind_ip", default_value = "127.0.0.1")]
     bind_ip: String,
@@ -421,6 +425,7 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
         scan_workers: parameters.scan_workers,
         max_conns: args.max_conns,
         quiet: args.quiet,
+        http_port: args.http_port,
         profile: basalt_server::ProfileOptions {
             level: args.profile,
             slow_ms: args.slowms,

@@ -16,6 +16,7 @@ mod exec;
 mod fail_points;
 mod fsync_lock;
 mod geo;
+mod http_interface;
 mod listener;
 mod local_oplog;
 mod log_buffer;
@@ -87,6 +88,8 @@ pub struct ServerOptions {
     pub quiet: bool,
     /// mongod's `--profile`, `--slowms` and `--slowOpSampleRate`.
     pub profile: ProfileOptions,
+    /// The HTTP interface's port (`--httpPort`): the status page and `/metrics`.
+    pub http_port: Option<u16>,
     /// mongod's `--replSet`: the name of the replica set this member belongs to.
     pub repl_set: Option<String>,
     /// mongod's `--oplogSizeMB`: the member's oplog size when it first starts.
@@ -270,6 +273,16 @@ impl Server {
     ) -> Result<()> {
         listener::accept_on(&self, listeners)
             .map_err(|e| basalt_error::Error::internal(format!("cannot start a listener: {e}")))?;
+        if let Some(port) = self.options.http_port {
+            let listeners = listener::bind_port(&self.options, port)
+                .and_then(|listeners| http_interface::start(&self, listeners).map(|()| port))
+                .map_err(|e| {
+                    basalt_error::Error::internal(format!(
+                        "cannot listen on --httpPort {port}: {e}"
+                    ))
+                })?;
+            tracing::info!("status page and metrics on http port {listeners}");
+        }
         let reaper = self.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(CURSOR_REAP_INTERVAL_MS));

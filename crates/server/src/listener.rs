@@ -41,6 +41,11 @@ const ACCEPT_RETRY_DELAY_MS: u64 = 100;
 
 /// Binds every address of `--bind_ip` on the port, with a backlog for connection storms.
 pub fn bind(options: &ServerOptions) -> std::io::Result<Vec<TcpListener>> {
+    bind_port(options, options.port)
+}
+
+/// Binds every address of `--bind_ip` on `port` (the HTTP interface's, say).
+pub fn bind_port(options: &ServerOptions, port: u16) -> std::io::Result<Vec<TcpListener>> {
     let mut listeners = Vec::new();
     for ip in &options.bind_ip {
         let host = if ip == "localhost" {
@@ -48,9 +53,9 @@ pub fn bind(options: &ServerOptions) -> std::io::Result<Vec<TcpListener>> {
         } else {
             ip.as_str()
         };
-        let addr: SocketAddr = format!("{host}:{}", options.port)
+        let addr: SocketAddr = format!("{host}:{port}")
             .parse()
-            .or_else(|_| format!("[{host}]:{}", options.port).parse())
+            .or_else(|_| format!("[{host}]:{port}").parse())
             .map_err(|e| {
                 std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,

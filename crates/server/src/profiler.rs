@@ -36,7 +36,12 @@ pub struct DatabaseProfile {
 
 pub struct Profiler {
     settings: Mutex<Settings>,
+    /// The latest slow operations' entries, newest last (the status page's list).
+    recent_slow: Mutex<std::collections::VecDeque<Document>>,
 }
+
+/// How many slow operations the status page lists.
+const RECENT_SLOW_MAX: usize = 50;
 
 struct Settings {
     /// The level of databases that have not set their own (mongod's `--profile`).
@@ -56,7 +61,21 @@ impl Profiler {
                 sample_rate: options.sample_rate,
                 databases: HashMap::new(),
             }),
+            recent_slow: Mutex::new(std::collections::VecDeque::new()),
         }
+    }
+
+    /// The latest slow operations, newest first.
+    pub fn recent_slow(&self) -> Vec<Document> {
+        self.recent_slow.lock().iter().rev().cloned().collect()
+    }
+
+    fn note_slow(&self, entry: &Document) {
+        let mut recent = self.recent_slow.lock();
+        if recent.len() == RECENT_SLOW_MAX {
+            recent.pop_front();
+        }
+        recent.push_back(entry.clone());
     }
 
     pub fn database(&self, db: &str) -> DatabaseProfile {
@@ -250,6 +269,7 @@ pub fn record(
         None => slow && sampled,
     };
     if taken {
+        profiler.note_slow(&entry);
         // mongod's slow-query line: the entry's fields are the line's `attr`.
         let attr = Bson::Document(entry.clone()).into_relaxed_extjson();
         tracing::info!(

@@ -1,5 +1,5 @@
-//! Counters reported by serverStatus: connections, operations and the memory connections
-//! hold.
+//! Counters reported by serverStatus and `/metrics`: connections, operations, network,
+//! the memory connections hold and each command's latencies.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -17,6 +17,8 @@ pub struct Stats {
     pub bytes_in: AtomicU64,
     pub bytes_out: AtomicU64,
     pub requests: AtomicU64,
+    /// How long each command took.
+    pub latencies: CommandLatencies,
 }
 
 /// What serverStatus's `connections` and `basalt.connections` report.
@@ -82,5 +84,115 @@ impl<'a> Counted<'a> {
 impl Drop for Counted<'_> {
     fn drop(&mut self) {
         self.counter.fetch_sub(self.n, Ordering::Relaxed);
+    }
+}
+
+/// This process's resident and virtual memory in bytes, from /proc.
+pub fn process_memory_bytes() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    };
+    (field("VmRSS:"), field("VmSize:"))
+}
+
+/// Upper bounds (microseconds) of the command latency histograms' buckets, as
+/// Prometheus' `le` labels; a last bucket takes the rest.
+pub const LATENCY_BUCKETS_MICROS: [u64; 14] = [
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 1_000_000,
+    5_000_000, 10_000_000,
+];
+
+/// How long one command took, every time it ran.
+#[derive(Default)]
+pub struct LatencyHistogram {
+    /// Counts per bucket (not cumulative), the last for what no bound holds.
+    buckets: [AtomicU64; LATENCY_BUCKETS_MICROS.len() + 1],
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl LatencyHistogram {
+    pub fn record(&self, micros: u64) {
+        let bucket = LATENCY_BUCKETS_MICROS
+            .iter()
+            .position(|bound| micros <= *bound)
+            .unwrap_or(LATENCY_BUCKETS_MICROS.len());
+        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+
+    /// The cumulative counts per bucket bound (the last is everything), the count and
+    /// the total time in microseconds.
+    pub fn snapshot(&self) -> (Vec<u64>, u64, u64) {
+        let mut cumulative = 0;
+        let buckets = self
+            .buckets
+            .iter()
+            .map(|b| {
+                cumulative += b.load(Ordering::Relaxed);
+                cumulative
+            })
+            .collect();
+        (
+            buckets,
+            self.count.load(Ordering::Relaxed),
+            self.sum_micros.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// A latency histogram per command name (`/metrics`, the status page).
+#[derive(Default)]
+pub struct CommandLatencies {
+    by_command: parking_lot::RwLock<
+        std::collections::BTreeMap<&'static str, std::sync::Arc<LatencyHistogram>>,
+    >,
+}
+
+impl CommandLatencies {
+    pub fn record(&self, command: &'static str, micros: u64) {
+        let known = self.by_command.read().get(command).cloned();
+        let histogram = match known {
+            Some(histogram) => histogram,
+            None => self.by_command.write().entry(command).or_default().clone(),
+        };
+        histogram.record(micros);
+    }
+
+    /// Every command that ran, by name.
+    pub fn all(&self) -> Vec<(&'static str, std::sync::Arc<LatencyHistogram>)> {
+        self.by_command
+            .read()
+            .iter()
+            .map(|(name, histogram)| (*name, histogram.clone()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_count_into_cumulative_buckets() {
+        let latencies = CommandLatencies::default();
+        for micros in [50, 100, 101, 20_000_000] {
+            latencies.record("find", micros);
+        }
+        let all = latencies.all();
+        let (buckets, count, sum) = all[0].1.snapshot();
+        assert_eq!(all[0].0, "find");
+        assert_eq!((count, sum), (4, 20_000_251));
+        assert_eq!(buckets[0], 2); // <= 100 µs
+        assert_eq!(buckets[1], 3); // <= 250 µs
+        assert_eq!(buckets[LATENCY_BUCKETS_MICROS.len() - 1], 3);
+        assert_eq!(buckets[LATENCY_BUCKETS_MICROS.len()], 4);
     }
 }

@@ -2,7 +2,7 @@
 //! of the command document, with the help text listCommands reports and the
 //! serverStatus opcounter it feeds.
 
-mod admin;
+pub(crate) mod admin;
 mod aggregate;
 mod api_version;
 mod apply_ops;
@@ -1071,6 +1071,7 @@ fn run_handler(ctx: &Ctx<'_>, command: &Command, body: &Document) -> Result<Repl
         }
     });
     let micros = u64::try_from(operation.started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    ctx.server.stats.latencies.record(command.name, micros);
     if let Some((name, class)) = target {
         let collection = ctx.server.catalog.get(ctx.db, name);
         // Operations that ran: not a getMore on an unknown cursor, say, as in MongoDB.

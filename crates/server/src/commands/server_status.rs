@@ -166,16 +166,8 @@ fn operation_memory() -> Document {
     }
 }
 
-/// Resident and virtual memory of this process in MiB, from /proc.
+/// Resident and virtual memory of this process in MiB.
 fn memory_mb() -> (i64, i64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|kb| kb.parse::<i64>().ok())
-            .map_or(0, |kb| kb / 1024)
-    };
-    (field("VmRSS:"), field("VmSize:"))
+    let (resident, virtual_bytes) = crate::stats::process_memory_bytes();
+    ((resident >> 20) as i64, (virtual_bytes >> 20) as i64)
 }
