@@ -131,4 +131,32 @@ describe('mongosh', () => {
     );
     assert.equal(out.trim(), '[{"_id":2,"x":"b"}]');
   });
+
+  // The shell's operator helpers, as the README's Operations section writes them.
+  test('profiler, currentOp and killOp helpers', () => {
+    const out = mongosh(
+      'db.dropDatabase(); db.setProfilingLevel(2, { slowms: 50 });' +
+        'db.items.insertOne({ n: 1 }); db.items.find({ n: 1 }).toArray();' +
+        'db.setProfilingLevel(1, { filter: { op: "query", millis: { $gt: 20 } } });' +
+        'const level = db.getProfilingStatus();' +
+        'db.setProfilingLevel(0, { filter: "unset", slowms: 100 });' +
+        'const entry = db.system.profile.find({ op: "query" }).sort({ ts: -1 }).toArray()[0];' +
+        'const ops = db.currentOp({ ns: "admin.$cmd.aggregate" }).inprog;' +
+        'const killed = db.killOp(2147483000);' +
+        'print(EJSON.stringify({ was: level.was, slowms: level.slowms, filter: level.filter,' +
+        '  ns: entry.ns, plan: entry.planSummary, returned: entry.nreturned,' +
+        '  examined: entry.docsExamined, ops: ops.length, killed: killed.info }))',
+    );
+    assert.deepEqual(JSON.parse(out.trim().split('\n').pop()), {
+      was: 1,
+      slowms: 50,
+      filter: { $and: [{ op: { $eq: 'query' } }, { millis: { $gt: 20 } }] },
+      ns: 'test.items',
+      plan: 'COLLSCAN',
+      returned: 1,
+      examined: 1,
+      ops: 1,
+      killed: 'attempting to kill op',
+    });
+  });
 });
