@@ -85,7 +85,9 @@ const IGNORED_PREFIXES: &[&str] = &[
 /// (or `-f FILE`); unchanged without one.
 pub fn expand(argv: Vec<OsString>) -> Result<Vec<OsString>, String> {
     // The tools' flags are their own (`basalt import -f` names fields, as mongoimport's).
-    if argv.get(1).is_some_and(|a| a == "import" || a == "bench") {
+    if argv.get(1).is_some_and(|a| {
+        ["import", "bench", "dump", "restore", "export"].contains(&&*a.to_string_lossy())
+    }) {
         return Ok(argv);
     }
     let Some(at) = argv.iter().position(|a| a == "--config" || a == "-f") else {

@@ -4,6 +4,7 @@
 
 mod config_file;
 
+use basalt_bench::tools::{self, dump::DumpArgs, export::ExportArgs, restore::RestoreArgs};
 use basalt_bench::{BenchArgs, ImportArgs};
 use basalt_server::log_file::{LogFile, LogFileLayer};
 use basalt_server::{bind, LogBuffer, Server, ServerOptions};
@@ -47,6 +48,13 @@ enum Command {
     Import(ImportArgs),
     /// Run the W1-W5 benchmarks on a private server, beside DuckDB and SQLite.
     Bench(BenchArgs),
+    /// Write a server's collections to a dump directory or archive (mongodump's flags
+    /// and formats).
+    Dump(DumpArgs),
+    /// Load a dump directory or archive into a server (mongorestore's flags).
+    Restore(RestoreArgs),
+    /// Write a collection as JSON lines, a JSON array or CSV (mongoexport's flags).
+    Export(ExportArgs),
 }
 
 /// The server's flags, mongod's names.
@@ -295,6 +303,34 @@ fn main() -> std::process::ExitCode {
             Err(e) => Err(e.message),
         },
         Some(Command::Bench(args)) => basalt_bench::bench(&args).map_err(|e| e.message),
+        Some(Command::Dump(args)) => tools::dump::run(&args)
+            .map(|summary| {
+                if !args.quiet {
+                    eprintln!(
+                        "dumped {} collections, {} documents in {:.2} s",
+                        summary.collections, summary.documents, summary.seconds
+                    );
+                }
+            })
+            .map_err(|e| e.message),
+        Some(Command::Restore(args)) => match tools::restore::run(&args) {
+            Ok(summary) => {
+                if !args.quiet {
+                    eprintln!(
+                        "{} document(s) restored successfully. {} document(s) failed to restore. ({:.0} documents/s)",
+                        summary.documents,
+                        summary.failed,
+                        summary.docs_per_second()
+                    );
+                }
+                match summary.failed {
+                    0 => Ok(()),
+                    n => Err(format!("{n} document(s) failed to restore")),
+                }
+            }
+            Err(e) => Err(e.message),
+        },
+        Some(Command::Export(args)) => tools::export::run(&args).map(drop).map_err(|e| e.message),
     };
     match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,

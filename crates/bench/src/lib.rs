@@ -15,6 +15,7 @@ mod raw_wire;
 mod report;
 mod server;
 mod suite;
+pub mod tools;
 mod workloads;
 
 pub use import::ImportArgs;

@@ -10,9 +10,9 @@
 
 mod column_type;
 mod delimited;
-mod json_lines;
-mod progress;
-mod sink;
+pub(crate) mod json_lines;
+pub(crate) mod progress;
+pub(crate) mod sink;
 mod source;
 mod wire_insert;
 

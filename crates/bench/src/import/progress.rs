@@ -6,14 +6,14 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-pub(super) struct Progress {
+pub(crate) struct Progress {
     bar: ProgressBar,
     docs: AtomicU64,
 }
 
 impl Progress {
     /// A bar over `total_bytes` (a spinner when the size is unknown); hidden when `quiet`.
-    pub(super) fn new(total_bytes: Option<u64>, quiet: bool) -> Progress {
+    pub(crate) fn new(total_bytes: Option<u64>, quiet: bool) -> Progress {
         let (bar, template) = match total_bytes {
             Some(total) => (
                 ProgressBar::new(total),
@@ -35,7 +35,7 @@ impl Progress {
         }
     }
 
-    pub(super) fn advance(&self, docs: u64, bytes: u64) {
+    pub(crate) fn advance(&self, docs: u64, bytes: u64) {
         let total = self.docs.fetch_add(docs, Ordering::Relaxed) + docs;
         let rate = total as f64 / self.bar.elapsed().as_secs_f64().max(1e-3);
         self.bar
@@ -44,7 +44,7 @@ impl Progress {
     }
 
     /// Prints a line above the bar (or on stderr without one), unless quiet.
-    pub(super) fn println(&self, line: &str) {
+    pub(crate) fn println(&self, line: &str) {
         if self.bar.is_hidden() {
             eprintln!("{line}");
         } else {
@@ -52,7 +52,7 @@ impl Progress {
         }
     }
 
-    pub(super) fn finish(&self) {
+    pub(crate) fn finish(&self) {
         self.bar.finish_and_clear();
     }
 }

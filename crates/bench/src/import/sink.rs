@@ -26,7 +26,7 @@ pub enum Mode {
     Upsert,
 }
 
-pub(super) struct Sink {
+pub(crate) struct Sink {
     runtime: tokio::runtime::Runtime,
     db: Database,
     collection: Collection<RawDocumentBuf>,
@@ -39,7 +39,7 @@ pub(super) struct Sink {
 
 /// The result of one batch.
 #[derive(Debug, Default)]
-pub(super) struct Outcome {
+pub(crate) struct Outcome {
     pub written: u64,
     /// Documents not written: index in the batch, and why.
     pub failed: Vec<(usize, String)>,
@@ -48,7 +48,7 @@ pub(super) struct Outcome {
 impl Sink {
     /// Connects and checks that the server answers. `ordered` stops a batch at its first
     /// failing document (`--stopOnError`).
-    pub(super) fn connect(
+    pub(crate) fn connect(
         uri: &str,
         db: &str,
         collection: &str,
@@ -105,7 +105,7 @@ impl Sink {
     }
 
     /// Writes one batch; `Err` only when the request as a whole failed.
-    pub(super) fn write(&self, docs: Vec<RawDocumentBuf>) -> Result<Outcome> {
+    pub(crate) fn write(&self, docs: Vec<RawDocumentBuf>) -> Result<Outcome> {
         if docs.is_empty() {
             return Ok(Outcome::default());
         }

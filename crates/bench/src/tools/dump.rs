@@ -1,0 +1,380 @@
+//! `basalt dump`: mongodump's job and formats. Collections are read in parallel
+//! (`--numParallelCollections`), each through a driver cursor of raw documents written
+//! out as they come: to `<out>/<db>/<collection>.bson` beside its `.metadata.json`
+//! (options, indexes, UUID, type; views have only the metadata), gzipped with
+//! `--gzip`, or as segments of one `--archive` stream.
+
+use super::archive::{ArchiveWriter, CollectionEntry};
+use super::namespaces::NamespaceFilter;
+use super::{canonical_json, json_document, server_error, Connection};
+use crate::import::progress::Progress;
+use crate::io_error;
+use basalt_error::Result;
+use bson::{doc, Bson, Document, RawDocumentBuf};
+use flate2::write::GzEncoder;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Bytes of documents gathered before they are written as one archive segment.
+const SEGMENT_BYTES: usize = 1 << 20;
+
+/// Writes a server's collections to files (mongodump's flags).
+#[derive(clap::Args, Clone, Debug)]
+pub struct DumpArgs {
+    /// Connection string of the server to dump.
+    #[arg(long, default_value = "mongodb://127.0.0.1:27017")]
+    pub uri: String,
+    /// Only this database.
+    #[arg(long, short = 'd')]
+    pub db: Option<String>,
+    /// Only this collection (with --db).
+    #[arg(long, short = 'c')]
+    pub collection: Option<String>,
+    /// Only the documents matching this filter (Extended JSON).
+    #[arg(long, short = 'q')]
+    pub query: Option<String>,
+    /// Directory to write the dump to.
+    #[arg(long, short = 'o', default_value = "dump")]
+    pub out: PathBuf,
+    /// Write one archive instead of a directory: to this file, or to standard output
+    /// with no file (`--archive`) or "-".
+    #[arg(long, num_args = 0..=1, default_missing_value = "-", require_equals = true)]
+    pub archive: Option<PathBuf>,
+    /// Compress: each file of a directory dump, or the whole archive.
+    #[arg(long)]
+    pub gzip: bool,
+    /// Namespaces to dump (`db.collection`, `*` wildcards; repeatable).
+    #[arg(long = "nsInclude")]
+    pub ns_include: Vec<String>,
+    /// Namespaces to leave out (`*` wildcards; repeatable).
+    #[arg(long = "nsExclude")]
+    pub ns_exclude: Vec<String>,
+    /// Collections dumped at once.
+    #[arg(long = "numParallelCollections", short = 'j', default_value_t = 4)]
+    pub parallel: usize,
+    /// No progress bar and no summary.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// What a dump wrote.
+#[derive(Debug, Default)]
+pub struct DumpSummary {
+    pub collections: usize,
+    pub documents: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+}
+
+/// A collection or view to dump.
+struct Source {
+    db: String,
+    name: String,
+    kind: String,
+    metadata: String,
+}
+
+enum Output {
+    Directory { root: PathBuf, gzip: bool },
+    Archive(Mutex<ArchiveWriter<Box<dyn Write + Send>>>),
+}
+
+pub fn run(args: &DumpArgs) -> Result<DumpSummary> {
+    let started = Instant::now();
+    let connection = Connection::open(&args.uri, "basalt dump")?;
+    let filter = NamespaceFilter::new(
+        args.db.as_deref(),
+        args.collection.as_deref(),
+        &args.ns_include,
+        &args.ns_exclude,
+        &[],
+        &[],
+    )?;
+    let query = match &args.query {
+        Some(text) => json_document("--query", text)?,
+        None => Document::new(),
+    };
+    let sources = sources(&connection, args.db.as_deref(), &filter)?;
+    let server_version = connection.server_version();
+    let output = match &args.archive {
+        Some(path) => {
+            let out = open_output(path)?;
+            let out: Box<dyn Write + Send> = match args.gzip {
+                true => Box::new(GzEncoder::new(out, flate2::Compression::default())),
+                false => out,
+            };
+            let entries: Vec<CollectionEntry> = sources
+                .iter()
+                .map(|s| CollectionEntry {
+                    db: s.db.clone(),
+                    collection: s.name.clone(),
+                    metadata: s.metadata.clone(),
+                    size: 0,
+                    kind: if s.kind == "collection" {
+                        String::new()
+                    } else {
+                        s.kind.clone()
+                    },
+                })
+                .collect();
+            let parallel = i32::try_from(args.parallel).unwrap_or(i32::MAX);
+            Output::Archive(Mutex::new(ArchiveWriter::new(
+                out,
+                &server_version,
+                parallel,
+                &entries,
+            )?))
+        }
+        None => {
+            std::fs::create_dir_all(&args.out)
+                .map_err(|e| io_error(format!("cannot create {}", args.out.display()), e))?;
+            let prelude = serde_json::json!({
+                "ServerVersion": server_version,
+                "ToolVersion": format!("basalt {}", env!("CARGO_PKG_VERSION")),
+            });
+            std::fs::write(args.out.join("prelude.json"), prelude.to_string())
+                .map_err(|e| io_error("cannot write prelude.json", e))?;
+            Output::Directory {
+                root: args.out.clone(),
+                gzip: args.gzip,
+            }
+        }
+    };
+    let progress = Progress::new(None, args.quiet);
+    let queue = Mutex::new(sources.iter().collect::<Vec<_>>());
+    let totals = Mutex::new(DumpSummary::default());
+    let failure: Mutex<Option<basalt_error::Error>> = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for _ in 0..args.parallel.max(1) {
+            scope.spawn(|| loop {
+                let Some(source) = queue.lock().ok().and_then(|mut q| q.pop()) else {
+                    return;
+                };
+                match dump_one(&connection, source, &query, &output, &progress) {
+                    Ok((documents, bytes)) => {
+                        if !args.quiet {
+                            progress.println(&format!(
+                                "done dumping {}.{} ({documents} documents)",
+                                source.db, source.name
+                            ));
+                        }
+                        if let Ok(mut totals) = totals.lock() {
+                            totals.collections += 1;
+                            totals.documents += documents;
+                            totals.bytes += bytes;
+                        }
+                    }
+                    Err(e) => {
+                        if let Ok(mut failure) = failure.lock() {
+                            failure.get_or_insert(e);
+                        }
+                        if let Ok(mut q) = queue.lock() {
+                            q.clear();
+                        }
+                    }
+                }
+            });
+        }
+    });
+    progress.finish();
+    if let Some(e) = failure.into_inner().ok().flatten() {
+        return Err(e);
+    }
+    if let Output::Archive(writer) = output {
+        let writer = writer
+            .into_inner()
+            .map_err(|_| io_error("cannot finish the archive", "a writer failed"))?;
+        let mut out = writer.finish()?;
+        out.flush()
+            .map_err(|e| io_error("cannot write the archive", e))?;
+    }
+    let mut summary = totals.into_inner().unwrap_or_default();
+    summary.seconds = started.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+fn open_output(path: &Path) -> Result<Box<dyn Write + Send>> {
+    if path.as_os_str() == "-" {
+        return Ok(Box::new(BufWriter::new(std::io::stdout())));
+    }
+    let file =
+        File::create(path).map_err(|e| io_error(format!("cannot create {}", path.display()), e))?;
+    Ok(Box::new(BufWriter::with_capacity(1 << 20, file)))
+}
+
+/// The collections and views to dump, with their metadata.
+fn sources(
+    connection: &Connection,
+    db: Option<&str>,
+    filter: &NamespaceFilter,
+) -> Result<Vec<Source>> {
+    let databases = match db {
+        Some(db) => vec![db.to_string()],
+        None => connection
+            .command("admin", doc! {"listDatabases": 1, "nameOnly": true})?
+            .get_array("databases")
+            .map(|dbs| {
+                dbs.iter()
+                    .filter_map(Bson::as_document)
+                    .filter_map(|d| d.get_str("name").ok().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    let mut sources = Vec::new();
+    for db in databases {
+        for spec in connection.cursor_command(&db, doc! {"listCollections": 1})? {
+            let name = spec.get_str("name").unwrap_or_default().to_string();
+            if !filter.takes(&format!("{db}.{name}")) {
+                continue;
+            }
+            let kind = spec.get_str("type").unwrap_or("collection").to_string();
+            let options = spec.get_document("options").cloned().unwrap_or_default();
+            let uuid = match spec.get_document("info").ok().and_then(|i| i.get("uuid")) {
+                Some(Bson::Binary(binary)) => Some(
+                    binary
+                        .bytes
+                        .iter()
+                        .map(|b| format!("{b:02x}"))
+                        .collect::<String>(),
+                ),
+                _ => None,
+            };
+            let indexes = match kind.as_str() {
+                "view" => Vec::new(),
+                _ => connection
+                    .cursor_command(&db, doc! {"listIndexes": &name})?
+                    .into_iter()
+                    .map(Bson::Document)
+                    .collect(),
+            };
+            let mut metadata = doc! { "options": options, "indexes": indexes };
+            if let Some(uuid) = &uuid {
+                metadata.insert("uuid", uuid);
+            }
+            metadata.insert("collectionName", &name);
+            metadata.insert("type", &kind);
+            sources.push(Source {
+                db: db.clone(),
+                name,
+                kind,
+                metadata: canonical_json(metadata),
+            });
+        }
+    }
+    Ok(sources)
+}
+
+/// A collection's name as a file name: what a file system cannot hold escaped as
+/// mongodump escapes it (`%2F` for `/`).
+fn file_stem(name: &str) -> String {
+    name.replace('%', "%25").replace('/', "%2F")
+}
+
+/// Takes a collection's documents' bytes as they come; an empty chunk ends them.
+type Chunks<'a> = dyn FnMut(&[u8]) -> Result<()> + 'a;
+
+/// Writes one collection (its metadata and documents); returns its documents and bytes.
+fn dump_one(
+    connection: &Connection,
+    source: &Source,
+    query: &Document,
+    output: &Output,
+    progress: &Progress,
+) -> Result<(u64, u64)> {
+    let mut sink: Box<Chunks<'_>> = match output {
+        Output::Directory { root, gzip } => {
+            let dir = root.join(&source.db);
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| io_error(format!("cannot create {}", dir.display()), e))?;
+            let stem = dir.join(file_stem(&source.name));
+            let suffix = if *gzip { ".gz" } else { "" };
+            let mut metadata = create(&stem, &format!(".metadata.json{suffix}"), *gzip)?;
+            metadata
+                .write_all(source.metadata.as_bytes())
+                .and_then(|()| metadata.flush())
+                .map_err(|e| io_error("cannot write metadata", e))?;
+            drop(metadata);
+            if source.kind == "view" {
+                return Ok((0, 0));
+            }
+            let mut data = create(&stem, &format!(".bson{suffix}"), *gzip)?;
+            Box::new(move |bytes: &[u8]| {
+                if bytes.is_empty() {
+                    return data.flush().map_err(|e| io_error("cannot write data", e));
+                }
+                data.write_all(bytes)
+                    .map_err(|e| io_error("cannot write data", e))
+            })
+        }
+        Output::Archive(writer) => {
+            // A view has no documents, but its namespace is closed all the same.
+            if source.kind == "view" {
+                let mut writer = writer
+                    .lock()
+                    .map_err(|_| io_error("cannot write the archive", "a writer failed"))?;
+                writer.end(&source.db, &source.name)?;
+                return Ok((0, 0));
+            }
+            let (db, name) = (source.db.clone(), source.name.clone());
+            Box::new(move |bytes: &[u8]| {
+                let mut writer = writer
+                    .lock()
+                    .map_err(|_| io_error("cannot write the archive", "a writer failed"))?;
+                match bytes.is_empty() {
+                    true => writer.end(&db, &name),
+                    false => writer.segment(&db, &name, bytes),
+                }
+            })
+        }
+    };
+    let collection = connection
+        .client
+        .database(&source.db)
+        .collection::<RawDocumentBuf>(&source.name);
+    let (mut documents, mut bytes, mut pending) = (0u64, 0u64, 0u64);
+    let mut buffer = Vec::with_capacity(SEGMENT_BYTES + (64 << 10));
+    connection
+        .block(async {
+            let mut cursor = collection.find(query.clone()).await?;
+            while cursor.advance().await? {
+                let raw = cursor.current().as_bytes();
+                buffer.extend_from_slice(raw);
+                documents += 1;
+                pending += 1;
+                bytes += raw.len() as u64;
+                if buffer.len() >= SEGMENT_BYTES {
+                    progress.advance(pending, buffer.len() as u64);
+                    pending = 0;
+                    if let Err(e) = sink(&buffer) {
+                        return Ok(Err(e));
+                    }
+                    buffer.clear();
+                }
+            }
+            Ok::<_, mongodb::error::Error>(Ok(()))
+        })
+        .map_err(|e| server_error(&format!("cannot read {}.{}", source.db, source.name), e))??;
+    progress.advance(pending, buffer.len() as u64);
+    if !buffer.is_empty() {
+        sink(&buffer)?;
+    }
+    // An empty slice closes the output: flushes a file, ends the archive's namespace.
+    sink(&[])?;
+    Ok((documents, bytes))
+}
+
+/// A new file `<stem><suffix>`, gzipped with `gzip`.
+fn create(stem: &Path, suffix: &str, gzip: bool) -> Result<Box<dyn Write + Send>> {
+    let path = PathBuf::from(format!("{}{suffix}", stem.display()));
+    let file = File::create(&path)
+        .map_err(|e| io_error(format!("cannot create {}", path.display()), e))?;
+    let out = BufWriter::with_capacity(1 << 20, file);
+    Ok(match gzip {
+        true => Box::new(GzEncoder::new(out, flate2::Compression::default())),
+        false => Box::new(out),
+    })
+}

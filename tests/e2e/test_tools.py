@@ -1,0 +1,224 @@
+"""`basalt dump`, `basalt restore` and `basalt export` against a live server: round
+trips of every BSON type, indexes, collection options and views through a dump
+directory, a gzipped directory, an archive and a gzipped archive; namespace selection
+and renames; exports as JSON lines, a JSON array and CSV read back and compared; and,
+where MongoDB's Database Tools are installed, files passed both ways between Basalt's
+tools and mongodump/mongorestore.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import io
+import json
+import re
+import subprocess
+import uuid
+
+import bson
+import bson.json_util
+import pytest
+from bson import Binary, Code, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
+from bson.raw_bson import RawBSONDocument
+from test_operations import tool
+
+from basalt_server import default_binary
+
+EVERY_TYPE = {
+    "double": 1.5,
+    "string": "héllo",
+    "doc": {"a": {"b": [1, 2]}},
+    "array": [1, "two", {"three": 3}],
+    "binary": Binary(b"\x00\x01\xff", 0),
+    "uuid": Binary.from_uuid(uuid.UUID("12345678-1234-5678-1234-567812345678")),
+    "oid": ObjectId("5f1d7f3e9d3b2a1c0b0a0908"),
+    "bool": True,
+    "date": datetime.datetime(2021, 3, 4, 5, 6, 7, 890000),
+    "null": None,
+    "regex": Regex("^a.*b$", "i"),
+    "code": Code("function () { return 1; }"),
+    "int32": 42,
+    "timestamp": Timestamp(1600000000, 7),
+    "int64": Int64(2**40),
+    "decimal": Decimal128("1.10"),
+    "minkey": MinKey(),
+    "maxkey": MaxKey(),
+}
+
+
+def basalt(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        [str(default_binary()), *args], input=stdin, capture_output=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    return done
+
+
+def raw_documents(collection) -> list[bytes]:
+    """The documents' exact bytes, in _id order."""
+    options = bson.CodecOptions(document_class=RawBSONDocument)
+    return [d.raw for d in collection.with_options(codec_options=options).find().sort("_id", 1)]
+
+
+@pytest.fixture
+def shop(server, client, db):
+    """A database with every BSON type, indexes, a capped collection, a validator and a
+    view; its URI."""
+    db.items.insert_many([{"_id": i, "n": i, **EVERY_TYPE} for i in range(300)])
+    db.items.create_index([("n", -1)], name="n_down")
+    db.items.create_index(
+        [("n", 1), ("int32", 1)], unique=True, partialFilterExpression={"n": {"$gt": 5}}
+    )
+    db.create_collection("log", capped=True, size=65536, max=50)
+    db.log.insert_many([{"i": i} for i in range(60)])
+    db.create_collection("checked", validator={"$jsonSchema": {"required": ["x"]}})
+    db.checked.insert_one({"x": 1})
+    db.command("create", "recent", viewOn="items", pipeline=[{"$match": {"n": {"$gte": 250}}}])
+    return f"mongodb://127.0.0.1:{server.port}"
+
+
+def assert_restored(client, source, target) -> None:
+    assert raw_documents(client[target].items) == raw_documents(client[source].items)
+    assert raw_documents(client[target].log) == raw_documents(client[source].log)
+    indexes = client[target].items.index_information()
+    assert indexes["n_down"]["key"] == [("n", -1)]
+    assert indexes["n_1_int32_1"]["unique"] is True
+    assert indexes["n_1_int32_1"]["partialFilterExpression"] == {"n": {"$gt": 5}}
+    log = client[target].log.options()
+    assert log["capped"] is True and log["max"] == 50
+    assert "$jsonSchema" in client[target].checked.options()["validator"]
+    assert client[target].recent.count_documents({}) == 50
+    assert (
+        client[target].command("listCollections", filter={"name": "recent"})["cursor"][
+            "firstBatch"
+        ][0]["type"]
+        == "view"
+    )
+
+
+@pytest.mark.parametrize("layout", ["directory", "gzip", "archive", "archive-gzip"])
+def test_dump_and_restore_round_trip(client, db, shop, tmp_path, layout):
+    target = f"{db.name}_r"
+    client.drop_database(target)
+    place = tmp_path / "dump"
+    where = [f"--archive={place}"] if layout.startswith("archive") else [f"--out={place}"]
+    gzip = ["--gzip"] if layout.endswith("gzip") else []
+    basalt("dump", f"--uri={shop}", f"--db={db.name}", *where, *gzip, "--quiet")
+    if layout == "directory":
+        files = sorted(p.name for p in (place / db.name).iterdir())
+        assert files == [
+            "checked.bson", "checked.metadata.json", "items.bson", "items.metadata.json",
+            "log.bson", "log.metadata.json", "recent.metadata.json",
+        ]  # fmt: skip
+        metadata = json.loads((place / db.name / "items.metadata.json").read_text())
+        assert metadata["collectionName"] == "items" and metadata["type"] == "collection"
+        assert re.fullmatch(r"[0-9a-f]{32}", metadata["uuid"])
+        # The .bson file is the documents' bytes, one after another.
+        assert (place / db.name / "items.bson").read_bytes() == b"".join(raw_documents(db.items))
+    where = [f"--archive={place}"] if layout.startswith("archive") else [str(place)]
+    try:
+        restored = basalt(
+            "restore", f"--uri={shop}", *where, *gzip,
+            f"--nsFrom={db.name}.*", f"--nsTo={target}.*",
+        )  # fmt: skip
+        assert b"351 document(s) restored successfully. 0 document(s) failed" in restored.stderr
+        assert_restored(client, db.name, target)
+        # --drop restores over what is there; without it, duplicates are failures.
+        basalt("restore", f"--uri={shop}", *where, *gzip, f"--nsFrom={db.name}.*",
+               f"--nsTo={target}.*", "--drop", "--quiet")  # fmt: skip
+        assert_restored(client, db.name, target)
+    finally:
+        client.drop_database(target)
+
+
+def test_archive_to_standard_output_and_back(client, db, shop):
+    target = f"{db.name}_s"
+    archive = basalt("dump", f"--uri={shop}", f"--db={db.name}", "--archive", "--quiet").stdout
+    assert archive[:4] == bytes.fromhex("6de29981")
+    try:
+        basalt("restore", f"--uri={shop}", "--archive", f"--nsFrom={db.name}.*",
+               f"--nsTo={target}.*", "--quiet", stdin=archive)  # fmt: skip
+        assert_restored(client, db.name, target)
+    finally:
+        client.drop_database(target)
+
+
+def test_namespace_selection(client, db, shop, tmp_path):
+    basalt("dump", f"--uri={shop}", f"--nsInclude={db.name}.*", f"--nsExclude={db.name}.log",
+           f"--out={tmp_path}", "--quiet")  # fmt: skip
+    names = sorted(p.name for p in (tmp_path / db.name).iterdir())
+    assert "log.bson" not in names and "items.bson" in names
+    # Without a pattern naming them, the server's own databases are left out.
+    assert not (tmp_path / "admin").exists() and not (tmp_path / "config").exists()
+    target = f"{db.name}_one"
+    try:
+        basalt("restore", f"--uri={shop}", str(tmp_path), f"--nsInclude={db.name}.items",
+               f"--nsFrom={db.name}.items", f"--nsTo={target}.things", "--quiet")  # fmt: skip
+        assert client[target].list_collection_names() == ["things"]
+        assert client[target].things.count_documents({}) == 300
+    finally:
+        client.drop_database(target)
+
+
+def test_bad_input_gets_a_clear_error(shop, tmp_path):
+    (tmp_path / "bad.archive").write_bytes(b"not an archive at all")
+    done = subprocess.run(
+        [str(default_binary()), "restore", f"--uri={shop}", f"--archive={tmp_path / 'bad.archive'}"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0 and "not a valid archive" in done.stderr
+    done = subprocess.run(
+        [str(default_binary()), "dump", f"--uri={shop}", "--query={bad json", f"--out={tmp_path}"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0 and "--query" in done.stderr
+
+
+def export(uri: str, db: str, *args: str) -> str:
+    return basalt("export", f"--uri={uri}", f"--db={db}", "--quiet", *args).stdout.decode()
+
+
+def test_export_json_lines_array_and_csv(db, shop):
+    lines = export(shop, db.name, "--collection=items", '--sort={"_id": 1}').splitlines()
+    assert len(lines) == 300
+    # Relaxed Extended JSON, read back to the same documents.
+    first = bson.json_util.loads(lines[0])
+    assert first == db.items.find_one({"_id": 0})
+    canonical = export(shop, db.name, "--collection=items", "--jsonFormat=canonical",
+                       "--query={\"n\": {\"$lt\": 2}}", "--sort={\"_id\": 1}")  # fmt: skip
+    assert '"$numberInt":"42"' in canonical and len(canonical.splitlines()) == 2
+    array = json.loads(export(shop, db.name, "--collection=items", "--jsonArray",
+                              "--skip=10", "--limit=5", "--sort={\"_id\": 1}",
+                              "--fields=n,doc.a"))  # fmt: skip
+    assert [d["n"] for d in array] == [10, 11, 12, 13, 14]
+    assert array[0] == {"_id": 10, "n": 10, "doc": {"a": {"b": [1, 2]}}}
+    text = export(shop, db.name, "--collection=items", "--type=csv",
+                  "--fields=_id,string,doc.a.b,oid,date,null,missing", "--limit=2",
+                  "--sort={\"_id\": 1}")  # fmt: skip
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0] == ["_id", "string", "doc.a.b", "oid", "date", "null", "missing"]
+    assert rows[1] == ["0", "héllo", "[1,2]", "ObjectId(5f1d7f3e9d3b2a1c0b0a0908)",
+                       "2021-03-04T05:06:07.890Z", "", ""]  # fmt: skip
+    assert len(rows) == 3
+
+
+def test_files_pass_between_basalt_and_mongodb_tools(client, db, shop, tmp_path):
+    mongodump, mongorestore = tool("mongodump"), tool("mongorestore")
+    ours = tmp_path / "ours.archive"
+    basalt("dump", f"--uri={shop}", f"--db={db.name}", f"--archive={ours}", "--gzip", "--quiet")
+    theirs = tmp_path / "theirs"
+    subprocess.run([mongodump, f"--uri={shop}", f"--db={db.name}", f"--out={theirs}", "--gzip"],
+                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    for target, command in [
+        (f"{db.name}_m", [mongorestore, f"--uri={shop}", f"--archive={ours}", "--gzip",
+                          f"--nsFrom={db.name}.*", f"--nsTo={db.name}_m.*"]),
+        (f"{db.name}_b", [str(default_binary()), "restore", f"--uri={shop}", str(theirs), "--gzip",
+                          f"--nsFrom={db.name}.*", f"--nsTo={db.name}_b.*", "--quiet"]),
+    ]:  # fmt: skip
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, done.stderr
+            assert_restored(client, db.name, target)
+        finally:
+            client.drop_database(target)
