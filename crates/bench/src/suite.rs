@@ -12,7 +12,7 @@ use crate::measure::repeat;
 use crate::peers;
 use crate::report::{self, DatasetReport, Outcome, QueryReport, Report, Status};
 use crate::server::ServerProcess;
-use crate::workloads::{self, conns, w4_kv, Dataset, MongoOp, Query, WorkloadId};
+use crate::workloads::{self, conns, tools, w4_kv, Dataset, MongoOp, Query, WorkloadId};
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Document};
 use futures_util::TryStreamExt;
@@ -33,7 +33,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1_000_000)]
     pub size: u64,
     /// Workloads to run, comma-separated (conns: the connection storm).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [WorkloadId::W1, WorkloadId::W2, WorkloadId::W3, WorkloadId::W4, WorkloadId::W5, WorkloadId::Conns])]
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [WorkloadId::W1, WorkloadId::W2, WorkloadId::W3, WorkloadId::W4, WorkloadId::W5, WorkloadId::Conns, WorkloadId::Tools])]
     pub workloads: Vec<WorkloadId>,
     /// Connections the connection storm opens at once.
     #[arg(long, default_value_t = conns::CONNECTIONS_DEFAULT)]
@@ -116,6 +116,9 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         (None, Some(server)) => server.uri(),
         (None, None) => return Err(Error::internal("no server to measure")),
     };
+    if args.workloads.contains(&WorkloadId::Tools) && !args.workloads.contains(&WorkloadId::W1) {
+        return Err(Error::bad_value("the tools workload runs on W1: add w1"));
+    }
     // Checked before the long workloads, not after them.
     let storm_address = args
         .workloads
@@ -166,6 +169,16 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     } else {
         None
     };
+    let tools = match (
+        args.workloads.contains(&WorkloadId::Tools),
+        datasets.iter().find(|d| d.id == WorkloadId::W1),
+    ) {
+        (true, Some(w1)) => {
+            eprintln!("basalt: dump, restore and export of w1 ...");
+            Some(tools::run(&db, runtime.handle(), &uri, &workdir, w1.docs)?)
+        }
+        _ => None,
+    };
     let storm = match storm_address {
         Some(address) => {
             eprintln!(
@@ -213,6 +226,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         datasets: dataset_reports,
         kv,
         storm,
+        tools,
         peers,
     };
     println!("{}", report::to_table(&report));
@@ -233,7 +247,7 @@ fn generate(id: WorkloadId, dir: &Path, size: u64, seed: u64) -> Result<Dataset>
         WorkloadId::W2 => workloads::w2_sensor::generate(dir, size, seed),
         WorkloadId::W3 => workloads::w3_compare::generate(dir, size, seed),
         WorkloadId::W5 => workloads::w5_weather::generate(dir, size, seed),
-        WorkloadId::W4 | WorkloadId::Conns => Err(Error::internal(format!(
+        WorkloadId::W4 | WorkloadId::Conns | WorkloadId::Tools => Err(Error::internal(format!(
             "{} generates no dataset",
             id.name()
         ))),

@@ -31,11 +31,11 @@ pub const PROFILE_COLLECTION: &str = "system.profile";
 pub struct DatabaseProfile {
     level: i32,
     /// The filter as given back by `profile` (normalized), and as a matcher.
-    filter: Option<(Document, Arc<Matcher>)>,
+    filter: Option<Arc<(Document, Matcher)>>,
 }
 
 pub struct Profiler {
-    settings: Mutex<Settings>,
+    settings: parking_lot::RwLock<Settings>,
     /// The latest slow operations' entries, newest last (the status page's list).
     recent_slow: Mutex<std::collections::VecDeque<Document>>,
 }
@@ -55,7 +55,7 @@ impl Profiler {
     /// A profiler with the command line's settings.
     pub fn new(options: crate::ProfileOptions) -> Profiler {
         Profiler {
-            settings: Mutex::new(Settings {
+            settings: parking_lot::RwLock::new(Settings {
                 default_level: options.level,
                 slow_ms: options.slow_ms,
                 sample_rate: options.sample_rate,
@@ -79,7 +79,7 @@ impl Profiler {
     }
 
     pub fn database(&self, db: &str) -> DatabaseProfile {
-        let settings = self.settings.lock();
+        let settings = self.settings.read();
         settings
             .databases
             .get(db)
@@ -132,7 +132,7 @@ pub fn profile(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         Some(Bson::String(unset)) if unset == "unset" => Some(None),
         Some(Bson::Document(filter)) => {
             let matcher = Matcher::new(filter)?;
-            Some(Some((normalized(filter), Arc::new(matcher))))
+            Some(Some(Arc::new((normalized(filter), matcher))))
         }
         Some(_) => {
             return Err(Error::bad_value(
@@ -142,7 +142,7 @@ pub fn profile(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     };
 
     let profiler = &ctx.server.profiler;
-    let mut settings = profiler.settings.lock();
+    let mut settings = profiler.settings.write();
     let default_level = settings.default_level;
     let before = settings
         .databases
@@ -157,7 +157,7 @@ pub fn profile(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         "slowms": settings.slow_ms,
         "sampleRate": settings.sample_rate,
     };
-    if let Some((filter, _)) = &before.filter {
+    if let Some(filter) = before.filter.as_ref().map(|f| &f.0) {
         reply.insert("filter", filter.clone());
         reply.insert(
             "note",
@@ -255,9 +255,10 @@ pub fn record(
     let profiler = &ctx.server.profiler;
     let millis = operation.started.elapsed().as_millis();
     let (slow, sampled) = {
-        let settings = profiler.settings.lock();
+        let settings = profiler.settings.read();
         let slow = millis >= u128::try_from(settings.slow_ms.max(0)).unwrap_or(0);
-        (slow, rand::random::<f64>() < settings.sample_rate)
+        let rate = settings.sample_rate;
+        (slow, rate >= 1.0 || (slow && rand::random::<f64>() < rate))
     };
     // Without a filter: slow and sampled operations are logged, and profiled at level 1.
     if database.filter.is_none() && database.level < 2 && !(slow && sampled) {
@@ -265,7 +266,7 @@ pub fn record(
     }
     let entry = entry(ctx, name, operation, &outcome);
     let taken = match &database.filter {
-        Some((_, matcher)) => matcher.matches(&entry),
+        Some(filter) => filter.1.matches(&entry),
         None => slow && sampled,
     };
     if taken {

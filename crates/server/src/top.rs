@@ -4,27 +4,28 @@
 //! microseconds. `mongotop` polls it. A dropped collection's figures go with it.
 
 use bson::{doc, Document};
-use parking_lot::Mutex;
-use std::collections::BTreeMap;
+use parking_lot::RwLock;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-/// Time (microseconds) and count of one kind of operation.
-#[derive(Clone, Copy, Default)]
+/// Time (microseconds) and count of one kind of operation; atomics, so that commands on
+/// one collection do not queue to record themselves.
+#[derive(Default)]
 struct Usage {
-    time: u64,
-    count: u64,
+    time: AtomicU64,
+    count: AtomicU64,
 }
 
 impl Usage {
-    fn add(&mut self, micros: u64) {
-        self.time = self.time.saturating_add(micros);
-        self.count += 1;
+    fn add(&self, micros: u64) {
+        self.time.fetch_add(micros, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn to_document(self) -> Document {
-        doc! {
-            "time": i64::try_from(self.time).unwrap_or(i64::MAX),
-            "count": i64::try_from(self.count).unwrap_or(i64::MAX),
-        }
+    fn to_document(&self) -> Document {
+        let get = |n: &AtomicU64| i64::try_from(n.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
+        doc! { "time": get(&self.time), "count": get(&self.count) }
     }
 }
 
@@ -44,17 +45,22 @@ struct CollectionUsage {
 
 #[derive(Default)]
 pub struct Top {
-    namespaces: Mutex<BTreeMap<String, CollectionUsage>>,
+    namespaces: RwLock<HashMap<String, Arc<CollectionUsage>>>,
 }
 
 impl Top {
     /// Records the command `name` on `namespace`, which took `micros`; `writes` says
     /// which lock mongod would have held.
     pub fn record(&self, namespace: &str, name: &str, writes: bool, micros: u64) {
-        let mut namespaces = self.namespaces.lock();
-        let usage = match namespaces.get_mut(namespace) {
+        let known = self.namespaces.read().get(namespace).cloned();
+        let usage = match known {
             Some(usage) => usage,
-            None => namespaces.entry(namespace.to_string()).or_default(),
+            None => self
+                .namespaces
+                .write()
+                .entry(namespace.to_string())
+                .or_default()
+                .clone(),
         };
         usage.total.add(micros);
         if writes {
@@ -76,14 +82,21 @@ impl Top {
     /// `prefix` `db.`).
     pub fn forget(&self, namespace_or_prefix: &str) {
         self.namespaces
-            .lock()
+            .write()
             .retain(|namespace, _| !namespace_or_prefix_matches(namespace_or_prefix, namespace));
     }
 
     /// The `top` command's reply.
     pub fn to_document(&self) -> Document {
         let mut totals = doc! { "note": "all times in microseconds" };
-        for (namespace, usage) in self.namespaces.lock().iter() {
+        let mut namespaces: Vec<(String, Arc<CollectionUsage>)> = self
+            .namespaces
+            .read()
+            .iter()
+            .map(|(namespace, usage)| (namespace.clone(), usage.clone()))
+            .collect();
+        namespaces.sort_by(|a, b| a.0.cmp(&b.0));
+        for (namespace, usage) in &namespaces {
             totals.insert(
                 namespace.clone(),
                 doc! {

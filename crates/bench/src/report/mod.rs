@@ -13,6 +13,7 @@ use crate::machine::Machine;
 use crate::measure::Samples;
 use crate::peers::Peers;
 use crate::workloads::conns::StormResult;
+use crate::workloads::tools::ToolsResult;
 use crate::workloads::w4_kv::KvResult;
 use crate::workloads::WorkloadId;
 use std::time::Duration;
@@ -60,6 +61,7 @@ pub(crate) struct Report {
     pub datasets: Vec<DatasetReport>,
     pub kv: Option<KvResult>,
     pub storm: Option<StormResult>,
+    pub tools: Option<ToolsResult>,
     pub peers: Peers,
 }
 
@@ -116,7 +118,11 @@ impl Report {
             .storm
             .as_ref()
             .is_none_or(|s| !matches!(s.status, Status::Wrong(_)));
-        basalt && peers && storm && self.datasets.iter().all(|d| d.load_failures == 0)
+        let tools = self
+            .tools
+            .as_ref()
+            .is_none_or(|t| !matches!(t.status, Status::Wrong(_)));
+        basalt && peers && storm && tools && self.datasets.iter().all(|d| d.load_failures == 0)
     }
 }
 

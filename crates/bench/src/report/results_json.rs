@@ -68,6 +68,18 @@ pub(crate) fn to_json(report: &Report) -> Value {
             "put": phase(kv.puts.ops_per_second(), &kv.puts.latencies),
             "get": phase(kv.gets.ops_per_second(), &kv.gets.latencies),
         })),
+        "tools": report.tools.as_ref().map(|tools| {
+            let (word, detail) = status(&tools.status);
+            json!({
+                "documents": tools.documents,
+                "archive_bytes": tools.archive_bytes,
+                "status": word,
+                "detail": detail,
+                "dump_docs_per_s": tools.rates()[0].1,
+                "restore_docs_per_s": tools.rates()[1].1,
+                "export_docs_per_s": tools.rates()[2].1,
+            })
+        }),
         "conns": report.storm.as_ref().map(|storm| {
             let (word, detail) = status(&storm.status);
             json!({

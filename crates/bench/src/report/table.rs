@@ -84,6 +84,23 @@ pub(crate) fn to_table(report: &Report) -> String {
         out.push('\n');
         out.push_str(&storm_table(storm));
     }
+    if let Some(tools) = &report.tools {
+        let _ = writeln!(
+            out,
+            "\nTools on W1 ({} documents, archive {:.0} MB): {}",
+            tools.documents,
+            tools.archive_bytes as f64 / 1e6,
+            match &tools.status {
+                Status::Correct => "restored and exported documents checked".to_string(),
+                Status::Wrong(why) | Status::Unsupported(why) => format!("WRONG: {why}"),
+            }
+        );
+        let mut rows = vec![header(&["", "docs/s"])];
+        for (name, docs_per_second) in tools.rates() {
+            rows.push(vec![name.to_string(), format_rate(docs_per_second)]);
+        }
+        out.push_str(&grid(&rows));
+    }
     let _ = writeln!(
         out,
         "\ngenerated in {:.1} s; whole run {:.1} s",

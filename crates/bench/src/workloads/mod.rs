@@ -9,6 +9,7 @@
 //! connections.
 
 pub(crate) mod conns;
+pub(crate) mod tools;
 pub(crate) mod w1_mot;
 pub(crate) mod w2_sensor;
 pub(crate) mod w3_compare;
@@ -35,6 +36,8 @@ pub enum WorkloadId {
     W4,
     W5,
     Conns,
+    /// dump, restore and export of W1 (needs w1).
+    Tools,
 }
 
 impl WorkloadId {
@@ -46,12 +49,13 @@ impl WorkloadId {
             WorkloadId::W4 => "w4",
             WorkloadId::W5 => "w5",
             WorkloadId::Conns => "conns",
+            WorkloadId::Tools => "tools",
         }
     }
 
     /// Whether the workload is generated data and queries over it (a [`Dataset`]).
     pub(crate) fn has_dataset(self) -> bool {
-        !matches!(self, WorkloadId::W4 | WorkloadId::Conns)
+        !matches!(self, WorkloadId::W4 | WorkloadId::Conns | WorkloadId::Tools)
     }
 }
 
