@@ -222,3 +222,38 @@ def test_files_pass_between_basalt_and_mongodb_tools(client, db, shop, tmp_path)
             assert_restored(client, db.name, target)
         finally:
             client.drop_database(target)
+
+
+def test_export_parquet_read_back_by_duckdb(db, shop, tmp_path):
+    import duckdb
+
+    path = tmp_path / "items.parquet"
+    basalt("export", f"--uri={shop}", f"--db={db.name}", "--collection=items", "--type=parquet",
+           f"--out={path}", "--quiet")  # fmt: skip
+    connection = duckdb.connect()
+    relation = connection.sql(f"SELECT * FROM read_parquet('{path}') ORDER BY _id")
+    columns = relation.columns
+    rows = [dict(zip(columns, row)) for row in relation.fetchall()]
+    assert len(rows) == 300 and [r["n"] for r in rows] == list(range(300))
+    types = dict(zip(columns, (str(t) for t in relation.types)))
+    assert types["int32"] == "INTEGER" and types["int64"] == "BIGINT"
+    assert types["double"] == "DOUBLE" and types["bool"] == "BOOLEAN"
+    assert types["date"] == "TIMESTAMP WITH TIME ZONE" and types["binary"] == "BLOB"
+    assert types["doc"] == "STRUCT(a STRUCT(b INTEGER[]))"
+    row = rows[7]
+    assert row["_id"] == 7
+    assert row["double"] == 1.5 and row["string"] == "héllo" and row["bool"] is True
+    assert row["int32"] == 42 and row["int64"] == 2**40
+    assert row["doc"] == {"a": {"b": [1, 2]}}
+    # Elements of several kinds: each element's relaxed Extended JSON.
+    assert row["array"] == ["1", '"two"', '{"three":3}']
+    assert row["binary"] == b"\x00\x01\xff"
+    assert row["uuid"] == uuid.UUID("12345678-1234-5678-1234-567812345678").bytes
+    assert row["oid"] == "5f1d7f3e9d3b2a1c0b0a0908" and row["decimal"] == "1.10"
+    assert row["date"] == datetime.datetime(2021, 3, 4, 5, 6, 7, 890000, tzinfo=datetime.UTC)
+    assert row["null"] is None
+    assert json.loads(row["regex"]) == {"$regularExpression": {"pattern": "^a.*b$", "options": "i"}}
+    assert json.loads(row["minkey"]) == {"$minKey": 1}
+    assert json.loads(row["timestamp"]) == {"$timestamp": {"t": 1600000000, "i": 7}}
+    total = connection.sql(f"SELECT sum(n), count(*) FROM read_parquet('{path}')").fetchall()
+    assert total == [(sum(range(300)), 300)]

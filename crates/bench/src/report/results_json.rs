@@ -78,6 +78,8 @@ pub(crate) fn to_json(report: &Report) -> Value {
                 "dump_docs_per_s": tools.rates()[0].1,
                 "restore_docs_per_s": tools.rates()[1].1,
                 "export_docs_per_s": tools.rates()[2].1,
+                "parquet_docs_per_s": tools.rates()[3].1,
+                "parquet_bytes": tools.parquet_bytes,
             })
         }),
         "conns": report.storm.as_ref().map(|storm| {

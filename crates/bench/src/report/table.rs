@@ -87,9 +87,10 @@ pub(crate) fn to_table(report: &Report) -> String {
     if let Some(tools) = &report.tools {
         let _ = writeln!(
             out,
-            "\nTools on W1 ({} documents, archive {:.0} MB): {}",
+            "\nTools on W1 ({} documents, archive {:.0} MB, Parquet {:.0} MB): {}",
             tools.documents,
             tools.archive_bytes as f64 / 1e6,
+            tools.parquet_bytes as f64 / 1e6,
             match &tools.status {
                 Status::Correct => "restored and exported documents checked".to_string(),
                 Status::Wrong(why) | Status::Unsupported(why) => format!("WRONG: {why}"),

@@ -5,6 +5,7 @@
 //! `--skip` and `--limit`.
 
 use super::namespaces::usage;
+use super::parquet::ParquetExport;
 use super::{json_document, server_error, Connection};
 use crate::io_error;
 use basalt_error::Result;
@@ -18,6 +19,8 @@ use std::time::Instant;
 pub enum ExportType {
     Json,
     Csv,
+    /// Typed columns from a sample of the documents (`parquet.rs`); needs --out.
+    Parquet,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +67,9 @@ pub struct ExportArgs {
     /// File to write; standard output without one.
     #[arg(long, short = 'o')]
     pub out: Option<PathBuf>,
+    /// Parquet: documents sampled for the schema (the first ones the query gives).
+    #[arg(long = "sampleSize", default_value_t = 1000)]
+    pub sample_size: i64,
     /// No summary.
     #[arg(long)]
     pub quiet: bool,
@@ -81,6 +87,13 @@ pub fn run(args: &ExportArgs) -> Result<ExportSummary> {
         return Err(usage("CSV export needs --fields"));
     }
     let connection = Connection::open(&args.uri, "basalt export")?;
+    if args.export_type == ExportType::Parquet {
+        let documents = export_parquet(args, &connection)?;
+        return Ok(ExportSummary {
+            documents,
+            seconds: started.elapsed().as_secs_f64(),
+        });
+    }
     let mut out: Box<dyn Write> = match &args.out {
         Some(path) => Box::new(BufWriter::with_capacity(
             1 << 20,
@@ -96,35 +109,11 @@ pub fn run(args: &ExportArgs) -> Result<ExportSummary> {
             .and_then(|()| out.write_all(b"\n"))
             .map_err(|e| io_error("cannot write the export", e))?;
     }
-    let filter = match &args.query {
-        Some(text) => json_document("--query", text)?,
-        None => Document::new(),
-    };
     let collection = connection
         .client
         .database(&args.db)
         .collection::<RawDocumentBuf>(&args.collection);
-    let mut find = collection.find(filter);
-    if let Some(sort) = &args.sort {
-        find = find.sort(json_document("--sort", sort)?);
-    }
-    if let Some(skip) = args.skip {
-        find = find.skip(skip);
-    }
-    if let Some(limit) = args.limit {
-        find = find.limit(limit);
-    }
-    if args.export_type == ExportType::Json && !args.fields.is_empty() {
-        let mut projection: Document = args
-            .fields
-            .iter()
-            .map(|f| (f.clone(), Bson::Int32(1)))
-            .collect();
-        if !args.fields.iter().any(|f| f == "_id") {
-            projection.insert("_id", 1);
-        }
-        find = find.projection(projection);
-    }
+    let find = find(args, &collection, args.limit)?;
     let write_failed = |e: std::io::Error| io_error("cannot write the export", e);
     let mut documents = 0u64;
     if args.json_array {
@@ -171,6 +160,94 @@ pub fn run(args: &ExportArgs) -> Result<ExportSummary> {
         eprintln!("exported {documents} records");
     }
     Ok(summary)
+}
+
+/// The find the flags ask for (`limit` in place of --limit: a sample's).
+fn find<'a>(
+    args: &ExportArgs,
+    collection: &'a mongodb::Collection<RawDocumentBuf>,
+    limit: Option<i64>,
+) -> Result<mongodb::action::Find<'a, RawDocumentBuf>> {
+    let filter = match &args.query {
+        Some(text) => json_document("--query", text)?,
+        None => Document::new(),
+    };
+    let mut find = collection.find(filter);
+    if let Some(sort) = &args.sort {
+        find = find.sort(json_document("--sort", sort)?);
+    }
+    if let Some(skip) = args.skip {
+        find = find.skip(skip);
+    }
+    if let Some(limit) = limit {
+        find = find.limit(limit);
+    }
+    if args.export_type != ExportType::Csv && !args.fields.is_empty() {
+        let mut projection: Document = args
+            .fields
+            .iter()
+            .map(|f| (f.clone(), Bson::Int32(1)))
+            .collect();
+        if !args.fields.iter().any(|f| f == "_id") {
+            projection.insert("_id", 1);
+        }
+        find = find.projection(projection);
+    }
+    Ok(find)
+}
+
+/// `--type parquet`: samples the documents for the schema, then writes them all.
+fn export_parquet(args: &ExportArgs, connection: &Connection) -> Result<u64> {
+    let Some(path) = &args.out else {
+        return Err(usage("a Parquet export needs --out FILE"));
+    };
+    let collection = connection
+        .client
+        .database(&args.db)
+        .collection::<RawDocumentBuf>(&args.collection);
+    let sample_limit = match args.limit {
+        Some(limit) => limit.min(args.sample_size),
+        None => args.sample_size,
+    };
+    let sample_find = find(args, &collection, Some(sample_limit))?;
+    let sample: Vec<RawDocumentBuf> = connection
+        .block(async {
+            let mut cursor = sample_find.await?;
+            let mut sample = Vec::new();
+            while cursor.advance().await? {
+                sample.push(cursor.current().to_owned());
+            }
+            Ok::<_, mongodb::error::Error>(sample)
+        })
+        .map_err(|e| server_error("cannot sample the collection", e))?;
+    let file =
+        File::create(path).map_err(|e| io_error(format!("cannot create {}", path.display()), e))?;
+    let mut parquet = ParquetExport::new(BufWriter::with_capacity(1 << 20, file), &sample)?;
+    let mut documents = 0u64;
+    let full = find(args, &collection, args.limit)?;
+    connection
+        .block(async {
+            let mut cursor = full.await?;
+            while cursor.advance().await? {
+                if let Err(e) = parquet.append(cursor.current()) {
+                    return Ok(Err(e));
+                }
+                documents += 1;
+            }
+            Ok::<_, mongodb::error::Error>(Ok(()))
+        })
+        .map_err(|e| server_error("cannot read the collection", e))??;
+    let misfits = parquet.misfits;
+    let mut out = parquet.finish()?;
+    out.flush()
+        .map_err(|e| io_error("cannot write the Parquet file", e))?;
+    if !args.quiet && misfits > 0 {
+        eprintln!("{misfits} values did not fit the sampled schema and were written as null");
+    }
+    if !args.quiet {
+        eprintln!("exported {documents} records");
+    }
+    Ok(documents)
 }
 
 fn json_text(document: Document, format: JsonFormat) -> String {

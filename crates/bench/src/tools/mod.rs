@@ -3,7 +3,7 @@
 //! `<db>/<collection>.bson` and `.metadata.json` (gzipped with `--gzip`) or one
 //! `--archive` stream (`archive.rs`), so that dumps pass between these and MongoDB's
 //! `mongodump`/`mongorestore`; exports as JSON lines, a JSON array or CSV, as
-//! `mongoexport` writes them.
+//! `mongoexport` writes them, or as Parquet (`parquet.rs`).
 //!
 //! Reads go through the official Rust driver; a restore writes through the importer's
 //! sink (`import/sink.rs`: OP_MSG document sequences straight over the wire where the
@@ -13,6 +13,7 @@ pub mod archive;
 pub mod dump;
 pub mod export;
 mod namespaces;
+pub mod parquet;
 pub mod restore;
 
 use crate::io_error;

@@ -1,8 +1,9 @@
 //! The operator's tools on W1: `basalt dump` of the loaded collection to an archive,
-//! `basalt restore` of it under another name, `basalt export` of it as JSON lines —
-//! each timed, each checked: the restored collection must give the same count and sums
-//! over every document (its `_id`s, vehicle ids and mileages) as the original, and the
-//! export must hold one line per document.
+//! `basalt restore` of it under another name, `basalt export` of it as JSON lines and as
+//! Parquet — each timed, each checked: the restored collection must give the same count
+//! and sums over every document (its `_id`s, vehicle ids and mileages) as the original,
+//! the JSON export must hold one line per document, and the Parquet file, read back,
+//! the same count and sums.
 
 use crate::report::{rate, Status};
 use crate::tools::{dump, export, restore};
@@ -21,15 +22,18 @@ pub(crate) struct ToolsResult {
     pub dump: Duration,
     pub restore: Duration,
     pub export: Duration,
+    pub parquet: Duration,
+    pub parquet_bytes: u64,
     pub status: Status,
 }
 
 impl ToolsResult {
-    pub(crate) fn rates(&self) -> [(&'static str, f64); 3] {
+    pub(crate) fn rates(&self) -> [(&'static str, f64); 4] {
         [
             ("dump (archive)", rate(self.documents, self.dump)),
             ("restore", rate(self.documents, self.restore)),
             ("export (JSON lines)", rate(self.documents, self.export)),
+            ("export (Parquet)", rate(self.documents, self.parquet)),
         ]
     }
 }
@@ -57,6 +61,43 @@ fn fingerprint(
         })
         .map(|mut found| found.pop().unwrap_or_default())
         .map_err(|e| crate::io_error("cannot read the collection", e))
+}
+
+/// The fingerprint's figures as the Parquet check computes them.
+fn sums_of(fingerprint: &Document) -> Option<(i64, i64, i64, i64)> {
+    let get = |field: &str| fingerprint.get(field).and_then(crate::raw_wire::as_i64);
+    Some((get("n")?, get("ids")?, get("vehicles")?, get("miles")?))
+}
+
+/// Rows and sums of `_id`, `vehicle_id` and `test_mileage` read back from the Parquet
+/// file, with the parquet crate's own reader.
+fn parquet_fingerprint(path: &Path) -> Result<(i64, i64, i64, i64)> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int32Type, Int64Type};
+    let file = std::fs::File::open(path).map_err(|e| crate::io_error("cannot open", e))?;
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|builder| builder.build())
+        .map_err(|e| crate::io_error("cannot read the Parquet file", e))?;
+    let mut sums = (0i64, 0i64, 0i64, 0i64);
+    for batch in reader {
+        let batch = batch.map_err(|e| crate::io_error("cannot read the Parquet file", e))?;
+        let column = |name: &str| batch.column_by_name(name).cloned();
+        let sum64 = |name: &str| {
+            column(name).and_then(|c| {
+                c.as_primitive_opt::<Int64Type>()
+                    .map(|a| a.iter().flatten().sum::<i64>())
+                    .or_else(|| {
+                        c.as_primitive_opt::<Int32Type>()
+                            .map(|a| a.iter().flatten().map(i64::from).sum())
+                    })
+            })
+        };
+        sums.0 += batch.num_rows() as i64;
+        sums.1 += sum64("_id").unwrap_or(0);
+        sums.2 += sum64("vehicle_id").unwrap_or(0);
+        sums.3 += sum64("test_mileage").unwrap_or(0);
+    }
+    Ok(sums)
 }
 
 pub(crate) fn run(
@@ -123,11 +164,24 @@ pub(crate) fn run(
         json_format: export::JsonFormat::Relaxed,
         no_header_line: false,
         out: Some(exported.clone()),
+        sample_size: 1000,
         quiet: true,
     };
     let started = Instant::now();
     let export_summary = export::run(&export_args)?;
     let export_time = started.elapsed();
+
+    let parquet_file = workdir.join("w1.parquet");
+    let parquet_args = export::ExportArgs {
+        export_type: export::ExportType::Parquet,
+        out: Some(parquet_file.clone()),
+        ..export_args.clone()
+    };
+    let started = Instant::now();
+    export::run(&parquet_args)?;
+    let parquet_time = started.elapsed();
+    let parquet_bytes = std::fs::metadata(&parquet_file).map_or(0, |m| m.len());
+    let parquet_sums = parquet_fingerprint(&parquet_file)?;
 
     let original = fingerprint(db, runtime, "w1")?;
     let copy = fingerprint(db, runtime, "w1_restored")?;
@@ -143,6 +197,10 @@ pub(crate) fn run(
             "exported {} documents of {documents}",
             export_summary.documents
         ))
+    } else if Some(parquet_sums) != sums_of(&original) {
+        Status::Wrong(format!(
+            "the Parquet file holds (rows, ids, vehicles, miles) {parquet_sums:?}, expected {original}"
+        ))
     } else {
         Status::Correct
     };
@@ -151,7 +209,7 @@ pub(crate) fn run(
             .drop()
             .into_future(),
     );
-    for file in [&archive, &exported] {
+    for file in [&archive, &exported, &parquet_file] {
         let _ = std::fs::remove_file(file);
     }
     Ok(ToolsResult {
@@ -160,6 +218,8 @@ pub(crate) fn run(
         dump: dump_time,
         restore: restore_time,
         export: export_time,
+        parquet: parquet_time,
+        parquet_bytes,
         status,
     })
 }
