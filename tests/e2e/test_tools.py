@@ -233,9 +233,9 @@ def test_export_parquet_read_back_by_duckdb(db, shop, tmp_path):
     connection = duckdb.connect()
     relation = connection.sql(f"SELECT * FROM read_parquet('{path}') ORDER BY _id")
     columns = relation.columns
-    rows = [dict(zip(columns, row)) for row in relation.fetchall()]
+    rows = [dict(zip(columns, row, strict=True)) for row in relation.fetchall()]
     assert len(rows) == 300 and [r["n"] for r in rows] == list(range(300))
-    types = dict(zip(columns, (str(t) for t in relation.types)))
+    types = dict(zip(columns, (str(t) for t in relation.types), strict=True))
     assert types["int32"] == "INTEGER" and types["int64"] == "BIGINT"
     assert types["double"] == "DOUBLE" and types["bool"] == "BOOLEAN"
     assert types["date"] == "TIMESTAMP WITH TIME ZONE" and types["binary"] == "BLOB"
