@@ -58,6 +58,18 @@ impl ConnectionStats {
 }
 
 impl Stats {
+    /// serverStatus's `opcounters` (the status page's too).
+    pub fn opcounters(&self) -> bson::Document {
+        bson::doc! {
+            "insert": Stats::get(&self.insert),
+            "query": Stats::get(&self.query),
+            "update": Stats::get(&self.update),
+            "delete": Stats::get(&self.delete),
+            "getmore": Stats::get(&self.getmore),
+            "command": Stats::get(&self.command),
+        }
+    }
+
     pub fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }

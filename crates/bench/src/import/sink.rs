@@ -9,13 +9,12 @@
 
 use super::wire_insert::WireInsert;
 use crate::io_error;
+use crate::tools::Connection;
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Bson, Document, RawDocumentBuf};
 use mongodb::error::ErrorKind;
-use mongodb::options::ClientOptions;
-use mongodb::{Client, Collection, Database};
+use mongodb::{Collection, Database};
 use std::future::IntoFuture;
-use std::time::Duration;
 
 /// What the import does with each document.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,7 +26,7 @@ pub enum Mode {
 }
 
 pub(crate) struct Sink {
-    runtime: tokio::runtime::Runtime,
+    connection: Connection,
     db: Database,
     collection: Collection<RawDocumentBuf>,
     mode: Mode,
@@ -57,36 +56,12 @@ impl Sink {
         ordered: bool,
         connections: usize,
     ) -> Result<Sink> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| io_error("cannot start the async runtime", e))?;
-        let cannot_connect =
-            |e: mongodb::error::Error| io_error(format!("cannot connect to {uri}"), e);
-        let mut options = runtime
-            .block_on(ClientOptions::parse(uri).into_future())
-            .map_err(cannot_connect)?;
-        options
-            .app_name
-            .get_or_insert_with(|| "basalt import".to_string());
-        options.max_pool_size = Some(connections.max(10) as u32);
-        options
-            .server_selection_timeout
-            .get_or_insert(Duration::from_secs(10));
-        // The client starts its monitoring tasks on the runtime it is made in.
-        let client = {
-            let _inside = runtime.enter();
-            Client::with_options(options).map_err(cannot_connect)?
-        };
-        let db = client.database(db);
-        runtime
-            .block_on(db.run_command(doc! {"ping": 1}).into_future())
-            .map_err(cannot_connect)?;
+        let connection = Connection::open(uri, "basalt import", Some(connections.max(10)))?;
+        let db = connection.client.database(db);
         Ok(Sink {
             wire: WireInsert::for_uri(uri, db.name(), collection, ordered),
             collection: db.collection(collection),
-            runtime,
+            connection,
             db,
             mode,
             upsert_fields: upsert_fields.to_vec(),
@@ -96,7 +71,7 @@ impl Sink {
 
     /// Runs one driver action to its end on this thread.
     fn block<A: IntoFuture>(&self, action: A) -> A::Output {
-        self.runtime.block_on(action.into_future())
+        self.connection.block(action)
     }
 
     pub(super) fn drop_collection(&self) -> Result<()> {

@@ -5,7 +5,7 @@
 //! `--gzip`, or as segments of one `--archive` stream.
 
 use super::archive::{ArchiveWriter, CollectionEntry};
-use super::namespaces::NamespaceFilter;
+use super::namespaces::{NamespaceFilter, Selection};
 use super::{canonical_json, json_document, server_error, Connection};
 use crate::import::progress::Progress;
 use crate::io_error;
@@ -27,12 +27,8 @@ pub struct DumpArgs {
     /// Connection string of the server to dump.
     #[arg(long, default_value = "mongodb://127.0.0.1:27017")]
     pub uri: String,
-    /// Only this database.
-    #[arg(long, short = 'd')]
-    pub db: Option<String>,
-    /// Only this collection (with --db).
-    #[arg(long, short = 'c')]
-    pub collection: Option<String>,
+    #[command(flatten)]
+    pub selection: Selection,
     /// Only the documents matching this filter (Extended JSON).
     #[arg(long, short = 'q')]
     pub query: Option<String>,
@@ -46,12 +42,6 @@ pub struct DumpArgs {
     /// Compress: each file of a directory dump, or the whole archive.
     #[arg(long)]
     pub gzip: bool,
-    /// Namespaces to dump (`db.collection`, `*` wildcards; repeatable).
-    #[arg(long = "nsInclude")]
-    pub ns_include: Vec<String>,
-    /// Namespaces to leave out (`*` wildcards; repeatable).
-    #[arg(long = "nsExclude")]
-    pub ns_exclude: Vec<String>,
     /// Collections dumped at once.
     #[arg(long = "numParallelCollections", short = 'j', default_value_t = 4)]
     pub parallel: usize,
@@ -84,20 +74,13 @@ enum Output {
 
 pub fn run(args: &DumpArgs) -> Result<DumpSummary> {
     let started = Instant::now();
-    let connection = Connection::open(&args.uri, "basalt dump")?;
-    let filter = NamespaceFilter::new(
-        args.db.as_deref(),
-        args.collection.as_deref(),
-        &args.ns_include,
-        &args.ns_exclude,
-        &[],
-        &[],
-    )?;
+    let connection = Connection::open(&args.uri, "basalt dump", None)?;
+    let filter = NamespaceFilter::new(&args.selection, &[], &[])?;
     let query = match &args.query {
         Some(text) => json_document("--query", text)?,
         None => Document::new(),
     };
-    let sources = sources(&connection, args.db.as_deref(), &filter)?;
+    let sources = sources(&connection, args.selection.db.as_deref(), &filter)?;
     let server_version = connection.server_version();
     let output = match &args.archive {
         Some(path) => {

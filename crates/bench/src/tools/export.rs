@@ -86,7 +86,7 @@ pub fn run(args: &ExportArgs) -> Result<ExportSummary> {
     if args.export_type == ExportType::Csv && args.fields.is_empty() {
         return Err(usage("CSV export needs --fields"));
     }
-    let connection = Connection::open(&args.uri, "basalt export")?;
+    let connection = Connection::open(&args.uri, "basalt export", None)?;
     if args.export_type == ExportType::Parquet {
         let documents = export_parquet(args, &connection)?;
         return Ok(ExportSummary {

@@ -12,7 +12,7 @@
 pub mod archive;
 pub mod dump;
 pub mod export;
-mod namespaces;
+pub mod namespaces;
 pub mod parquet;
 pub mod restore;
 
@@ -32,7 +32,9 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
-    pub fn open(uri: &str, app_name: &str) -> Result<Connection> {
+    /// Connects (and pings) with `app_name`, and a pool of `pool` connections where a
+    /// tool sends requests from several threads.
+    pub fn open(uri: &str, app_name: &str, pool: Option<usize>) -> Result<Connection> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -44,9 +46,13 @@ impl Connection {
             .block_on(ClientOptions::parse(uri).into_future())
             .map_err(cannot_connect)?;
         options.app_name.get_or_insert_with(|| app_name.to_string());
+        if let Some(pool) = pool {
+            options.max_pool_size = Some(u32::try_from(pool).unwrap_or(u32::MAX));
+        }
         options
             .server_selection_timeout
             .get_or_insert(Duration::from_secs(10));
+        // The client starts its monitoring tasks on the runtime it is made in.
         let client = {
             let _inside = runtime.enter();
             Client::with_options(options).map_err(cannot_connect)?

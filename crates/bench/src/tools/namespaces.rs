@@ -39,6 +39,23 @@ impl Pattern {
     }
 }
 
+/// The flags that choose namespaces, which dump and restore share.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct Selection {
+    /// Only this database.
+    #[arg(long, short = 'd')]
+    pub db: Option<String>,
+    /// Only this collection (with --db).
+    #[arg(long, short = 'c')]
+    pub collection: Option<String>,
+    /// Namespaces to take (`db.collection`, `*` wildcards; repeatable).
+    #[arg(long = "nsInclude")]
+    pub ns_include: Vec<String>,
+    /// Namespaces to leave out (`*` wildcards; repeatable).
+    #[arg(long = "nsExclude")]
+    pub ns_exclude: Vec<String>,
+}
+
 /// The namespaces to take, and their new names.
 #[derive(Clone, Debug, Default)]
 pub struct NamespaceFilter {
@@ -48,15 +65,11 @@ pub struct NamespaceFilter {
 }
 
 impl NamespaceFilter {
-    /// From the tools' flags: `--db`/`--collection` narrow like an `--nsInclude`.
-    pub fn new(
-        db: Option<&str>,
-        collection: Option<&str>,
-        include: &[String],
-        exclude: &[String],
-        from: &[String],
-        to: &[String],
-    ) -> Result<NamespaceFilter> {
+    /// From the tools' flags: `--db`/`--collection` narrow like an `--nsInclude`;
+    /// `from`/`to` are `--nsFrom`/`--nsTo`.
+    pub fn new(selection: &Selection, from: &[String], to: &[String]) -> Result<NamespaceFilter> {
+        let (db, collection) = (selection.db.as_deref(), selection.collection.as_deref());
+        let (include, exclude) = (&selection.ns_include, &selection.ns_exclude);
         if collection.is_some() && db.is_none() {
             return Err(usage("--collection needs --db"));
         }
@@ -128,9 +141,18 @@ pub fn usage(message: impl Into<String>) -> Error {
 mod tests {
     use super::*;
 
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
     fn filter(db: Option<&str>, include: &[&str], exclude: &[&str]) -> NamespaceFilter {
-        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        NamespaceFilter::new(db, None, &strings(include), &strings(exclude), &[], &[]).unwrap()
+        let selection = Selection {
+            db: db.map(str::to_string),
+            collection: None,
+            ns_include: strings(include),
+            ns_exclude: strings(exclude),
+        };
+        NamespaceFilter::new(&selection, &[], &[]).unwrap()
     }
 
     #[test]
@@ -152,12 +174,8 @@ mod tests {
 
     #[test]
     fn renames_carry_what_the_wildcards_matched() {
-        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let f = NamespaceFilter::new(
-            None,
-            None,
-            &[],
-            &[],
+            &Selection::default(),
             &strings(&["shop.*", "a.b"]),
             &strings(&["archive.shop_*", "c.d"]),
         )
@@ -165,9 +183,11 @@ mod tests {
         assert_eq!(f.renamed("shop.items"), "archive.shop_items");
         assert_eq!(f.renamed("a.b"), "c.d");
         assert_eq!(f.renamed("x.y"), "x.y");
-        assert!(
-            NamespaceFilter::new(None, None, &[], &[], &strings(&["a.*"]), &strings(&["b.c"]))
-                .is_err()
-        );
+        assert!(NamespaceFilter::new(
+            &Selection::default(),
+            &strings(&["a.*"]),
+            &strings(&["b.c"])
+        )
+        .is_err());
     }
 }

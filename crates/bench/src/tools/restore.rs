@@ -6,7 +6,7 @@
 //! their collections' loaders as they are read.
 
 use super::archive::{ArchiveReader, Event};
-use super::namespaces::{usage, NamespaceFilter};
+use super::namespaces::{usage, NamespaceFilter, Selection};
 use super::Connection;
 use crate::import::progress::Progress;
 use crate::import::sink::{Mode, Sink};
@@ -38,12 +38,8 @@ pub struct RestoreArgs {
     /// Connection string of the server to restore into.
     #[arg(long, default_value = "mongodb://127.0.0.1:27017")]
     pub uri: String,
-    /// Only this database of the dump.
-    #[arg(long, short = 'd')]
-    pub db: Option<String>,
-    /// Only this collection (with --db).
-    #[arg(long, short = 'c')]
-    pub collection: Option<String>,
+    #[command(flatten)]
+    pub selection: Selection,
     /// Read an archive instead of a directory: this file, or standard input with no
     /// file (`--archive`) or "-".
     #[arg(long, num_args = 0..=1, default_missing_value = "-", require_equals = true)]
@@ -51,12 +47,6 @@ pub struct RestoreArgs {
     /// The dump is gzipped (its files, or the whole archive).
     #[arg(long)]
     pub gzip: bool,
-    /// Namespaces to restore (`db.collection`, `*` wildcards; repeatable).
-    #[arg(long = "nsInclude")]
-    pub ns_include: Vec<String>,
-    /// Namespaces to leave out (repeatable).
-    #[arg(long = "nsExclude")]
-    pub ns_exclude: Vec<String>,
     /// Rename: namespaces matching this pattern (repeatable, paired with --nsTo) ...
     #[arg(long = "nsFrom")]
     pub ns_from: Vec<String>,
@@ -122,15 +112,8 @@ impl Item {
 
 pub fn run(args: &RestoreArgs) -> Result<RestoreSummary> {
     let started = Instant::now();
-    let filter = NamespaceFilter::new(
-        args.db.as_deref(),
-        args.collection.as_deref(),
-        &args.ns_include,
-        &args.ns_exclude,
-        &args.ns_from,
-        &args.ns_to,
-    )?;
-    let connection = Connection::open(&args.uri, "basalt restore")?;
+    let filter = NamespaceFilter::new(&args.selection, &args.ns_from, &args.ns_to)?;
+    let connection = Connection::open(&args.uri, "basalt restore", None)?;
     let progress = Arc::new(Progress::new(None, args.quiet));
     let mut summary = match &args.archive {
         Some(path) => restore_archive(args, &connection, &filter, path, &progress)?,
@@ -481,19 +464,16 @@ fn restore_directory(
                         let mut input = open_input(path, args.gzip)?;
                         read_documents(&mut input, |document| loader.push(document))?;
                     }
-                    let outcome = loader.finish()?;
-                    if !args.no_index_restore {
-                        create_indexes(connection, item)?;
-                    }
-                    Ok::<_, Error>(outcome)
+                    let mut mine = RestoreSummary::default();
+                    complete(args, connection, progress, item, loader, &mut mine)?;
+                    Ok::<_, Error>(mine)
                 })();
                 match restored {
-                    Ok(outcome) => {
-                        report(args, progress, item, &outcome);
+                    Ok(mine) => {
                         if let Ok(mut summary) = summary.lock() {
-                            summary.collections += 1;
-                            summary.documents += outcome.0;
-                            summary.failed += outcome.1;
+                            summary.collections += mine.collections;
+                            summary.documents += mine.documents;
+                            summary.failed += mine.failed;
                         }
                     }
                     Err(e) => {
@@ -515,6 +495,26 @@ fn restore_directory(
         prepare(args, connection, view)?;
     }
     Ok(summary.into_inner().unwrap_or_default())
+}
+
+/// Ends a collection's load: its last batches, its indexes, its line in the summary.
+fn complete(
+    args: &RestoreArgs,
+    connection: &Connection,
+    progress: &Progress,
+    item: &Item,
+    loader: Loader,
+    summary: &mut RestoreSummary,
+) -> Result<()> {
+    let outcome = loader.finish()?;
+    if !args.no_index_restore {
+        create_indexes(connection, item)?;
+    }
+    report(args, progress, item, &outcome);
+    summary.collections += 1;
+    summary.documents += outcome.0;
+    summary.failed += outcome.1;
+    Ok(())
 }
 
 fn restore_archive(
@@ -571,14 +571,7 @@ fn restore_archive(
             Event::End { db, collection } => {
                 let key = (db, collection);
                 if let (Some(loader), Some(item)) = (loaders.remove(&key), items.get(&key)) {
-                    let outcome = loader.finish()?;
-                    if !args.no_index_restore {
-                        create_indexes(connection, item)?;
-                    }
-                    report(args, progress, item, &outcome);
-                    summary.collections += 1;
-                    summary.documents += outcome.0;
-                    summary.failed += outcome.1;
+                    complete(args, connection, progress, item, loader, &mut summary)?;
                 }
             }
         }
@@ -586,15 +579,8 @@ fn restore_archive(
     // Collections the archive never closed (an archive cut short is an error above;
     // one without data for them is not).
     for (key, loader) in loaders {
-        let outcome = loader.finish()?;
         if let Some(item) = items.get(&key) {
-            if !args.no_index_restore {
-                create_indexes(connection, item)?;
-            }
-            report(args, progress, item, &outcome);
-            summary.collections += 1;
-            summary.documents += outcome.0;
-            summary.failed += outcome.1;
+            complete(args, connection, progress, item, loader, &mut summary)?;
         }
     }
     for view in &views {

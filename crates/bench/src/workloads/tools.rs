@@ -6,6 +6,7 @@
 //! the same count and sums.
 
 use crate::report::{rate, Status};
+use crate::tools::namespaces::Selection;
 use crate::tools::{dump, export, restore};
 use basalt_error::Result;
 use bson::{doc, Document};
@@ -110,14 +111,15 @@ pub(crate) fn run(
     let archive = workdir.join("w1.archive");
     let dump_args = dump::DumpArgs {
         uri: uri.to_string(),
-        db: Some(db.name().to_string()),
-        collection: Some("w1".into()),
+        selection: Selection {
+            db: Some(db.name().to_string()),
+            collection: Some("w1".into()),
+            ..Selection::default()
+        },
         query: None,
         out: workdir.join("dump"),
         archive: Some(archive.clone()),
         gzip: false,
-        ns_include: Vec::new(),
-        ns_exclude: Vec::new(),
         parallel: 4,
         quiet: true,
     };
@@ -129,12 +131,9 @@ pub(crate) fn run(
     let restore_args = restore::RestoreArgs {
         dir: workdir.join("dump"),
         uri: uri.to_string(),
-        db: None,
-        collection: None,
+        selection: Selection::default(),
         archive: Some(archive.clone()),
         gzip: false,
-        ns_include: Vec::new(),
-        ns_exclude: Vec::new(),
         ns_from: vec![format!("{}.w1", db.name())],
         ns_to: vec![format!("{}.w1_restored", db.name())],
         drop: true,

@@ -26,14 +26,7 @@ pub fn server_status(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
         "globalLock": global_lock(server),
         "locks": {},
         "network": network(server),
-        "opcounters": {
-            "insert": Stats::get(&stats.insert),
-            "query": Stats::get(&stats.query),
-            "update": Stats::get(&stats.update),
-            "delete": Stats::get(&stats.delete),
-            "getmore": Stats::get(&stats.getmore),
-            "command": Stats::get(&stats.command),
-        },
+        "opcounters": stats.opcounters(),
         // Replicated operations are not counted apart: a member applies whole entries.
         "opcountersRepl": {
             "insert": 0_i64, "query": 0_i64, "update": 0_i64, "delete": 0_i64,

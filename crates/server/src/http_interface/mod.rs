@@ -158,14 +158,7 @@ fn status(server: &Arc<Server>) -> Document {
             "totalCreated": Stats::get(&stats.connections.total_created),
             "active": Stats::get(&stats.connections.active),
         },
-        "opcounters": {
-            "insert": Stats::get(&stats.insert),
-            "query": Stats::get(&stats.query),
-            "update": Stats::get(&stats.update),
-            "delete": Stats::get(&stats.delete),
-            "getmore": Stats::get(&stats.getmore),
-            "command": Stats::get(&stats.command),
-        },
+        "opcounters": stats.opcounters(),
         "latencies": latencies,
         "memory": {
             "residentBytes": metrics::resident_bytes() as i64,
