@@ -257,3 +257,57 @@ def test_export_parquet_read_back_by_duckdb(db, shop, tmp_path):
     assert json.loads(row["timestamp"]) == {"$timestamp": {"t": 1600000000, "i": 7}}
     total = connection.sql(f"SELECT sum(n), count(*) FROM read_parquet('{path}')").fetchall()
     assert total == [(sum(range(300)), 300)]
+
+
+def test_oplog_dump_and_replay_on_a_replica_set(one_member_set, tmp_path):
+    uri = one_member_set.uri
+    client = one_member_set.client()
+    shop = client.shop
+    shop.items.insert_many([{"_id": i, "n": i} for i in range(50)])
+    oplog = client.local["oplog.rs"]
+    start = oplog.find_one(sort=[("$natural", -1)])["ts"]
+    dump = tmp_path / "dump"
+    basalt("dump", f"--uri={uri}", f"--out={dump}", "--oplog", "--quiet")
+    assert (dump / "oplog.bson").exists()
+    # Writes after the dump, kept as the oplog a dump running meanwhile would keep.
+    shop.items.insert_many([{"_id": i, "n": i} for i in range(50, 60)])
+    shop.items.update_one({"_id": 3}, {"$set": {"n": 300}, "$unset": {"x": 1}})
+    shop.items.replace_one({"_id": 4}, {"whole": True})
+    shop.items.delete_one({"_id": 5})
+    with client.start_session() as session, session.start_transaction():
+        shop.items.insert_one({"_id": "in a transaction"}, session=session)
+        shop.items.update_one({"_id": 6}, {"$inc": {"n": 1}}, session=session)
+    later = list(oplog.find({"ts": {"$gt": start}, "ns": {"$in": ["shop.items", "admin.$cmd"]}}))
+    assert later
+    (dump / "oplog.bson").write_bytes(b"".join(bson.encode(entry) for entry in later))
+    restored = basalt("restore", f"--uri={uri}", str(dump), "--oplogReplay",
+                      "--nsFrom=shop.*", "--nsTo=copy.*")  # fmt: skip
+    assert b"replayed" in restored.stderr
+    assert list(client.copy.items.find().sort("_id", 1)) == list(shop.items.find().sort("_id", 1))
+
+
+def test_oplog_needs_a_whole_replica_set_dump(shop, tmp_path):
+    for args in (["--oplog"], ["--oplog", "--db=shop"]):
+        done = subprocess.run(
+            [str(default_binary()), "dump", f"--uri={shop}", f"--out={tmp_path}", *args],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode != 0 and "--oplog" in done.stderr, done.stderr
+
+
+def test_oplog_dumps_pass_between_basalt_and_mongodb_tools(one_member_set, tmp_path):
+    mongodump, mongorestore = tool("mongodump"), tool("mongorestore")
+    uri = one_member_set.uri
+    client = one_member_set.client()
+    client.shop.items.insert_many([{"_id": i} for i in range(100)])
+    theirs, ours = tmp_path / "theirs.archive", tmp_path / "ours.archive"
+    subprocess.run([mongodump, f"--uri={uri}", "--oplog", f"--archive={theirs}"],
+                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    basalt("restore", f"--uri={uri}", f"--archive={theirs}", "--oplogReplay",
+           "--nsFrom=shop.*", "--nsTo=copy.*", "--quiet")  # fmt: skip
+    assert client.copy.items.count_documents({}) == 100
+    basalt("dump", f"--uri={uri}", "--oplog", f"--archive={ours}", "--quiet")
+    done = subprocess.run([mongorestore, f"--uri={uri}", f"--archive={ours}", "--oplogReplay",
+                           "--drop"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "applied" in done.stderr and client.shop.items.count_documents({}) == 100

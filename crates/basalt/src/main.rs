@@ -316,6 +316,9 @@ fn main() -> std::process::ExitCode {
         Some(Command::Restore(args)) => match tools::restore::run(&args) {
             Ok(summary) => {
                 if !args.quiet {
+                    if args.oplog_replay {
+                        eprintln!("replayed {} oplog entries", summary.oplog_entries);
+                    }
                     eprintln!(
                         "{} document(s) restored successfully. {} document(s) failed to restore. ({:.0} documents/s)",
                         summary.documents,

@@ -28,7 +28,7 @@ pub struct CollectionEntry {
     pub metadata: String,
     /// Its documents' bytes.
     pub size: i64,
-    /// "view", "timeseries" or "".
+    /// "collection", "view" or "timeseries" (mongodump's), "" for the oplog.
     pub kind: String,
 }
 

@@ -5,7 +5,7 @@
 //! `--gzip`, or as segments of one `--archive` stream.
 
 use super::archive::{ArchiveWriter, CollectionEntry};
-use super::namespaces::{NamespaceFilter, Selection};
+use super::namespaces::{usage, NamespaceFilter, Selection};
 use super::{canonical_json, json_document, server_error, Connection};
 use crate::import::progress::Progress;
 use crate::io_error;
@@ -17,6 +17,10 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
+
+/// What the oplog is called in a dump: `oplog.bson` beside the databases, the namespace
+/// `"".oplog` in an archive.
+pub const OPLOG: &str = "oplog";
 
 /// Bytes of documents gathered before they are written as one archive segment.
 const SEGMENT_BYTES: usize = 1 << 20;
@@ -45,6 +49,11 @@ pub struct DumpArgs {
     /// Collections dumped at once.
     #[arg(long = "numParallelCollections", short = 'j', default_value_t = 4)]
     pub parallel: usize,
+    /// Also keep the oplog entries written while the dump ran (`oplog.bson`), so that a
+    /// restore with --oplogReplay reaches one moment: a whole-server dump of a replica
+    /// set member only.
+    #[arg(long)]
+    pub oplog: bool,
     /// No progress bar and no summary.
     #[arg(long)]
     pub quiet: bool,
@@ -80,6 +89,10 @@ pub fn run(args: &DumpArgs) -> Result<DumpSummary> {
         Some(text) => json_document("--query", text)?,
         None => Document::new(),
     };
+    let oplog_start = match args.oplog {
+        true => Some(oplog_position(&connection, &args.selection)?),
+        false => None,
+    };
     let sources = sources(&connection, args.selection.db.as_deref(), &filter)?;
     let server_version = connection.server_version();
     let output = match &args.archive {
@@ -89,20 +102,27 @@ pub fn run(args: &DumpArgs) -> Result<DumpSummary> {
                 true => Box::new(GzEncoder::new(out, flate2::Compression::default())),
                 false => out,
             };
-            let entries: Vec<CollectionEntry> = sources
+            // mongodump's types: "collection", "view", "timeseries".
+            let mut entries: Vec<CollectionEntry> = sources
                 .iter()
                 .map(|s| CollectionEntry {
                     db: s.db.clone(),
                     collection: s.name.clone(),
                     metadata: s.metadata.clone(),
                     size: 0,
-                    kind: if s.kind == "collection" {
-                        String::new()
-                    } else {
-                        s.kind.clone()
-                    },
+                    kind: s.kind.clone(),
                 })
                 .collect();
+            if oplog_start.is_some() {
+                // The oplog is the namespace with no database, as mongodump writes it.
+                entries.push(CollectionEntry {
+                    db: String::new(),
+                    collection: OPLOG.into(),
+                    metadata: String::new(),
+                    size: 0,
+                    kind: String::new(),
+                });
+            }
             let parallel = i32::try_from(args.parallel).unwrap_or(i32::MAX);
             Output::Archive(Mutex::new(ArchiveWriter::new(
                 out,
@@ -162,10 +182,27 @@ pub fn run(args: &DumpArgs) -> Result<DumpSummary> {
             });
         }
     });
-    progress.finish();
     if let Some(e) = failure.into_inner().ok().flatten() {
         return Err(e);
     }
+    if let Some(start) = oplog_start {
+        let entries = Source {
+            db: String::new(),
+            name: OPLOG.into(),
+            kind: OPLOG.into(),
+            metadata: String::new(),
+        };
+        // From the last entry before the dump, as mongodump: never empty, and replaying
+        // what the copy already holds is harmless.
+        let after = doc! {"ts": {"$gte": start}};
+        let (documents, _) = dump_one(&connection, &entries, &after, &output, &progress)?;
+        if !args.quiet {
+            progress.println(&format!(
+                "oplog entries kept from the dump's start: {documents}"
+            ));
+        }
+    }
+    progress.finish();
     if let Output::Archive(writer) = output {
         let writer = writer
             .into_inner()
@@ -251,6 +288,22 @@ fn sources(
     Ok(sources)
 }
 
+/// The time of the oplog's last entry, after which `--oplog` keeps what is written.
+fn oplog_position(connection: &Connection, selection: &Selection) -> Result<bson::Timestamp> {
+    if selection.db.is_some() || !selection.ns_include.is_empty() {
+        return Err(usage("--oplog mode only supported on full dumps"));
+    }
+    let last = connection
+        .cursor_command(
+            "local",
+            doc! {"find": "oplog.rs", "sort": {"$natural": -1}, "limit": 1, "singleBatch": true},
+        )
+        .unwrap_or_default();
+    last.first()
+        .and_then(|entry| entry.get_timestamp("ts").ok())
+        .ok_or_else(|| usage("--oplog needs a replica set member: it has no local.oplog.rs"))
+}
+
 /// A collection's name as a file name: what a file system cannot hold escaped as
 /// mongodump escapes it (`%2F` for `/`).
 fn file_stem(name: &str) -> String {
@@ -269,6 +322,18 @@ fn dump_one(
     progress: &Progress,
 ) -> Result<(u64, u64)> {
     let mut sink: Box<Chunks<'_>> = match output {
+        Output::Directory { root, gzip } if source.kind == OPLOG => {
+            let suffix = if *gzip { ".gz" } else { "" };
+            let mut data = create(&root.join(OPLOG), &format!(".bson{suffix}"), *gzip)?;
+            Box::new(move |bytes: &[u8]| match bytes.is_empty() {
+                true => data
+                    .flush()
+                    .map_err(|e| io_error("cannot write the oplog", e)),
+                false => data
+                    .write_all(bytes)
+                    .map_err(|e| io_error("cannot write the oplog", e)),
+            })
+        }
         Output::Directory { root, gzip } => {
             let dir = root.join(&source.db);
             std::fs::create_dir_all(&dir)
@@ -314,10 +379,16 @@ fn dump_one(
             })
         }
     };
-    let collection = connection
-        .client
-        .database(&source.db)
-        .collection::<RawDocumentBuf>(&source.name);
+    let collection = match source.kind.as_str() {
+        OPLOG => connection
+            .client
+            .database("local")
+            .collection::<RawDocumentBuf>("oplog.rs"),
+        _ => connection
+            .client
+            .database(&source.db)
+            .collection::<RawDocumentBuf>(&source.name),
+    };
     let (mut documents, mut bytes, mut pending) = (0u64, 0u64, 0u64);
     let mut buffer = Vec::with_capacity(SEGMENT_BYTES + (64 << 10));
     connection

@@ -6,6 +6,7 @@
 //! their collections' loaders as they are read.
 
 use super::archive::{ArchiveReader, Event};
+use super::dump::OPLOG;
 use super::namespaces::{usage, NamespaceFilter, Selection};
 use super::Connection;
 use crate::import::progress::Progress;
@@ -68,6 +69,10 @@ pub struct RestoreArgs {
     /// Create collections without the dump's options (capped, validator, ...).
     #[arg(long = "noOptionsRestore")]
     pub no_options_restore: bool,
+    /// After the collections, apply the dump's oplog entries (`basalt dump --oplog`,
+    /// `mongodump --oplog`), bringing the data to the moment the dump ended.
+    #[arg(long = "oplogReplay")]
+    pub oplog_replay: bool,
     /// Stop at the first document that cannot be inserted.
     #[arg(long = "stopOnError")]
     pub stop_on_error: bool,
@@ -81,6 +86,8 @@ pub struct RestoreSummary {
     pub collections: usize,
     pub documents: u64,
     pub failed: u64,
+    /// Oplog entries applied (`--oplogReplay`).
+    pub oplog_entries: u64,
     pub seconds: f64,
 }
 
@@ -494,7 +501,146 @@ fn restore_directory(
     for view in views {
         prepare(args, connection, view)?;
     }
-    Ok(summary.into_inner().unwrap_or_default())
+    let mut summary = summary.into_inner().unwrap_or_default();
+    if args.oplog_replay {
+        let suffix = if args.gzip { ".gz" } else { "" };
+        let path = args.dir.join(format!("{OPLOG}.bson{suffix}"));
+        let mut entries = Vec::new();
+        if path.exists() {
+            read_documents(&mut *open_input(&path, args.gzip)?, |entry| {
+                entries.push(entry);
+                Ok(())
+            })?;
+        }
+        summary.oplog_entries = replay_oplog(connection, filter, &entries)?;
+    }
+    Ok(summary)
+}
+
+/// Oplog entries applied per `applyOps`.
+const OPLOG_BATCH_ENTRIES: usize = 1000;
+
+/// `--oplogReplay`: applies the dump's oplog entries in order through `applyOps`,
+/// batched, under the restore's renames; no-ops are skipped, a transaction's entry
+/// (`applyOps` inside a command entry) is applied as its operations, and collection
+/// UUIDs (`ui`) are dropped, since the restored collections have new ones. Returns the
+/// entries applied.
+fn replay_oplog(
+    connection: &Connection,
+    filter: &NamespaceFilter,
+    entries: &[RawDocumentBuf],
+) -> Result<u64> {
+    let mut operations = Vec::new();
+    for entry in entries {
+        let entry = Document::try_from(entry.as_ref())?;
+        match (entry.get_str("op").unwrap_or(""), entry.get_document("o")) {
+            ("n", _) => {}
+            ("c", Ok(command)) if command.contains_key("applyOps") => {
+                let inner = command.get_array("applyOps").cloned().unwrap_or_default();
+                operations.extend(inner.into_iter().filter_map(|op| match op {
+                    Bson::Document(op) => Some(op),
+                    _ => None,
+                }));
+            }
+            _ => operations.push(entry),
+        }
+    }
+    let mut applied = 0u64;
+    let mut batch: Vec<Bson> = Vec::new();
+    let flush = |batch: &mut Vec<Bson>| -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let ops = std::mem::take(batch);
+        apply_idempotently(connection, ops)
+    };
+    for mut op in operations {
+        let Some(ns) = op.get_str("ns").ok().map(str::to_string) else {
+            continue;
+        };
+        let (db, collection) = ns.split_once('.').unwrap_or((&ns, ""));
+        let command = collection == "$cmd";
+        let named = match command {
+            true => op
+                .get_document("o")
+                .ok()
+                .and_then(|o| o.iter().next())
+                .and_then(|(_, v)| v.as_str())
+                .map(|c| format!("{db}.{c}")),
+            false => Some(ns.clone()),
+        };
+        let Some(named) = named else { continue };
+        if !filter.takes(&named) {
+            continue;
+        }
+        let renamed = filter.renamed(&named);
+        let (new_db, new_collection) = renamed.split_once('.').unwrap_or((&renamed, ""));
+        op.remove("ui");
+        if command {
+            op.insert("ns", format!("{new_db}.$cmd"));
+            if let Ok(o) = op.get_document_mut("o") {
+                if let Some((key, _)) = o.iter().next().map(|(k, v)| (k.clone(), v.clone())) {
+                    o.insert(key, new_collection);
+                }
+            }
+        } else {
+            op.insert("ns", &renamed);
+        }
+        // A command entry goes alone: it changes the catalog the next ones write to. A
+        // collection the dump already holds (created while it ran) is there already.
+        if command {
+            flush(&mut batch)?;
+            batch.push(Bson::Document(op));
+            match flush(&mut batch) {
+                Err(e) if e.code == ErrorCode::NAMESPACE_EXISTS => {}
+                other => other?,
+            }
+        } else {
+            batch.push(Bson::Document(op));
+            if batch.len() == OPLOG_BATCH_ENTRIES {
+                flush(&mut batch)?;
+            }
+        }
+        applied += 1;
+    }
+    flush(&mut batch)?;
+    Ok(applied)
+}
+
+/// Applies oplog entries as a replay must: again and again to the same effect. A batch
+/// is atomic, so when an insert finds its document there already (the dump copied it,
+/// or an earlier replay applied it), the batch is applied again entry by entry, such an
+/// insert as the replacement of that document, as mongod's oplog application does.
+fn apply_idempotently(connection: &Connection, ops: Vec<Bson>) -> Result<()> {
+    let apply = |ops: Vec<Bson>| {
+        connection
+            .command("admin", doc! {"applyOps": ops})
+            .map(drop)
+    };
+    match apply(ops.clone()) {
+        Err(e) if e.code == ErrorCode::DUPLICATE_KEY => {}
+        other => return other,
+    }
+    for op in ops {
+        match apply(vec![op.clone()]) {
+            Err(e) if e.code == ErrorCode::DUPLICATE_KEY => {
+                let Bson::Document(mut op) = op else {
+                    return Err(e);
+                };
+                let id = op
+                    .get_document("o")
+                    .ok()
+                    .and_then(|o| o.get("_id"))
+                    .cloned()
+                    .ok_or(e)?;
+                op.insert("op", "u");
+                op.insert("o2", doc! {"_id": id});
+                apply(vec![Bson::Document(op)])?;
+            }
+            other => other?,
+        }
+    }
+    Ok(())
 }
 
 /// Ends a collection's load: its last batches, its indexes, its line in the summary.
@@ -528,7 +674,8 @@ fn restore_archive(
     let mut items: HashMap<(String, String), Item> = HashMap::new();
     let mut views = Vec::new();
     for entry in entries {
-        if !filter.takes(&format!("{}.{}", entry.db, entry.collection)) {
+        // The oplog (no database) is no collection to create.
+        if entry.db.is_empty() || !filter.takes(&format!("{}.{}", entry.db, entry.collection)) {
             continue;
         }
         let what = format!("metadata of {}.{}", entry.db, entry.collection);
@@ -555,8 +702,14 @@ fn restore_archive(
         loaders.insert(key.clone(), Loader::new(args, item, progress)?);
     }
     let mut summary = RestoreSummary::default();
+    let mut oplog = Vec::new();
     while let Some(event) = reader.next_event()? {
         match event {
+            Event::Documents {
+                db,
+                collection,
+                documents,
+            } if db.is_empty() && collection == OPLOG => oplog.extend(documents),
             Event::Documents {
                 db,
                 collection,
@@ -585,6 +738,9 @@ fn restore_archive(
     }
     for view in &views {
         prepare(args, connection, view)?;
+    }
+    if args.oplog_replay {
+        summary.oplog_entries = replay_oplog(connection, filter, &oplog)?;
     }
     Ok(summary)
 }

@@ -121,6 +121,7 @@ pub(crate) fn run(
         archive: Some(archive.clone()),
         gzip: false,
         parallel: 4,
+        oplog: false,
         quiet: true,
     };
     let started = Instant::now();
@@ -140,6 +141,7 @@ pub(crate) fn run(
         parallel: 4,
         workers: 2,
         no_index_restore: false,
+        oplog_replay: false,
         no_options_restore: false,
         stop_on_error: false,
         quiet: true,
