@@ -25,7 +25,7 @@ pub fn get<'a>(doc: &'a RawDocument, name: &str) -> Field<'a> {
     let mut found = Field::Missing;
     let intact = for_each_element(doc, |key, kind, value| {
         if key == name.as_bytes() {
-            found = to_raw_bson(doc, name, kind, value).map_or(Field::Damaged, Field::Value);
+            found = to_raw_bson(doc, key, kind, value).map_or(Field::Damaged, Field::Value);
             return false;
         }
         true
@@ -49,7 +49,7 @@ pub fn for_each_named<'a>(
     let mut intact = true;
     let walked = for_each_element(doc, |key, kind, value| {
         if let Some(name) = names.iter().find(|n| n.as_bytes() == key) {
-            let value = to_raw_bson(doc, name, kind, value);
+            let value = to_raw_bson(doc, key, kind, value);
             intact &= value.is_some();
             visit(name, value);
             left -= 1;
@@ -57,6 +57,19 @@ pub fn for_each_named<'a>(
         left > 0
     });
     walked && intact
+}
+
+/// Calls `visit(key, value)` for every top-level field of `doc` in order, while it
+/// returns true: what a reader of every field (a columnar export) needs, without the
+/// validating iterator's cost. Keys are given as bytes; a value is `None` when its bytes
+/// are damaged. False when the walk stopped at damaged bytes.
+pub fn for_each_field<'a>(
+    doc: &'a RawDocument,
+    mut visit: impl FnMut(&'a [u8], Option<RawBsonRef<'a>>) -> bool,
+) -> bool {
+    for_each_element(doc, |key, kind, value| {
+        visit(key, to_raw_bson(doc, key, kind, value))
+    })
 }
 
 /// Walks the elements of `doc` as (key bytes, type byte, value bytes) while `visit`
@@ -134,7 +147,7 @@ fn value_size(kind: u8, rest: &[u8]) -> Option<usize> {
 /// The value of field `name` (of type `kind`, bytes `value`) of `doc`.
 fn to_raw_bson<'a>(
     doc: &'a RawDocument,
-    name: &str,
+    name: &[u8],
     kind: u8,
     value: &'a [u8],
 ) -> Option<RawBsonRef<'a>> {
@@ -157,7 +170,7 @@ fn to_raw_bson<'a>(
         0x12 => RawBsonRef::Int64(i64::from_le_bytes(fixed(8)?.try_into().ok()?)),
         0x13 => RawBsonRef::Decimal128(Decimal128::from_bytes(fixed(16)?.try_into().ok()?)),
         // Arrays and the rarer types: bson's own (validating) reader.
-        _ => return doc.get(name).ok().flatten(),
+        _ => return doc.get(std::str::from_utf8(name).ok()?).ok().flatten(),
     })
 }
 

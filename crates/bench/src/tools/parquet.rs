@@ -277,20 +277,25 @@ impl StructColumn {
     fn append_document(&mut self, document: &RawDocument) -> u64 {
         let mut misfits = 0;
         self.filled.iter_mut().for_each(|f| *f = false);
-        for (position, (name, value)) in document.iter().flatten().enumerate() {
-            let name = name.as_str();
+        let mut position = 0;
+        // The server validated the documents it stored: walked without validating again.
+        basalt_value::raw::for_each_field(document, |key, value| {
             // Documents mostly share their field order: try the same position first.
             let at = match self.names.get(position) {
-                Some(expected) if expected == name => Some(position),
-                _ => self.index.get(name).copied(),
+                Some(expected) if expected.as_bytes() == key => Some(position),
+                _ => std::str::from_utf8(key)
+                    .ok()
+                    .and_then(|name| self.index.get(name).copied()),
             };
+            position += 1;
             if let Some(at) = at {
                 if !self.filled[at] {
                     self.filled[at] = true;
-                    misfits += self.children[at].append(Some(value));
+                    misfits += self.children[at].append(value);
                 }
             }
-        }
+            true
+        });
         for (child, filled) in self.children.iter_mut().zip(&self.filled) {
             if !filled {
                 child.append(None);
