@@ -223,6 +223,26 @@ mod tests {
     }
 
     #[test]
+    fn every_field_is_walked_in_order_as_bson_decodes_it() {
+        let doc = every_type();
+        let decoded = Document::try_from(doc.as_ref()).unwrap();
+        let mut walked = Document::new();
+        assert!(for_each_field(&doc, |key, value| {
+            let key = std::str::from_utf8(key).unwrap().to_string();
+            walked.insert(key, Bson::try_from(value.unwrap()).unwrap());
+            true
+        }));
+        assert_eq!(walked, decoded);
+        // The walk stops when asked to.
+        let mut first = Vec::new();
+        assert!(for_each_field(&doc, |key, _| {
+            first.push(key.to_vec());
+            false
+        }));
+        assert_eq!(first, vec![b"d".to_vec()]);
+    }
+
+    #[test]
     fn damaged_bytes_give_nothing() {
         let good = every_type();
         let bytes = good.as_bytes();
