@@ -173,6 +173,23 @@ def test_bad_input_gets_a_clear_error(shop, tmp_path):
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode != 0 and "--query" in done.stderr
+    # A .bson file cut short inside a document.
+    (tmp_path / "cut" / "shop").mkdir(parents=True)
+    (tmp_path / "cut" / "shop" / "items.bson").write_bytes(bson.encode({"a": 1})[:-3])
+    done = subprocess.run(
+        [str(default_binary()), "restore", f"--uri={shop}", str(tmp_path / "cut")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0 and "damaged BSON: cut short" in done.stderr, done.stderr
+    for args, said in [
+        (["--type=csv"], "CSV export needs --fields"),
+        (["--type=parquet"], "Parquet export needs --out"),
+    ]:
+        done = subprocess.run(
+            [str(default_binary()), "export", f"--uri={shop}", "--collection=items", *args],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode != 0 and said in done.stderr, done.stderr
 
 
 def export(uri: str, db: str, *args: str) -> str:

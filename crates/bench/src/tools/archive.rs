@@ -179,48 +179,21 @@ impl<R: Read> ArchiveReader<R> {
 
     /// The next document, or `None` at a terminator.
     fn next_document(&mut self) -> Result<Option<RawDocumentBuf>> {
-        let mut length = [0u8; 4];
-        self.input
-            .read_exact(&mut length)
-            .map_err(|e| corrupt(format!("cut short ({e})")))?;
-        let n = u32::from_le_bytes(length);
-        if n == TERMINATOR {
-            return Ok(None);
+        match read_next(&mut self.input)? {
+            Next::Document(document) => Ok(Some(document)),
+            Next::Terminator => Ok(None),
+            Next::End => Err(corrupt("cut short")),
         }
-        if !(5..=48 << 20).contains(&n) {
-            return Err(corrupt(format!("a document of {n} bytes")));
-        }
-        let mut bytes = length.to_vec();
-        bytes.resize(n as usize, 0);
-        self.input
-            .read_exact(&mut bytes[4..])
-            .map_err(|e| corrupt(format!("cut short ({e})")))?;
-        Ok(Some(RawDocumentBuf::from_bytes(bytes)?))
     }
 
     /// The next segment or end of a namespace; `None` at the end of the archive.
     pub fn next_event(&mut self) -> Result<Option<Event>> {
-        let mut first = [0u8; 1];
-        match self.input.read(&mut first) {
-            Ok(0) => return Ok(None),
-            Ok(_) => {}
-            Err(e) => return Err(corrupt(e)),
-        }
-        let mut chained = std::io::Read::chain(&first[..], &mut self.input);
-        let mut length = [0u8; 4];
-        chained
-            .read_exact(&mut length)
-            .map_err(|e| corrupt(format!("cut short ({e})")))?;
-        let n = u32::from_le_bytes(length) as usize;
-        if !(5..=1 << 20).contains(&n) {
-            return Err(corrupt(format!("a namespace header of {n} bytes")));
-        }
-        let mut bytes = length.to_vec();
-        bytes.resize(n, 0);
-        chained
-            .read_exact(&mut bytes[4..])
-            .map_err(|e| corrupt(format!("cut short ({e})")))?;
-        let header = Document::try_from(RawDocumentBuf::from_bytes(bytes)?.as_ref())?;
+        let header = match read_next(&mut self.input)? {
+            Next::End => return Ok(None),
+            Next::Terminator => return Err(corrupt("a terminator where a namespace belongs")),
+            Next::Document(header) => header,
+        };
+        let header = Document::try_from(header.as_ref())?;
         let db = header.get_str("db").unwrap_or_default().to_string();
         let collection = header.get_str("collection").unwrap_or_default().to_string();
         let key = (db.clone(), collection.clone());
@@ -254,6 +227,51 @@ impl<R: Read> ArchiveReader<R> {
             documents,
         }))
     }
+}
+
+/// What comes next in a stream of length-prefixed BSON documents (an archive, a dump's
+/// `.bson` file).
+pub(crate) enum Next {
+    Document(RawDocumentBuf),
+    /// mongodump's 0xffffffff, which ends a prelude or a segment.
+    Terminator,
+    /// The stream ended cleanly, between documents.
+    End,
+}
+
+/// Reads the next document (or terminator) of a BSON stream; a stream that ends inside
+/// a document, or a length no document has, is damaged.
+pub(crate) fn read_next<R: Read + ?Sized>(input: &mut R) -> Result<Next> {
+    let damaged = |detail: String| {
+        Error::new(
+            ErrorCode::FAILED_TO_PARSE,
+            format!("damaged BSON: {detail}"),
+        )
+    };
+    let mut length = [0u8; 4];
+    let mut got = 0;
+    while got < length.len() {
+        match input.read(&mut length[got..]) {
+            Ok(0) if got == 0 => return Ok(Next::End),
+            Ok(0) => return Err(damaged("cut short".into())),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(damaged(e.to_string())),
+        }
+    }
+    let n = u32::from_le_bytes(length);
+    if n == TERMINATOR {
+        return Ok(Next::Terminator);
+    }
+    if !(5..=48 << 20).contains(&n) {
+        return Err(damaged(format!("a document of {n} bytes")));
+    }
+    let mut bytes = length.to_vec();
+    bytes.resize(n as usize, 0);
+    input
+        .read_exact(&mut bytes[4..])
+        .map_err(|e| damaged(format!("cut short ({e})")))?;
+    Ok(Next::Document(RawDocumentBuf::from_bytes(bytes)?))
 }
 
 #[cfg(test)]

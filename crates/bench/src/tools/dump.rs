@@ -6,7 +6,7 @@
 
 use super::archive::{ArchiveWriter, CollectionEntry};
 use super::namespaces::{usage, NamespaceFilter, Selection};
-use super::{canonical_json, json_document, server_error, Connection};
+use super::{canonical_json, in_parallel, json_document, server_error, Connection};
 use crate::import::progress::Progress;
 use crate::io_error;
 use basalt_error::Result;
@@ -147,44 +147,22 @@ pub fn run(args: &DumpArgs) -> Result<DumpSummary> {
         }
     };
     let progress = Progress::new(None, args.quiet);
-    let queue = Mutex::new(sources.iter().collect::<Vec<_>>());
     let totals = Mutex::new(DumpSummary::default());
-    let failure: Mutex<Option<basalt_error::Error>> = Mutex::new(None);
-    std::thread::scope(|scope| {
-        for _ in 0..args.parallel.max(1) {
-            scope.spawn(|| loop {
-                let Some(source) = queue.lock().ok().and_then(|mut q| q.pop()) else {
-                    return;
-                };
-                match dump_one(&connection, source, &query, &output, &progress) {
-                    Ok((documents, bytes)) => {
-                        if !args.quiet {
-                            progress.println(&format!(
-                                "done dumping {}.{} ({documents} documents)",
-                                source.db, source.name
-                            ));
-                        }
-                        if let Ok(mut totals) = totals.lock() {
-                            totals.collections += 1;
-                            totals.documents += documents;
-                            totals.bytes += bytes;
-                        }
-                    }
-                    Err(e) => {
-                        if let Ok(mut failure) = failure.lock() {
-                            failure.get_or_insert(e);
-                        }
-                        if let Ok(mut q) = queue.lock() {
-                            q.clear();
-                        }
-                    }
-                }
-            });
+    in_parallel(sources.iter().collect(), args.parallel, |source| {
+        let (documents, bytes) = dump_one(&connection, source, &query, &output, &progress)?;
+        if !args.quiet {
+            progress.println(&format!(
+                "done dumping {}.{} ({documents} documents)",
+                source.db, source.name
+            ));
         }
-    });
-    if let Some(e) = failure.into_inner().ok().flatten() {
-        return Err(e);
-    }
+        if let Ok(mut totals) = totals.lock() {
+            totals.collections += 1;
+            totals.documents += documents;
+            totals.bytes += bytes;
+        }
+        Ok(())
+    })?;
     if let Some(start) = oplog_start {
         let entries = Source {
             db: String::new(),

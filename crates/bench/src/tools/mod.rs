@@ -102,6 +102,38 @@ pub(crate) fn server_error(doing: &str, e: mongodb::error::Error) -> basalt_erro
     }
 }
 
+/// Runs `work` on each item from `threads` threads (collections dumped or restored at
+/// once); the first failure leaves the items not yet started alone and is returned.
+pub(crate) fn in_parallel<T: Send>(
+    items: Vec<T>,
+    threads: usize,
+    work: impl Fn(T) -> Result<()> + Sync,
+) -> Result<()> {
+    let queue = std::sync::Mutex::new(items);
+    let failure = std::sync::Mutex::new(None);
+    std::thread::scope(|scope| {
+        for _ in 0..threads.max(1) {
+            scope.spawn(|| loop {
+                let Some(item) = queue.lock().ok().and_then(|mut q| q.pop()) else {
+                    return;
+                };
+                if let Err(e) = work(item) {
+                    if let Ok(mut failure) = failure.lock() {
+                        failure.get_or_insert(e);
+                    }
+                    if let Ok(mut queue) = queue.lock() {
+                        queue.clear();
+                    }
+                }
+            });
+        }
+    });
+    match failure.into_inner().ok().flatten() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
 /// A document given on the command line in (Extended) JSON (`--query`, `--sort`).
 pub(crate) fn json_document(flag: &str, text: &str) -> Result<Document> {
     let raw = crate::import::json_lines::parse(text.as_bytes())

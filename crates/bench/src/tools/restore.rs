@@ -5,10 +5,10 @@
 //! in parallel (`--numParallelCollections`); an archive's interleaved segments go to
 //! their collections' loaders as they are read.
 
-use super::archive::{ArchiveReader, Event};
+use super::archive::{read_next, ArchiveReader, Event, Next};
 use super::dump::OPLOG;
 use super::namespaces::{usage, NamespaceFilter, Selection};
-use super::Connection;
+use super::{in_parallel, Connection};
 use crate::import::progress::Progress;
 use crate::import::sink::{Mode, Sink};
 use crate::io_error;
@@ -415,22 +415,11 @@ fn read_documents(
     mut each: impl FnMut(RawDocumentBuf) -> Result<()>,
 ) -> Result<()> {
     loop {
-        let mut length = [0u8; 4];
-        match input.read_exact(&mut length) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-            Err(e) => return Err(io_error("cannot read the dump", e)),
+        match read_next(input)? {
+            Next::Document(document) => each(document)?,
+            Next::End => return Ok(()),
+            Next::Terminator => return Err(usage("not a BSON file: an archive's terminator")),
         }
-        let n = u32::from_le_bytes(length) as usize;
-        if !(5..=48 << 20).contains(&n) {
-            return Err(usage(format!("not a BSON file: a document of {n} bytes")));
-        }
-        let mut bytes = length.to_vec();
-        bytes.resize(n, 0);
-        input
-            .read_exact(&mut bytes[4..])
-            .map_err(|e| io_error("a BSON file cut short", e))?;
-        each(RawDocumentBuf::from_bytes(bytes)?)?;
     }
 }
 
@@ -455,49 +444,23 @@ fn restore_directory(
 ) -> Result<RestoreSummary> {
     let items = directory_items(args, filter)?;
     let (views, collections): (Vec<&Item>, Vec<&Item>) = items.iter().partition(|i| i.is_view());
-    let queue = Mutex::new(collections);
     let summary = Mutex::new(RestoreSummary::default());
-    let failure: Mutex<Option<Error>> = Mutex::new(None);
-    std::thread::scope(|scope| {
-        for _ in 0..args.parallel.max(1) {
-            scope.spawn(|| loop {
-                let Some(item) = queue.lock().ok().and_then(|mut q| q.pop()) else {
-                    return;
-                };
-                let restored = (|| {
-                    prepare(args, connection, item)?;
-                    let mut loader = Loader::new(args, item, progress)?;
-                    if let Some(path) = &item.data {
-                        let mut input = open_input(path, args.gzip)?;
-                        read_documents(&mut input, |document| loader.push(document))?;
-                    }
-                    let mut mine = RestoreSummary::default();
-                    complete(args, connection, progress, item, loader, &mut mine)?;
-                    Ok::<_, Error>(mine)
-                })();
-                match restored {
-                    Ok(mine) => {
-                        if let Ok(mut summary) = summary.lock() {
-                            summary.collections += mine.collections;
-                            summary.documents += mine.documents;
-                            summary.failed += mine.failed;
-                        }
-                    }
-                    Err(e) => {
-                        if let Ok(mut failure) = failure.lock() {
-                            failure.get_or_insert(e);
-                        }
-                        if let Ok(mut q) = queue.lock() {
-                            q.clear();
-                        }
-                    }
-                }
-            });
+    in_parallel(collections, args.parallel, |item| {
+        prepare(args, connection, item)?;
+        let mut loader = Loader::new(args, item, progress)?;
+        if let Some(path) = &item.data {
+            let mut input = open_input(path, args.gzip)?;
+            read_documents(&mut input, |document| loader.push(document))?;
         }
-    });
-    if let Some(e) = failure.into_inner().ok().flatten() {
-        return Err(e);
-    }
+        let mut mine = RestoreSummary::default();
+        complete(args, connection, progress, item, loader, &mut mine)?;
+        if let Ok(mut summary) = summary.lock() {
+            summary.collections += mine.collections;
+            summary.documents += mine.documents;
+            summary.failed += mine.failed;
+        }
+        Ok(())
+    })?;
     for view in views {
         prepare(args, connection, view)?;
     }
