@@ -170,7 +170,9 @@ def run_suite(suite: Suite, conformance: Path, results: Path, filter_: str | Non
         uri = target.uri
         members = target.members
     command = [sys.executable, str(conformance / "unified_runner.py"), "--uri", uri]
-    command += ["--topology", suite.topology]
+    # The runner decides which tests apply (runOnRequirements) by the version the
+    # server reports (buildInfo), as a driver's test suite does.
+    command += ["--topology", suite.topology, "--server-version", "auto"]
     if suite.auth:
         command += ["--auth"]
     command += [str(conformance / folder) for folder in suite.folders]

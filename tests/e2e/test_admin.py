@@ -3,7 +3,7 @@
 mongosh, Compass, monitoring agents and ORMs issue these on connect or on demand
 (buildInfo, getParameter, getLog, serverStatus, listDatabases, collStats, ...), and
 read specific fields from the replies. The expected shapes and codes are those of a
-MongoDB 7.0 standalone.
+MongoDB 8.0 standalone.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import bson
 import pytest
 
 import wire
+from pymongo.errors import OperationFailure
 from helpers import bson_size, raises_code, wait_until
 
 COMMANDS_WE_SERVE = [
@@ -45,9 +46,64 @@ def test_ping(client, database):
     assert client[database].command("ping")["ok"] == 1
 
 
-def test_get_parameter_feature_compatibility_version(client):
+def fcv(client):
     reply = client.admin.command({"getParameter": 1, "featureCompatibilityVersion": 1})
-    assert reply["featureCompatibilityVersion"]["version"] == "7.0"
+    return reply["featureCompatibilityVersion"]["version"]
+
+
+def test_feature_compatibility_version_starts_at_8_0(client):
+    assert fcv(client) == "8.0"
+    assert client.server_info()["version"].startswith("8.0.")
+
+
+def test_set_feature_compatibility_version_needs_confirm_and_survives_a_restart(start_server):
+    server = start_server()
+    with server.client() as client:
+        admin = client.admin
+        # Re-setting the current version needs no confirmation.
+        assert admin.command({"setFeatureCompatibilityVersion": "8.0"})["ok"] == 1
+        with pytest.raises(OperationFailure) as refused:
+            admin.command({"setFeatureCompatibilityVersion": "7.0"})
+        assert refused.value.code == 7369100
+        with pytest.raises(OperationFailure) as refused:
+            admin.command({"setFeatureCompatibilityVersion": "7.0", "confirm": 0})
+        assert refused.value.code == 7369100
+        assert admin.command({"setFeatureCompatibilityVersion": "7.0", "confirm": 1})["ok"] == 1
+        assert fcv(client) == "7.0"
+        # Kept where mongod keeps it.
+        stored = admin["system.version"].find_one({"_id": "featureCompatibilityVersion"})
+        assert stored == {"_id": "featureCompatibilityVersion", "version": "7.0"}
+    server.restart()
+    with server.client() as client:
+        assert fcv(client) == "7.0"
+        client.admin.command({"setFeatureCompatibilityVersion": "8.0", "confirm": True})
+        assert fcv(client) == "8.0"
+
+
+@pytest.mark.parametrize(
+    "command, code",
+    [
+        ({"setFeatureCompatibilityVersion": "8.2", "confirm": True}, 4926900),
+        ({"setFeatureCompatibilityVersion": "8.0.0", "confirm": True}, 4926900),
+        ({"setFeatureCompatibilityVersion": " 7.0", "confirm": True}, 4926900),
+        ({"setFeatureCompatibilityVersion": 8.0, "confirm": True}, 14),
+        ({"setFeatureCompatibilityVersion": None, "confirm": True}, 40414),
+        ({"setFeatureCompatibilityVersion": "8.0", "confirm": "true"}, 14),
+        ({"setFeatureCompatibilityVersion": "8.0", "confrim": True}, 40415),
+        ({"setParameter": 1, "featureCompatibilityVersion": "8.0"}, 20),
+    ],
+)
+def test_set_feature_compatibility_version_errors(client, command, code):
+    with pytest.raises(OperationFailure) as refused:
+        client.admin.command(command)
+    assert refused.value.code == code
+    assert fcv(client) == "8.0"
+
+
+def test_set_feature_compatibility_version_only_on_admin(client):
+    with pytest.raises(OperationFailure) as refused:
+        client.test.command({"setFeatureCompatibilityVersion": "8.0", "confirm": True})
+    assert refused.value.code == 13
 
 
 def test_set_parameter_changes_the_log_verbosity(start_server):

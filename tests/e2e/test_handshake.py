@@ -3,7 +3,7 @@
 Every driver starts with this exchange and decides from it what the server is
 (standalone, which wire versions, which size limits) and whether to compress. A wrong
 field here breaks every client before the first query, so each field is pinned to
-what a MongoDB 7.0 standalone answers.
+what a MongoDB 8.0 standalone answers.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ LIMITS = {
     "maxBsonObjectSize": 16 * 1024 * 1024,
     "maxMessageSizeBytes": 48_000_000,
     "maxWriteBatchSize": 100_000,
-    "maxWireVersion": 21,
+    "maxWireVersion": 25,
     "minWireVersion": 0,
     "logicalSessionTimeoutMinutes": 30,
 }
@@ -58,7 +58,7 @@ def test_pymongo_sees_a_standalone(client):
     assert description.topology_type_name == "Single"
     (server_description,) = description.server_descriptions().values()
     assert server_description.server_type_name == "Standalone"
-    assert server_description.max_wire_version == 21
+    assert server_description.max_wire_version == 25
 
 
 def test_connection_ids_are_distinct(server):
@@ -122,7 +122,7 @@ def test_legacy_op_query_is_master_gets_op_reply(server):
     assert reply.doc["ok"] == 1
     assert reply.doc["ismaster"] is True
     assert reply.doc["helloOk"] is True
-    assert reply.doc["maxWireVersion"] == 21
+    assert reply.doc["maxWireVersion"] == 25
 
 
 @pytest.mark.parametrize(

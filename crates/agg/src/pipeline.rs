@@ -51,12 +51,13 @@ pub trait Collections: Sync {
     fn scan(&self, db: &str, collection: &str) -> Result<DocumentStream<'_>>;
 
     /// `$out`: replaces the collection (created if missing, keeping its options and
-    /// indexes otherwise) by `documents`. When anything fails, the collection is left as
-    /// it was.
+    /// indexes otherwise) by `documents`; with `timeseries` options, a time-series
+    /// collection with them. When anything fails, the collection is left as it was.
     fn replace_collection(
         &self,
         db: &str,
         collection: &str,
+        timeseries: Option<&Document>,
         documents: &mut dyn Iterator<Item = Result<Document>>,
     ) -> Result<()>;
 
@@ -158,6 +159,7 @@ impl Collections for NoCollections {
         &self,
         db: &str,
         collection: &str,
+        _timeseries: Option<&Document>,
         _documents: &mut dyn Iterator<Item = Result<Document>>,
     ) -> Result<()> {
         Err(Self::unavailable(&format!("{db}.{collection}")))

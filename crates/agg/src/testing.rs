@@ -108,6 +108,7 @@ impl Collections for MemoryCollections {
         &self,
         db: &str,
         collection: &str,
+        _timeseries: Option<&Document>,
         documents: &mut dyn Iterator<Item = Result<Document>>,
     ) -> Result<()> {
         let docs = documents

@@ -58,10 +58,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// MongoDB's wire version for 7.0, which drivers use to pick the features they send.
-pub const MAX_WIRE_VERSION: i32 = 21;
+/// MongoDB's wire version for 8.0, which drivers use to pick the features they send
+/// (25: the `bulkWrite` command).
+pub const MAX_WIRE_VERSION: i32 = 25;
 /// The MongoDB release whose behaviour Basalt follows, as buildInfo reports it.
-pub const COMPATIBLE_MONGODB_VERSION: &str = "7.0.0";
+pub const COMPATIBLE_MONGODB_VERSION: &str = "8.0.0";
 /// How often idle cursors are looked for.
 const CURSOR_REAP_INTERVAL_MS: u64 = 60_000;
 

@@ -241,6 +241,11 @@ fn parse_change(name: &str, value: &Bson) -> Result<Change> {
                 crate::request::type_name(other)
             ))),
         },
+        "featureCompatibilityVersion" => Err(Error::new(
+            ErrorCode::ILLEGAL_OPERATION,
+            "Cannot set featureCompatibilityVersion via setParameter; use the \
+             setFeatureCompatibilityVersion command",
+        )),
         known if STARTUP_ONLY.contains(&known) => Err(Error::new(
             ErrorCode::INVALID_OPTIONS,
             format!("not allowed to change [{known}] at runtime"),

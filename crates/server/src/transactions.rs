@@ -84,6 +84,7 @@ const ALLOWED: &[&str] = &[
     "insert",
     "update",
     "delete",
+    "bulkWrite",
     "findAndModify",
     "create",
     "createIndexes",

@@ -5,12 +5,21 @@ use basalt_error::{Error, Result};
 use basalt_value::Number;
 use bson::Bson;
 
+/// mongod 8's checks: a whole number that fits 64 bits and is not negative (5107201),
+/// then one that is not zero (15958).
 pub(crate) fn parse(spec: &Bson) -> Result<u64> {
-    let n = Number::from_bson(spec)
-        .ok_or_else(|| Error::location(15957, "the limit must be specified as a number"))?;
+    let invalid = |why: &str| {
+        Error::location(
+            5107201,
+            format!("invalid argument to $limit stage: {why}: $limit: {spec}"),
+        )
+    };
+    let n = Number::from_bson(spec).ok_or_else(|| invalid("Expected a number"))?;
     match n.to_i64_exact() {
-        Some(n) if n > 0 => Ok(n as u64),
-        _ => Err(Error::location(15958, "the limit must be positive")),
+        None => Err(invalid("Cannot represent as a 64-bit integer")),
+        Some(n) if n < 0 => Err(invalid("Expected a non-negative number")),
+        Some(0) => Err(Error::location(15958, "the limit must be positive")),
+        Some(n) => Ok(n as u64),
     }
 }
 
@@ -47,7 +56,8 @@ mod tests {
                 .0
         };
         assert_eq!(code(bson!(0)), 15958);
-        assert_eq!(code(bson!(-1)), 15958);
-        assert_eq!(code(bson!("a")), 15957);
+        assert_eq!(code(bson!(-1)), 5107201);
+        assert_eq!(code(bson!(1.5)), 5107201);
+        assert_eq!(code(bson!("a")), 5107201);
     }
 }

@@ -1,22 +1,34 @@
 //! `$out`: writes the pipeline's results to a collection, replacing what it held. The
 //! server writes them to a temporary collection and renames it over the target only when
 //! all are written, so a failure leaves the old target as it was (see
-//! [`crate::Collections::replace_collection`]). It is the last stage and outputs nothing.
+//! [`crate::Collections::replace_collection`]). With `timeseries` options the target is
+//! a time-series collection (made with them, or an existing one with the same). It is
+//! the last stage and outputs nothing.
 
 use crate::pipeline::{DocumentStream, ExecContext};
 use crate::stages::output::{Target, Writer};
-use basalt_error::{Error, ErrorCode, Result};
+use basalt_error::{Error, Result};
 use basalt_expr::type_name;
 use bson::Bson;
 
 pub(crate) fn parse(spec: &Bson) -> Result<Target> {
     match spec {
         Bson::String(coll) => Ok(Target::in_command_database(coll)),
-        Bson::Document(d) if d.contains_key("timeseries") => Err(Error::new(
-            ErrorCode::COMMAND_NOT_SUPPORTED,
-            "$out to a time-series collection is not supported by Basalt yet",
-        )),
-        Bson::Document(d) => Target::parse_object(d, "$out", true),
+        Bson::Document(d) => {
+            // The time-series options are the server's to check (as `create`'s).
+            let mut rest = d.clone();
+            let timeseries = match rest.remove("timeseries") {
+                None | Some(Bson::Null) => None,
+                Some(Bson::Document(options)) => Some(options),
+                Some(other) => return Err(Error::type_mismatch(format!(
+                    "BSON field '$out.timeseries' is the wrong type '{}', expected type 'object'",
+                    type_name(Some(&other))
+                ))),
+            };
+            let mut target = Target::parse_object(&rest, "$out", true)?;
+            target.timeseries = timeseries;
+            Ok(target)
+        }
         other => Err(Error::location(
             16990,
             format!(
@@ -30,7 +42,8 @@ pub(crate) fn parse(spec: &Bson) -> Result<Target> {
 pub(crate) fn run(target: &Target, input: DocumentStream<'_>, ctx: ExecContext<'_>) -> Result<()> {
     let (db, coll) = target.resolve(Writer::Out, ctx.collections)?;
     let mut input = input;
-    ctx.collections.replace_collection(db, coll, &mut input)
+    ctx.collections
+        .replace_collection(db, coll, target.timeseries.as_ref(), &mut input)
 }
 
 #[cfg(test)]

@@ -4,15 +4,21 @@
 //! anyway (empty, with `$`) are refused by the server when the write starts.
 
 use crate::pipeline::Collections;
-use basalt_error::{Error, Result};
+use basalt_error::{Error, ErrorCode, Result};
 use basalt_expr::type_name;
 use bson::{Bson, Document};
+
+/// The longest namespace (`db.collection`) there may be, in bytes.
+const NAMESPACE_BYTES_MAX: usize = 255;
 
 #[derive(Debug)]
 pub(crate) struct Target {
     /// `None`: the command's database.
     db: Option<String>,
     coll: String,
+    /// `$out`'s `timeseries` options: the target is (or becomes) a time-series
+    /// collection with them.
+    pub(crate) timeseries: Option<Document>,
 }
 
 /// The stage that writes, which decides the error codes.
@@ -36,6 +42,7 @@ impl Target {
         Target {
             db: None,
             coll: coll.to_string(),
+            timeseries: None,
         }
     }
 
@@ -56,6 +63,8 @@ impl Target {
             };
             match value {
                 Bson::String(s) => *slot = Some(s.clone()),
+                // As mongod's parser has it, null is a missing field.
+                Bson::Null => {}
                 other => {
                     return Err(Error::type_mismatch(format!(
                     "BSON field '{field}.{name}' is the wrong type '{}', expected type 'string'",
@@ -76,6 +85,7 @@ impl Target {
         Ok(Target {
             db,
             coll: coll.ok_or_else(|| missing("coll"))?,
+            timeseries: None,
         })
     }
 
@@ -96,6 +106,14 @@ impl Target {
             return Err(Error::location(
                 special,
                 format!("{cannot} {stage} to special collection: {}", self.coll),
+            ));
+        }
+        if writer == Writer::Out
+            && (self.coll.contains('$') || db.len() + 1 + self.coll.len() > NAMESPACE_BYTES_MAX)
+        {
+            return Err(Error::new(
+                ErrorCode::ILLEGAL_OPERATION,
+                format!("Invalid $out target namespace, {db}.{}", self.coll),
             ));
         }
         if matches!(db, "admin" | "local" | "config") {

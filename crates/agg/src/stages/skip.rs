@@ -5,15 +5,19 @@ use basalt_error::{Error, Result};
 use basalt_value::Number;
 use bson::Bson;
 
+/// mongod 8's check: a whole number that fits 64 bits and is not negative (5107200).
 pub(crate) fn parse(spec: &Bson) -> Result<u64> {
-    let n = Number::from_bson(spec)
-        .ok_or_else(|| Error::location(15972, "Argument to $skip must be a number"))?;
+    let invalid = |why: &str| {
+        Error::location(
+            5107200,
+            format!("invalid argument to $skip stage: {why}: $skip: {spec}"),
+        )
+    };
+    let n = Number::from_bson(spec).ok_or_else(|| invalid("Expected a number"))?;
     match n.to_i64_exact() {
-        Some(n) if n >= 0 => Ok(n as u64),
-        _ => Err(Error::location(
-            15956,
-            "$skip must be a non-negative integer",
-        )),
+        None => Err(invalid("Cannot represent as a 64-bit integer")),
+        Some(n) if n < 0 => Err(invalid("Expected a non-negative number")),
+        Some(n) => Ok(n as u64),
     }
 }
 
@@ -47,8 +51,8 @@ mod tests {
                 .code
                 .0
         };
-        assert_eq!(code(bson!(-1)), 15956);
-        assert_eq!(code(bson!(1.5)), 15956);
-        assert_eq!(code(bson!("a")), 15972);
+        assert_eq!(code(bson!(-1)), 5107200);
+        assert_eq!(code(bson!(1.5)), 5107200);
+        assert_eq!(code(bson!("a")), 5107200);
     }
 }

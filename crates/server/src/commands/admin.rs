@@ -35,16 +35,16 @@ pub fn build_info(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
 }
 
 /// Server parameters getParameter can read, with their values.
-fn parameters(ctx: &Ctx<'_>) -> Document {
+fn parameters(ctx: &Ctx<'_>) -> Result<Document> {
     let options = &ctx.server.options;
-    doc! {
+    Ok(doc! {
         "ttlMonitorSleepSecs": (options.ttl_monitor_interval_ms / 1000) as i64,
         "scanWorkers": options.scan_workers as i64,
         "enableTestCommands": options.enable_test_commands,
         "transactionLifetimeLimitSeconds": options.transaction_lifetime_limit_secs as i64,
         "transactionSizeLimitBytes": options.transaction_size_limit_bytes as i64,
         "minSnapshotHistoryWindowInSeconds": options.snapshot_history_window_secs as i64,
-        "featureCompatibilityVersion": { "version": "7.0" },
+        "featureCompatibilityVersion": super::feature_compatibility::parameter(ctx)?,
         "authenticationMechanisms": ["SCRAM-SHA-1", "SCRAM-SHA-256"],
         "cursorTimeoutMillis": crate::cursors::CURSOR_IDLE_TIMEOUT_MS as i64,
         "maxBSONDepth": basalt_wire::MAX_BSON_NESTING_DEPTH as i32,
@@ -52,7 +52,7 @@ fn parameters(ctx: &Ctx<'_>) -> Document {
         "notablescan": false,
         "javascriptProtection": false,
         "requireApiVersion": false,
-    }
+    })
 }
 
 /// `setParameter`: the runtime parameters (`parameters.rs`).
@@ -141,7 +141,7 @@ pub fn configure_fail_point(ctx: &Ctx<'_>, body: &Document) -> Result<Document> 
 }
 
 pub fn get_parameter(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
-    let mut all = parameters(ctx);
+    let mut all = parameters(ctx)?;
     all.extend(ctx.server.parameters.current());
     let wants_all = match body.get("getParameter") {
         Some(Bson::String(s)) => s == "*",

@@ -9,9 +9,12 @@
 //! operation that ran (`{ok, idx, n, nModified, upserted}` or the error), only the
 //! errors with `errorsOnly`.
 //!
-//! Not yet: `bulkWrite` in a multi-document transaction, and as a retryable write (with
-//! `txnNumber`): its operations would need statement ids of their own in the session
-//! table; both are refused rather than run without their guarantees.
+//! As a retryable write (with `txnNumber`), each operation carries the session's
+//! `txnNumber` and its index as `stmtId`, as mongos hands a shard its statements: the
+//! table of retryable writes records each operation's reply under its statement, so a
+//! retried bulkWrite runs only the operations that did not run, and answers the others
+//! as they were answered. In a multi-document transaction each operation is a statement
+//! of the transaction (its `lsid`, `txnNumber` and `autocommit`).
 
 use super::{dispatch, Ctx};
 use crate::request::{Fields, GENERIC_COMMAND_FIELDS};
@@ -343,13 +346,6 @@ pub fn bulk_write(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let mut also = GENERIC_COMMAND_FIELDS.to_vec();
     also.push("bulkWrite");
     check_fields(body, "bulkWrite", COMMAND_FIELDS, &also)?;
-    if body.contains_key("txnNumber") {
-        return Err(Error::new(
-            ErrorCode::COMMAND_NOT_SUPPORTED,
-            "bulkWrite as a retryable write (txnNumber) or in a transaction is not supported \
-             by Basalt yet",
-        ));
-    }
     let ops = fields.documents("ops")?;
     super::write_batch::check_batch_size(ops.len())?;
     let namespaces = namespaces(&fields)?;
@@ -393,10 +389,20 @@ pub fn bulk_write(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         if let (Some(variables), Kind::Update | Kind::Delete) = (variables, operation.kind) {
             command.insert("let", variables.clone());
         }
-        for generic in ["writeConcern", "comment", "lsid", "maxTimeMS"] {
+        for generic in [
+            "writeConcern",
+            "comment",
+            "lsid",
+            "maxTimeMS",
+            "txnNumber",
+            "autocommit",
+        ] {
             if let Some(value) = body.get(generic) {
                 command.insert(generic, value.clone());
             }
+        }
+        if body.contains_key("txnNumber") && !body.contains_key("autocommit") {
+            command.insert("stmtId", index as i32);
         }
         command.insert("$db", operation.db.as_str());
         let sub = Ctx {

@@ -98,7 +98,7 @@ pub fn map_reduce(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             return Ok(reply("results", docs.into(), counts, started));
         }
         Output::Replace { db, collection } => {
-            collections.replace_collection(db, collection, &mut finalized)?;
+            collections.replace_collection(db, collection, None, &mut finalized)?;
             target(ctx.db, db, collection)
         }
         Output::Merge { db, collection } | Output::Reduce { db, collection } => {

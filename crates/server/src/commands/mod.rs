@@ -8,6 +8,7 @@ mod api_version;
 mod apply_ops;
 mod bulk_write;
 mod capped;
+mod cluster_parameters;
 mod coll_mod;
 mod collection_admin;
 mod compact;
@@ -21,6 +22,7 @@ mod delete;
 mod distinct;
 mod drop_indexes;
 mod explain;
+mod feature_compatibility;
 mod find;
 mod find_and_modify;
 mod fsync;
@@ -279,6 +281,21 @@ static COMMANDS: &[Command] = &[
         "dropConnections",
         admin::drop_connections,
         "closes this server's connections to other hosts (a replica set member's to the others)",
+    )),
+    admin_only(local_concerns_only(command(
+        "setClusterParameter",
+        cluster_parameters::set_cluster_parameter,
+        "sets a parameter of the whole replica set (kept in config.clusterParameters)",
+    ))),
+    admin_only(command(
+        "getClusterParameter",
+        cluster_parameters::get_cluster_parameter,
+        "reads parameters of the whole replica set",
+    )),
+    admin_only(command(
+        "setFeatureCompatibilityVersion",
+        feature_compatibility::set_feature_compatibility_version,
+        "sets the feature compatibility version (8.0, or 7.0 after a downgrade)",
     )),
     admin_only(command(
         "setParameter",

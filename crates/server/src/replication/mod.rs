@@ -219,18 +219,26 @@ pub(crate) fn propose(
         .map_err(|e| Error::internal(format!("cannot encode the command: {e}")))?;
     let raw = bson::RawDocument::from_bytes(&encoded)
         .map_err(|e| Error::internal(format!("cannot encode the command: {e}")))?;
+    // A retryable write's statements are numbered from its `stmtId` (a bulkWrite's
+    // operation gives its index), else from 0.
+    let first = body
+        .get_i32("stmtId")
+        .ok()
+        .and_then(|first| u32::try_from(first).ok())
+        .unwrap_or(0);
     let (reply, last_index) = match batches::split(name, raw, ctx.raw_sequences) {
         None => {
             let sequences = ctx.raw_sequences.iter().map(batches::to_sequence).collect();
-            propose_entry(ctx, set, encoded, sequences, 0)?
+            propose_entry(ctx, set, encoded, sequences, first)?
         }
         Some(pieces) => {
             let ordered = body.get_bool("ordered").unwrap_or(true);
             let mut merged = batches::Merged::default();
             let mut last_index = 0;
             for piece in pieces {
+                let statement = first.saturating_add(piece.first_statement);
                 let (reply, index) =
-                    propose_entry(ctx, set, piece.body, piece.sequences, piece.first_statement)?;
+                    propose_entry(ctx, set, piece.body, piece.sequences, statement)?;
                 last_index = index;
                 if !merged.add(piece.first_statement, reply, ordered) {
                     break;
@@ -391,9 +399,10 @@ pub fn is_state_change(code: ErrorCode) -> bool {
     .contains(&code)
 }
 
-/// A retryable write: a write command with a `txnNumber`, outside a transaction.
+/// A retryable write: a write command (or a bulkWrite, whose operations are write
+/// commands) with a `txnNumber`, outside a transaction.
 fn retryable_write(name: &str, body: &Document) -> bool {
-    role_of(name, body) == Role::Write
+    (role_of(name, body) == Role::Write || name == "bulkWrite")
         && body.contains_key("txnNumber")
         && !crate::transactions::in_transaction(body)
 }

@@ -8,6 +8,7 @@ use crate::commands::Ctx;
 use crate::connection::ConnectionInfo;
 use crate::exec::{AccessPath, CollectionScan, Deadline};
 use crate::security::UserName;
+use crate::timeseries::TimeSeries;
 use crate::validation::Validator;
 use crate::views::Resolved;
 use crate::Server;
@@ -69,6 +70,105 @@ impl ServerCollections {
     }
 
     /// Writes `documents` into the new collection `temp`, with the indexes of `old`.
+    /// `$out` with `timeseries` options: the measurements go into the buckets of a new
+    /// time-series collection, which then takes the target's place. The target may be
+    /// missing or a time-series collection with the same options (whose expiry and
+    /// secondary indexes the new one keeps); a view or an ordinary collection is
+    /// refused (7268700), other options too (7406103).
+    fn replace_time_series(
+        &self,
+        db: &str,
+        collection: &str,
+        options: &TimeSeries,
+        documents: &mut dyn Iterator<Item = Result<Document>>,
+    ) -> Result<()> {
+        let catalog = &self.server.catalog;
+        let namespace = format!("{db}.{collection}");
+        if catalog.get(db, collection).is_some()
+            || crate::views::get(catalog, db, collection)?.is_some()
+        {
+            return Err(Error::location(
+                7268700,
+                format!("Target collection {namespace} must be a time-series collection"),
+            ));
+        }
+        let old = crate::timeseries::get(catalog, db, collection);
+        if let Some((existing, _)) = &old {
+            if existing != options {
+                return Err(Error::location(
+                    7406103,
+                    format!(
+                        "Time-series options of $out do not match those of the existing \
+                         time-series collection {namespace}"
+                    ),
+                ));
+            }
+        }
+        let old_buckets = old.map(|(_, buckets)| buckets);
+        let expire = old_buckets
+            .as_ref()
+            .and_then(|buckets| buckets.meta().options.get("expireAfterSeconds").cloned())
+            .and_then(|seconds| basalt_value::as_i64(&seconds));
+        let temp_name = format!("tmp.agg_out.{}", bson::Uuid::new());
+        let temp_buckets = crate::timeseries::buckets_name(&temp_name);
+        crate::timeseries::create(catalog, db, &temp_name, options, expire)?;
+        let written = self
+            .fill_time_series(db, &temp_buckets, options, old_buckets.as_ref(), documents)
+            .and_then(|()| {
+                let target = crate::timeseries::buckets_name(collection);
+                catalog.rename((db, &temp_buckets), (db, &target), true)
+            });
+        if written.is_err() {
+            let _ = catalog.drop_collection(db, &temp_buckets);
+        }
+        written
+    }
+
+    /// Stores `documents` as measurements in the buckets `buckets` (of a new
+    /// time-series collection), with the secondary indexes of the one it replaces.
+    fn fill_time_series(
+        &self,
+        db: &str,
+        buckets: &str,
+        options: &TimeSeries,
+        old: Option<&Arc<Collection>>,
+        documents: &mut dyn Iterator<Item = Result<Document>>,
+    ) -> Result<()> {
+        let catalog = &self.server.catalog;
+        let buckets = catalog
+            .get(db, buckets)
+            .ok_or_else(|| Error::internal(format!("the buckets {db}.{buckets} are gone")))?;
+        let present: Vec<String> = buckets
+            .meta()
+            .indexes
+            .iter()
+            .map(|index| index.name.clone())
+            .collect();
+        for index in old.iter().flat_map(|c| c.meta().indexes.clone()) {
+            if !index.is_id_index() && !present.contains(&index.name) {
+                catalog.add_index(&buckets, index)?;
+            }
+        }
+        let mut batch = Vec::new();
+        let mut bytes = 0usize;
+        let store = |batch: Vec<Document>| {
+            crate::timeseries::insert(options, &buckets, batch, true, self.durability)
+                .into_iter()
+                .collect::<Result<Vec<()>>>()
+                .map(drop)
+        };
+        for doc in documents {
+            let doc = written(doc?);
+            bytes += basalt_value::document_size_bytes(&doc);
+            batch.push(doc);
+            if batch.len() >= OUT_BATCH_DOCS_MAX || bytes >= OUT_BATCH_BYTES_MAX {
+                store(std::mem::take(&mut batch))?;
+                bytes = 0;
+            }
+        }
+        store(batch)
+    }
+
     fn fill(
         &self,
         temp: &Collection,
@@ -193,11 +293,19 @@ impl Collections for ServerCollections {
         &self,
         db: &str,
         collection: &str,
+        timeseries: Option<&Document>,
         documents: &mut dyn Iterator<Item = Result<Document>>,
     ) -> Result<()> {
         validate_collection_name(db, collection)?;
+        if let Some(spec) = timeseries {
+            let options = TimeSeries::parse(&Bson::Document(spec.clone()))?;
+            return self.replace_time_series(db, collection, &options, documents);
+        }
         refuse_view(&self.server, db, collection)?;
         let catalog = &self.server.catalog;
+        // A time-series target becomes an ordinary collection (its buckets go once the
+        // new collection is in place), as in mongod.
+        let replaced_series = crate::timeseries::get(catalog, db, collection);
         let old = catalog.get(db, collection);
         let options = old
             .as_ref()
@@ -213,7 +321,11 @@ impl Collections for ServerCollections {
             // behind by a failing drop holds nothing anyone reads.
             let _ = catalog.drop_collection(db, &temp_name);
         }
-        written
+        written?;
+        if replaced_series.is_some() {
+            catalog.drop_collection(db, &crate::timeseries::buckets_name(collection))?;
+        }
+        Ok(())
     }
 
     fn merge_target(
