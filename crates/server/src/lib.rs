@@ -25,6 +25,7 @@ mod operations;
 mod parallel_scan;
 mod parameters;
 mod profiler;
+mod query_shape;
 mod replication;
 mod request;
 mod security;

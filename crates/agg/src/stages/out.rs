@@ -20,10 +20,12 @@ pub(crate) fn parse(spec: &Bson) -> Result<Target> {
             let timeseries = match rest.remove("timeseries") {
                 None | Some(Bson::Null) => None,
                 Some(Bson::Document(options)) => Some(options),
-                Some(other) => return Err(Error::type_mismatch(format!(
+                Some(other) => {
+                    return Err(Error::type_mismatch(format!(
                     "BSON field '$out.timeseries' is the wrong type '{}', expected type 'object'",
                     type_name(Some(&other))
-                ))),
+                )))
+                }
             };
             let mut target = Target::parse_object(&rest, "$out", true)?;
             target.timeseries = timeseries;

@@ -75,10 +75,19 @@ pub fn explain(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let fields = Fields::new(inner);
     let collation = fields.collation()?;
     let namespace = format!("{}.{}", ctx.db, query.collection);
+    let plan_cache_shape = crate::query_shape::plan_cache_shape_hash(
+        &query.filter,
+        query.sort,
+        query.projection,
+        inner.get_document("collation").ok(),
+        query.rest_of_pipeline.as_deref().unwrap_or_default(),
+    );
     let mut planner = doc! {
         "namespace": namespace,
         "indexFilterSet": false,
         "parsedQuery": query.filter.clone(),
+        "planCacheShapeHash": &plan_cache_shape,
+        "queryHash": &plan_cache_shape,
         "maxIndexedOrSolutionsReached": false,
         "maxIndexedAndSolutionsReached": false,
         "maxScansToExplodeReached": false,
@@ -179,6 +188,9 @@ pub fn explain(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         cursor_stage.insert("executionStats", execution);
     }
     let mut reply = doc! { "explainVersion": "1" };
+    if let Some(hash) = crate::query_shape::query_shape_hash(ctx.db, inner) {
+        reply.insert("queryShapeHash", hash);
+    }
     match &query.rest_of_pipeline {
         Some(rest) if !rest.is_empty() => {
             let mut stages = vec![Bson::Document(doc! { "$cursor": cursor_stage })];

@@ -26,10 +26,11 @@ use basalt_value::Collation;
 use bson::{doc, Bson, Document};
 use std::ops::ControlFlow;
 
-/// The fields of an update statement in MongoDB 7.0 (`sort` came in 8.0): anything else
-/// is refused, as mongod's parser refuses it.
-const STATEMENT_FIELDS: [&str; 11] = [
+/// The fields of an update statement in MongoDB 8.0: anything else is refused, as
+/// mongod's parser refuses it.
+const STATEMENT_FIELDS: [&str; 12] = [
     "q",
+    "sort",
     "u",
     "c",
     "arrayFilters",
@@ -436,14 +437,25 @@ fn parse_statement<'a>(
             "multi update is not supported for replacement-style update",
         ));
     }
+    let collation = fields.collation()?;
+    // 8.0's `sort`: which of the matches a single-document update changes.
+    let sort = fields.document_opt("sort")?.filter(|spec| !spec.is_empty());
+    if multi && sort.is_some() {
+        return Err(Error::failed_to_parse(
+            "The 'sort' option cannot be used with multi-document updates",
+        ));
+    }
+    let sort = sort
+        .map(|spec| Ok::<_, Error>(SortSpec::new(spec)?.with_collation(collation.as_ref())))
+        .transpose()?;
     Ok(Statement {
         filter,
         scope,
         update,
         multi,
         upsert: fields.bool_or("upsert", false)?,
-        sort: None,
-        collation: fields.collation()?,
+        sort,
+        collation,
         bypass_validation: false,
     })
 }
