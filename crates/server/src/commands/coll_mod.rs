@@ -1,8 +1,8 @@
 //! `collMod`: changes a collection's options, or a view's definition. Only the options
 //! Basalt keeps today can change (`changeStreamPreAndPostImages`, `validator`,
 //! `validationLevel`, `validationAction`, a capped collection's `cappedSize` and `cappedMax`, and an
-//! index's `expireAfterSeconds` or `hidden` through `index`); the rest are refused by
-//! name rather than ignored.
+//! index's `expireAfterSeconds`, `hidden`, `prepareUnique` or `unique` through `index`,
+//! the last with 8.0's `dryRun`); the rest are refused by name rather than ignored.
 
 use super::create::{capped_max, capped_size, pre_and_post_images, validation_setting};
 use super::write_batch::durability;
@@ -11,6 +11,16 @@ use crate::request::{Fields, GENERIC_COMMAND_FIELDS};
 use crate::views::{self, Definer, View};
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Bson, Document};
+
+/// mongod's collMod options that Basalt does not change (yet): refused by name, where
+/// an option mongod does not know is an unknown field.
+const UNSUPPORTED_OPTIONS: &[&str] = &[
+    "collectionUUID",
+    "encryptedFields",
+    "recordIdsReplicated",
+    "timeseriesBucketsMayHaveMixedSchemaData",
+    "timeseriesBucketingParametersHaveChanged",
+];
 
 pub fn coll_mod(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let name = Fields::new(body).collection()?;
@@ -27,10 +37,12 @@ pub fn coll_mod(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             format!("ns does not exist: {}.{name}", ctx.db),
         ));
     };
+    let dry_run = dry_run(body)?;
     let mut options = collection.meta().options.clone();
     let mut reply = Document::new();
     for (key, value) in body.iter().skip(1) {
         match key.as_str() {
+            "dryRun" => {}
             "timeseries" => {
                 return Err(Error::new(
                     ErrorCode::INVALID_OPTIONS,
@@ -73,7 +85,7 @@ pub fn coll_mod(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                     options.remove("max");
                 }
             },
-            "index" => reply = modify_index(ctx, &collection, value)?,
+            "index" => reply = modify_index(ctx, &collection, value, dry_run)?,
             "changeStreamPreAndPostImages" => match pre_and_post_images("collMod", value)? {
                 Some(true) => {
                     options.insert(key.clone(), doc! { "enabled": true });
@@ -100,10 +112,16 @@ pub fn coll_mod(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 ))
             }
             generic if GENERIC_COMMAND_FIELDS.contains(&generic) => {}
-            other => {
+            known if UNSUPPORTED_OPTIONS.contains(&known) => {
                 return Err(Error::new(
                     ErrorCode::COMMAND_NOT_SUPPORTED,
-                    format!("collMod option '{other}' is not supported by Basalt yet"),
+                    format!("collMod option '{known}' is not supported by Basalt yet"),
+                ))
+            }
+            unknown => {
+                return Err(Error::location(
+                    40415,
+                    format!("BSON field 'collMod.{unknown}' is an unknown field."),
                 ))
             }
         }
@@ -112,6 +130,36 @@ pub fn coll_mod(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     // Smaller capped bounds take effect at the next insert, as in MongoDB.
     ctx.server.catalog.set_options(&collection, options)?;
     Ok(reply)
+}
+
+/// 8.0's `dryRun` (a bool, or a number true unless zero; null is false): when set, the
+/// command only checks that the conversion of an index to unique, which must be all it
+/// asks for, would succeed (InvalidOptions otherwise).
+fn dry_run(body: &Document) -> Result<bool> {
+    let dry_run = match body.get("dryRun") {
+        None | Some(Bson::Null) => false,
+        Some(value) => truthy_option("dryRun", value)?,
+    };
+    if !dry_run {
+        return Ok(false);
+    }
+    let converts_only = match body.get("index") {
+        Some(Bson::Document(index)) => {
+            let given = |option: &&str| index.get(*option).is_some_and(|v| *v != Bson::Null);
+            index.get("unique").is_some_and(|v| *v != Bson::Null)
+                && !["prepareUnique", "hidden", "expireAfterSeconds"]
+                    .iter()
+                    .any(given)
+        }
+        _ => false,
+    };
+    if !converts_only {
+        return Err(Error::new(
+            ErrorCode::INVALID_OPTIONS,
+            "dryRun is only for converting an index to unique, and nothing else",
+        ));
+    }
+    Ok(true)
 }
 
 /// A view's `viewOn` and `pipeline`, each optional; a view has no other option.
@@ -154,14 +202,49 @@ fn modify_index(
     ctx: &Ctx<'_>,
     collection: &basalt_catalog::Collection,
     spec: &Bson,
+    dry_run: bool,
 ) -> Result<Document> {
-    let Bson::Document(spec) = spec else {
-        return Err(Error::type_mismatch(
-            "BSON field 'collMod.index' is the wrong type, expected type 'object'",
-        ));
+    let spec = match spec {
+        Bson::Document(spec) => spec,
+        // As mongod's parser has it, null is no index to change.
+        Bson::Null => return Ok(Document::new()),
+        _ => {
+            return Err(Error::type_mismatch(
+                "BSON field 'collMod.index' is the wrong type, expected type 'object'",
+            ))
+        }
     };
+    const INDEX_FIELDS: &[&str] = &[
+        "name",
+        "keyPattern",
+        "expireAfterSeconds",
+        "hidden",
+        "prepareUnique",
+        "unique",
+        "forceNonUnique",
+    ];
+    if let Some(unknown) = spec.keys().find(|k| !INDEX_FIELDS.contains(&k.as_str())) {
+        return Err(Error::location(
+            40415,
+            format!("BSON field 'collMod.index.{unknown}' is an unknown field."),
+        ));
+    }
     let meta = collection.meta();
-    let index = match (spec.get("name"), spec.get("keyPattern")) {
+    for (field, expected) in [("name", "string"), ("keyPattern", "object")] {
+        match spec.get(field) {
+            None | Some(Bson::Null | Bson::String(_)) if field == "name" => {}
+            None | Some(Bson::Null | Bson::Document(_)) if field == "keyPattern" => {}
+            Some(other) => {
+                return Err(Error::type_mismatch(format!(
+                    "BSON field 'collMod.index.{field}' is the wrong type '{}', expected type '{expected}'",
+                    crate::request::type_name(other)
+                )))
+            }
+            None => {}
+        }
+    }
+    let given = |option: &str| spec.get(option).filter(|v| **v != Bson::Null);
+    let index = match (given("name"), given("keyPattern")) {
         (Some(Bson::String(name)), None) => meta.indexes.iter().find(|i| &i.name == name),
         (None, Some(Bson::Document(key))) => meta.indexes.iter().find(|i| &i.key == key),
         _ => {
@@ -202,37 +285,56 @@ fn modify_index(
             reply.insert("prepareUnique_new", prepare);
         }
     }
-    if let Some(value) = spec.get("unique") {
+    if let Some(value) = given("unique") {
         if !truthy_option("unique", value)? {
             return Err(Error::bad_value("collMod can only change 'unique' to true"));
         }
         if !index.unique {
-            make_unique(collection, catalog, index)?;
-            reply.insert("unique_new", true);
+            check_convertible(collection, index)?;
+            if !dry_run {
+                catalog.modify_index(collection, &index.name, |index| {
+                    index.unique = true;
+                    index.echoed.remove("prepareUnique");
+                })?;
+                reply.insert("unique_new", true);
+            }
         }
     }
-    if let Some(hidden) = spec.get("hidden") {
-        let Bson::Boolean(hidden) = hidden else {
-            return Err(Error::type_mismatch(
-                "BSON field 'hidden' must be a boolean",
-            ));
-        };
+    if let Some(hidden) = given("hidden") {
+        let hidden = truthy_option("hidden", hidden)?;
         if index.is_id_index() {
             return Err(Error::bad_value("can't hide _id index"));
         }
-        let old = catalog.set_index_hidden(collection, &index.name, *hidden)?;
-        reply.insert("hidden_old", old);
-        reply.insert("hidden_new", *hidden);
+        let old = catalog.set_index_hidden(collection, &index.name, hidden)?;
+        // A change that changes nothing is not echoed, as in mongod.
+        if old != hidden {
+            reply.insert("hidden_old", old);
+            reply.insert("hidden_new", hidden);
+        }
     }
-    if let Some(value) = spec.get("expireAfterSeconds") {
+    if let Some(value) = given("expireAfterSeconds") {
+        if !basalt_value::is_number(value) {
+            return Err(Error::type_mismatch(format!(
+                "BSON field 'collMod.index.expireAfterSeconds' is the wrong type '{}', expected types '[long, int, decimal, double]'",
+                crate::request::type_name(value)
+            )));
+        }
         if index.is_id_index() || index.key.len() > 1 {
             return Err(Error::new(
                 ErrorCode::INVALID_OPTIONS,
                 "TTL indexes are single-field indexes, compound indexes do not support TTL",
             ));
         }
-        let seconds =
-            super::create_indexes::expire_after_seconds(value).map_err(Error::bad_value)?;
+        // A double is cut toward zero, a decimal rounded half to even, NaN is 0; what
+        // is then negative is refused, what is above 32 bits is the most there is.
+        let seconds = crate::request::coerced_integer(value).unwrap_or(0);
+        if seconds < 0 {
+            return Err(Error::new(
+                ErrorCode::INVALID_OPTIONS,
+                format!("TTL index 'expireAfterSeconds' option cannot be less than 0: {value}"),
+            ));
+        }
+        let seconds = seconds.min(i64::from(i32::MAX));
         let old = catalog.set_index_expiry(collection, &index.name, Some(seconds))?;
         if let Some(old) = old {
             reply.insert("expireAfterSeconds_old", old);
@@ -240,8 +342,7 @@ fn modify_index(
         reply.insert("expireAfterSeconds_new", seconds);
     }
     let changes = ["prepareUnique", "unique", "hidden", "expireAfterSeconds"];
-    let given = |option: &&str| spec.get(*option).is_some_and(|v| *v != Bson::Null);
-    if !changes.iter().any(given) {
+    if !changes.iter().any(|option| given(option).is_some()) {
         return Err(Error::new(
             ErrorCode::INVALID_OPTIONS,
             "no expireAfterSeconds, hidden, prepareUnique or unique field",
@@ -262,10 +363,9 @@ fn truthy_option(name: &str, value: &Bson) -> Result<bool> {
     }
 }
 
-/// Turns a prepared index unique, when no two documents share a key.
-fn make_unique(
+/// Whether a prepared index can become unique: no two documents share a key.
+fn check_convertible(
     collection: &basalt_catalog::Collection,
-    catalog: &basalt_catalog::Catalog,
     index: &basalt_catalog::IndexSpec,
 ) -> Result<()> {
     if !index.echoed.get_bool("prepareUnique").unwrap_or(false) {
@@ -294,8 +394,5 @@ fn make_unique(
         )
         .with_extra(doc! { "violations": violations }));
     }
-    catalog.modify_index(collection, &index.name, |index| {
-        index.unique = true;
-        index.echoed.remove("prepareUnique");
-    })
+    Ok(())
 }
