@@ -72,6 +72,9 @@ error_codes! {
     TIME_PROOF_MISMATCH = 183, "TimeProofMismatch";
     KEY_NOT_FOUND = 211, "KeyNotFound";
     CANNOT_CONVERT_INDEX_TO_UNIQUE = 359, "CannotConvertIndexToUnique";
+    COLLECTION_UUID_MISMATCH = 361, "CollectionUUIDMismatch";
+    INVALID_UUID = 207, "InvalidUUID";
+    DATABASE_DIFFER_CASE = 13297, "DatabaseDifferCase";
     KEY_TOO_LONG = 17280, "KeyTooLong";
     DOCUMENT_VALIDATION_FAILURE = 121, "DocumentValidationFailure";
     COMMAND_NOT_SUPPORTED = 115, "CommandNotSupported";

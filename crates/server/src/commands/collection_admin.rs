@@ -69,26 +69,180 @@ pub fn drop_database(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     Ok(Document::new())
 }
 
+/// The most bytes a namespace (`db.collection`) may have, and a database name fewer
+/// than.
+const NAMESPACE_BYTES_MAX: usize = 255;
+const DATABASE_NAME_BYTES_MAX: usize = 64;
+
+/// A namespace of renameCollection (`renameCollection` or `to`), checked as mongod
+/// checks it: present (40414) and a string (TypeMismatch); a database and a collection
+/// part with no character a name may not have (InvalidNamespace); no `$`, no more than
+/// 255 bytes, and no system collection or oplog (IllegalOperation).
 fn split_namespace<'a>(value: Option<&'a Bson>, field: &str) -> Result<(&'a str, &'a str)> {
-    match value {
-        Some(Bson::String(ns)) => ns.split_once('.').ok_or_else(|| {
-            Error::new(
-                ErrorCode::INVALID_NAMESPACE,
-                format!("Invalid {field} namespace: {ns}"),
-            )
-        }),
-        _ => Err(Error::type_mismatch(format!(
-            "BSON field 'renameCollection.{field}' is missing or not a string"
+    let namespace = match value {
+        Some(Bson::String(namespace)) => namespace.as_str(),
+        None | Some(Bson::Null) => {
+            return Err(Error::location(
+                40414,
+                format!("BSON field 'renameCollection.{field}' is missing but a required field"),
+            ))
+        }
+        Some(other) => return Err(Error::type_mismatch(format!(
+            "BSON field 'renameCollection.{field}' is the wrong type '{}', expected type 'string'",
+            crate::request::type_name(other)
         ))),
+    };
+    let invalid = || {
+        Error::new(
+            ErrorCode::INVALID_NAMESPACE,
+            format!("Invalid {field} namespace: {namespace}"),
+        )
+    };
+    let (db, collection) = namespace.split_once('.').ok_or_else(invalid)?;
+    if db.is_empty()
+        || collection.is_empty()
+        || collection.starts_with('.')
+        || namespace.contains('\0')
+        || db.contains(['/', '\\', ' ', '"'])
+        || db.len() >= DATABASE_NAME_BYTES_MAX
+    {
+        return Err(invalid());
     }
+    let illegal = |why: &str| {
+        Error::new(
+            ErrorCode::ILLEGAL_OPERATION,
+            format!("error with {field} namespace {namespace}: {why}"),
+        )
+    };
+    if namespace.contains('$') {
+        return Err(illegal("a namespace may not contain '$'"));
+    }
+    if namespace.len() > NAMESPACE_BYTES_MAX {
+        return Err(illegal("the namespace is longer than 255 bytes"));
+    }
+    // The views' definitions move only with their views (`create`, `collMod`, `drop`).
+    if collection.starts_with("system.") && collection != crate::views::SYSTEM_VIEWS {
+        return Err(illegal("system collections cannot be renamed"));
+    }
+    if db == "local" && collection.starts_with("oplog.") {
+        return Err(illegal("the oplog cannot be renamed"));
+    }
+    Ok((db, collection))
+}
+
+/// CollectionUUIDMismatch (361) unless `namespace` is the collection with UUID
+/// `expected`, with the details mongod gives.
+fn check_uuid(ctx: &Ctx<'_>, namespace: (&str, &str), expected: bson::Uuid) -> Result<()> {
+    let actual = ctx.server.catalog.get(namespace.0, namespace.1);
+    if actual.as_ref().is_some_and(|c| c.meta().uuid == expected) {
+        return Ok(());
+    }
+    let actual_name = ctx
+        .server
+        .catalog
+        .collections_of(namespace.0)
+        .into_iter()
+        .find(|c| c.meta().uuid == expected)
+        .map_or(Bson::Null, |c| Bson::String(c.meta().name.clone()));
+    Err(Error::new(
+        ErrorCode::COLLECTION_UUID_MISMATCH,
+        format!(
+            "Collection UUID {expected} does not match that of the collection {}.{}",
+            namespace.0, namespace.1
+        ),
+    )
+    .with_extra(doc! {
+        "db": namespace.0,
+        "collectionUUID": expected,
+        "expectedCollection": namespace.1,
+        "actualCollection": actual_name,
+    }))
 }
 
 pub fn rename_collection(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
-    let fields = Fields::new(body);
+    super::generic_arguments::refuse_unknown_fields(
+        "renameCollection",
+        body,
+        &["to", "dropTarget", "stayTemp", "collectionUUID"],
+    )?;
     let from = split_namespace(body.get("renameCollection"), "renameCollection")?;
     let to = split_namespace(body.get("to"), "to")?;
-    let drop_target = fields.bool_or("dropTarget", false)?;
-    // The views' definitions move only with their views (`create`, `collMod`, `drop`).
+    match body.get("stayTemp") {
+        None | Some(Bson::Null | Bson::Boolean(_)) => {}
+        Some(other) => return Err(Error::type_mismatch(format!(
+            "BSON field 'renameCollection.stayTemp' is the wrong type '{}', expected type 'bool'",
+            crate::request::type_name(other)
+        ))),
+    }
+    let collection_uuid = match body.get("collectionUUID") {
+        None | Some(Bson::Null) => None,
+        Some(Bson::Binary(binary)) if binary.subtype == bson::spec::BinarySubtype::Uuid => {
+            let bytes = <[u8; 16]>::try_from(binary.bytes.as_slice()).map_err(|_| {
+                Error::new(
+                    ErrorCode::INVALID_UUID,
+                    "collectionUUID must be a UUID of 16 bytes",
+                )
+            })?;
+            Some(bson::Uuid::from_bytes(bytes))
+        }
+        Some(other) => {
+            return Err(Error::type_mismatch(format!(
+                "BSON field 'renameCollection.collectionUUID' is the wrong type '{}', expected type 'uuid'",
+                crate::request::type_name(other)
+            )))
+        }
+    };
+    // 8.0's dropTarget may name the target by its UUID: it is dropped only if it is
+    // that collection, and the rename is refused when it is not.
+    let (drop_target, target_uuid) = match body.get("dropTarget") {
+        Some(Bson::Binary(binary)) => {
+            let uuid = <[u8; 16]>::try_from(binary.bytes.as_slice())
+                .ok()
+                .filter(|_| binary.subtype == bson::spec::BinarySubtype::Uuid)
+                .map(bson::Uuid::from_bytes)
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorCode::INVALID_UUID,
+                        "dropTarget must be a bool or a UUID (binData subtype 4 of 16 bytes)",
+                    )
+                })?;
+            if from.0 != to.0 {
+                return Err(Error::new(
+                    ErrorCode::INVALID_OPTIONS,
+                    "dropTarget by UUID is not allowed for a rename across databases",
+                ));
+            }
+            (true, Some(uuid))
+        }
+        None => (false, None),
+        Some(Bson::Boolean(drop)) => (*drop, None),
+        Some(other) => {
+            return Err(Error::type_mismatch(format!(
+                "BSON field 'renameCollection.dropTarget' is the wrong type '{}', expected types '[bool, uuid]'",
+                crate::request::type_name(other)
+            )))
+        }
+    };
+    let catalog = &ctx.server.catalog;
+    if let Some(expected) = collection_uuid {
+        check_uuid(ctx, from, expected)?;
+    }
+    if let Some(expected) = target_uuid {
+        check_uuid(ctx, to, expected)?;
+    }
+    // A database is one name whatever its case, as mongod has it.
+    if !catalog.database_names().iter().any(|db| db == to.0) {
+        if let Some(existing) = catalog
+            .database_names()
+            .into_iter()
+            .find(|db| db.eq_ignore_ascii_case(to.0))
+        {
+            return Err(Error::new(
+                ErrorCode::DATABASE_DIFFER_CASE,
+                format!("db already exists with different case already have: [{existing}] trying to create [{}]", to.0),
+            ));
+        }
+    }
     if [from.1, to.1].contains(&crate::views::SYSTEM_VIEWS) {
         return Err(Error::new(
             ErrorCode::ILLEGAL_OPERATION,
@@ -105,7 +259,7 @@ pub fn rename_collection(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             format!("a view already exists with the name {}.{}", to.0, to.1),
         ));
     }
-    if ctx.server.catalog.get(from.0, from.1).is_none() {
+    if catalog.get(from.0, from.1).is_none() {
         return Err(Error::new(
             ErrorCode::NAMESPACE_NOT_FOUND,
             format!("Source collection {}.{} does not exist", from.0, from.1),
