@@ -10,7 +10,8 @@
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_query::text::{Language, TextIndex};
 use basalt_query::Matcher;
-use basalt_value::key_string::{encode_key_with, encode_value_with};
+use basalt_value::key_string::encode_key_with;
+pub use basalt_value::key_string::hashed_value;
 use basalt_value::Collation;
 use bson::{doc, Bson, Document};
 use std::sync::Arc;
@@ -666,25 +667,6 @@ impl IndexSpec {
 /// spreads values evenly (for sharding) and serves equality only.
 pub fn is_hashed(direction: &Bson) -> bool {
     matches!(direction, Bson::String(kind) if kind == "hashed")
-}
-
-/// The key a hashed index stores for `value`: a 64-bit hash of the value's key
-/// encoding (under the index's collation, so strings it finds equal hash alike), so
-/// numerically equal values (1, 1.0, NumberLong(1)) hash alike. FNV-1a with a final
-/// avalanche (SplitMix64's), written out because the hashes are persisted and must never
-/// change between builds.
-pub fn hashed_value(value: &Bson, collation: Option<&Collation>) -> Bson {
-    let mut encoded = Vec::new();
-    encode_value_with(&mut encoded, value, false, collation);
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in encoded {
-        h ^= u64::from(byte);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    h ^= h >> 31;
-    Bson::Int64(h as i64)
 }
 
 fn is_descending(direction: &Bson) -> bool {

@@ -4,9 +4,11 @@
 
 pub(crate) mod arithmetic;
 pub(crate) mod array;
+pub(crate) mod bitwise;
 pub mod boolean;
 pub(crate) mod comparison;
 pub(crate) mod conditional;
+pub(crate) mod data_size;
 pub(crate) mod date;
 pub(crate) mod function;
 pub(crate) mod group;
@@ -14,6 +16,7 @@ pub(crate) mod miscellaneous;
 pub(crate) mod object;
 pub(crate) mod set;
 pub(crate) mod string;
+pub(crate) mod trigonometry;
 pub(crate) mod type_conversion;
 pub(crate) mod variable;
 
@@ -26,9 +29,11 @@ use bson::Bson;
 pub(crate) enum Operator {
     Arithmetic(arithmetic::Arithmetic),
     Array(array::ArrayOp),
+    Bitwise(bitwise::Bitwise),
     Boolean(boolean::Boolean),
     Comparison(comparison::Comparison),
     Conditional(conditional::Conditional),
+    DataSize(data_size::DataSize),
     Date(date::DateOp),
     Function(function::FunctionOp),
     Group(group::GroupOp),
@@ -37,6 +42,7 @@ pub(crate) enum Operator {
     Object(object::ObjectOp),
     Set(set::SetOp),
     String(string::StringOp),
+    Trigonometry(trigonometry::Trigonometry),
     Type(type_conversion::TypeOp),
 }
 
@@ -81,6 +87,15 @@ impl Operator {
         if let Some(op) = function::FunctionOp::parse(name, args, ctx)? {
             return Ok(Operator::Function(op));
         }
+        if let Some(op) = trigonometry::Trigonometry::parse(name, args, ctx)? {
+            return Ok(Operator::Trigonometry(op));
+        }
+        if let Some(op) = bitwise::Bitwise::parse(name, args, ctx)? {
+            return Ok(Operator::Bitwise(op));
+        }
+        if let Some(op) = data_size::DataSize::parse(name, args, ctx)? {
+            return Ok(Operator::DataSize(op));
+        }
         if let Some(op) = miscellaneous::Miscellaneous::parse(name, args)? {
             return Ok(Operator::Miscellaneous(op));
         }
@@ -94,9 +109,11 @@ impl Operator {
         match self {
             Operator::Arithmetic(op) => op.eval(env),
             Operator::Array(op) => op.eval(env),
+            Operator::Bitwise(op) => op.eval(env),
             Operator::Boolean(op) => op.eval(env),
             Operator::Comparison(op) => op.eval(env),
             Operator::Conditional(op) => op.eval(env),
+            Operator::DataSize(op) => op.eval(env),
             Operator::Date(op) => op.eval(env),
             Operator::Function(op) => op.eval(env),
             Operator::Group(op) => op.eval(env),
@@ -105,6 +122,7 @@ impl Operator {
             Operator::Object(op) => op.eval(env),
             Operator::Set(op) => op.eval(env),
             Operator::String(op) => op.eval(env),
+            Operator::Trigonometry(op) => op.eval(env),
             Operator::Type(op) => op.eval(env),
         }
     }

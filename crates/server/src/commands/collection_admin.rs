@@ -87,10 +87,12 @@ fn split_namespace<'a>(value: Option<&'a Bson>, field: &str) -> Result<(&'a str,
                 format!("BSON field 'renameCollection.{field}' is missing but a required field"),
             ))
         }
-        Some(other) => return Err(Error::type_mismatch(format!(
+        Some(other) => {
+            return Err(Error::type_mismatch(format!(
             "BSON field 'renameCollection.{field}' is the wrong type '{}', expected type 'string'",
             crate::request::type_name(other)
-        ))),
+        )))
+        }
     };
     let invalid = || {
         Error::new(
@@ -169,10 +171,12 @@ pub fn rename_collection(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let to = split_namespace(body.get("to"), "to")?;
     match body.get("stayTemp") {
         None | Some(Bson::Null | Bson::Boolean(_)) => {}
-        Some(other) => return Err(Error::type_mismatch(format!(
+        Some(other) => {
+            return Err(Error::type_mismatch(format!(
             "BSON field 'renameCollection.stayTemp' is the wrong type '{}', expected type 'bool'",
             crate::request::type_name(other)
-        ))),
+        )))
+        }
     }
     let collection_uuid = match body.get("collectionUUID") {
         None | Some(Bson::Null) => None,

@@ -20,7 +20,7 @@ use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Bson, Document};
 
 /// Options accepted and kept (reported back by listCollections).
-const KEPT_OPTIONS: &[&str] = &["indexOptionDefaults", "clusteredIndex"];
+const KEPT_OPTIONS: &[&str] = &["clusteredIndex"];
 /// Options that ask for collection kinds Basalt does not have yet.
 const UNSUPPORTED_OPTIONS: &[&str] = &["encryptedFields"];
 
@@ -202,6 +202,25 @@ fn create_view(ctx: &Ctx<'_>, body: &Document, view: View) -> Result<Document> {
 
 /// A collection's options, checked; those a view ignores are checked all the same.
 fn collection_options(body: &Document, view: bool) -> Result<Document> {
+    // A clustered collection is neither capped nor bounded by a count (given at all,
+    // clusteredIndex conflicts with capped), as mongod refuses them first.
+    if let Some(clustered) = body
+        .get("clusteredIndex")
+        .filter(|v| !view && **v != Bson::Null)
+    {
+        if body.get("capped").is_some_and(|capped| truthy(capped)) {
+            return Err(Error::location(
+                6049200,
+                "Cannot create a clustered collection that is also capped",
+            ));
+        }
+        if truthy(clustered) && body.get("max").is_some_and(|max| *max != Bson::Null) {
+            return Err(Error::location(
+                6049204,
+                "'max' is not supported with a clustered collection",
+            ));
+        }
+    }
     let mut options = capped_options(body, view)?;
     for (key, value) in body.iter().skip(1) {
         if key == "viewOn" || key == "pipeline" {
@@ -220,7 +239,9 @@ fn collection_options(body: &Document, view: bool) -> Result<Document> {
         } else if key == "idIndex" {
             check_id_index(body, value)?;
         } else if key == "clusteredIndex" {
-            options.insert(key.clone(), clustered_index(value)?);
+            if let Some(clustered) = clustered_index(value)? {
+                options.insert(key.clone(), clustered);
+            }
         } else if key == "changeStreamPreAndPostImages" {
             if pre_and_post_images("create", value)? == Some(true) {
                 options.insert(key.clone(), doc! { "enabled": true });
@@ -241,6 +262,11 @@ fn collection_options(body: &Document, view: bool) -> Result<Document> {
             let collation = Fields::new(body).collation()?;
             if let Some(collation) = collation {
                 options.insert(key.clone(), collation.spec().clone());
+            }
+        } else if key == "indexOptionDefaults" {
+            check_index_option_defaults(value)?;
+            if !is_empty_document(value) {
+                options.insert(key.clone(), value.clone());
             }
         } else if key == "storageEngine" {
             check_storage_engine(value)?;
@@ -387,6 +413,31 @@ pub fn validation_setting(field: &str, value: &Bson) -> Result<Bson> {
 
 /// The storage engines whose options `storageEngine` may hold (kept, not used).
 const STORAGE_ENGINES: &[&str] = &["wiredTiger", "inMemory"];
+
+/// `indexOptionDefaults: {storageEngine}`: an object of that one field, which is
+/// checked as the collection's own `storageEngine` is.
+fn check_index_option_defaults(value: &Bson) -> Result<()> {
+    let defaults = match value {
+        Bson::Null => return Ok(()),
+        Bson::Document(defaults) => defaults,
+        other => {
+            return Err(Error::type_mismatch(format!(
+                "BSON field 'create.indexOptionDefaults' is the wrong type '{}', expected type 'object'",
+                crate::request::type_name(other)
+            )))
+        }
+    };
+    for (field, value) in defaults {
+        if field != "storageEngine" {
+            return Err(Error::location(
+                40415,
+                format!("BSON field 'create.indexOptionDefaults.{field}' is an unknown field."),
+            ));
+        }
+        check_storage_engine(value)?;
+    }
+    Ok(())
+}
 
 /// `storageEngine: {<engine>: {<options>}}`, naming known engines only.
 fn check_storage_engine(value: &Bson) -> Result<()> {
@@ -537,28 +588,119 @@ fn check_id_index(body: &Document, value: &Bson) -> Result<()> {
     Ok(())
 }
 
-fn clustered_index(value: &Bson) -> Result<Bson> {
-    let Bson::Document(spec) = value else {
-        return Err(Error::type_mismatch("'clusteredIndex' must be an object"));
+/// A value taken as mongod takes a flag: a bool, or a number true unless zero (NaN is
+/// true).
+fn truthy(value: &Bson) -> bool {
+    match value {
+        Bson::Boolean(flag) => *flag,
+        n if basalt_value::is_number(n) => basalt_value::as_f64(n) != Some(0.0),
+        _ => true,
+    }
+}
+
+/// `clusteredIndex`, checked as mongod 8 checks it: `{key: {_id: 1}, unique: true,
+/// name?, v?: 2}`, its fields typed (`key` an object, `unique` a bool or number, `name`
+/// a string), required (40414, null being missing) and known (40415); a key other than
+/// `_id` (InvalidIndexSpecificationOption), `unique` false (5979700) and a version
+/// other than 2 (5979704) refused. A bool or number is the legacy form, refused when
+/// true (5979703) and no clustering when false (`None`).
+fn clustered_index(value: &Bson) -> Result<Option<Bson>> {
+    let spec = match value {
+        Bson::Document(spec) => spec,
+        flag @ Bson::Boolean(_) => {
+            return match truthy(flag) {
+                true => Err(legacy_clustered_index()),
+                false => Ok(None),
+            }
+        }
+        n if basalt_value::is_number(n) => {
+            return match truthy(n) {
+                true => Err(legacy_clustered_index()),
+                false => Ok(None),
+            }
+        }
+        other => {
+            return Err(Error::type_mismatch(format!(
+                "BSON field 'create.clusteredIndex' is the wrong type '{}', expected types '[bool, object]'",
+                crate::request::type_name(other)
+            )))
+        }
     };
-    let key_is_id = spec
-        .get_document("key")
-        .is_ok_and(|k| k == &doc! { "_id": 1 });
-    if !key_is_id {
-        return Err(Error::location(
-            6053000,
+    for field in spec.keys() {
+        if !["key", "unique", "name", "v"].contains(&field.as_str()) {
+            return Err(Error::location(
+                40415,
+                format!("BSON field 'create.clusteredIndex.{field}' is an unknown field."),
+            ));
+        }
+    }
+    let missing = |field: &str| {
+        Error::location(
+            40414,
+            format!("BSON field 'create.clusteredIndex.{field}' is missing but a required field"),
+        )
+    };
+    let wrong_type = |field: &str, value: &Bson, expected: &str| {
+        Error::type_mismatch(format!(
+            "BSON field 'create.clusteredIndex.{field}' is the wrong type '{}', expected type '{expected}'",
+            crate::request::type_name(value)
+        ))
+    };
+    let key = match spec.get("key") {
+        None | Some(Bson::Null) => return Err(missing("key")),
+        Some(Bson::Document(key)) => key,
+        Some(other) => return Err(wrong_type("key", other, "object")),
+    };
+    let unique = match spec.get("unique") {
+        None | Some(Bson::Null) => return Err(missing("unique")),
+        Some(unique @ Bson::Boolean(_)) => truthy(unique),
+        Some(n) if basalt_value::is_number(n) => truthy(n),
+        Some(other) => return Err(wrong_type("unique", other, "bool")),
+    };
+    match spec.get("name") {
+        None | Some(Bson::Null | Bson::String(_)) => {}
+        Some(other) => return Err(wrong_type("name", other, "string")),
+    }
+    let on_id = key.len() == 1
+        && key
+            .get("_id")
+            .and_then(basalt_value::as_f64)
+            .is_some_and(|direction| direction == 1.0);
+    if !on_id {
+        return Err(Error::new(
+            ErrorCode::INVALID_INDEX_SPECIFICATION_OPTION,
             "The clusteredIndex option is only supported for key: {_id: 1}",
         ));
     }
-    if !spec.get_bool("unique").unwrap_or(false) {
+    if !unique {
         return Err(Error::location(
-            6053001,
+            5979700,
             "The clusteredIndex option requires unique: true",
         ));
     }
-    let mut kept = spec.clone();
-    kept.insert("v", 2);
-    Ok(Bson::Document(kept))
+    if let Some(version) = spec.get("v").filter(|v| **v != Bson::Null) {
+        let finite = basalt_value::as_f64(version).is_some_and(f64::is_finite);
+        let version = crate::request::coerced_integer(version)
+            .ok_or_else(|| wrong_type("v", version, "int"))?;
+        if !finite || version != 2 {
+            return Err(Error::location(
+                5979704,
+                format!("Invalid clustered index version {version}, only version 2 is supported"),
+            ));
+        }
+    }
+    // As listCollections shows it.
+    let name = spec.get_str("name").unwrap_or("_id_");
+    Ok(Some(Bson::Document(
+        doc! { "v": 2, "key": { "_id": 1 }, "name": name, "unique": true },
+    )))
+}
+
+fn legacy_clustered_index() -> Error {
+    Error::location(
+        5979703,
+        "The legacy clustered index format 'clusteredIndex: true' is not supported",
+    )
 }
 
 /// Validates `changeStreamPreAndPostImages: {enabled: <bool>}`. Change streams are not
