@@ -55,6 +55,7 @@ CODES = {
     "KeyTooLong": 17280,
     "InvalidLength": 16,
     "CommandNotSupported": 115,
+    "QueryRejectedBySettings": 411,
     "GraphContainsCycle": 5,
     "InvalidOptions": 72,
     "ViewDepthLimitExceeded": 165,

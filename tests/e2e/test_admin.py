@@ -15,9 +15,9 @@ import uuid
 
 import bson
 import pytest
+from pymongo.errors import OperationFailure
 
 import wire
-from pymongo.errors import OperationFailure
 from helpers import bson_size, raises_code, wait_until
 
 COMMANDS_WE_SERVE = [
@@ -30,9 +30,9 @@ COMMANDS_WE_SERVE = [
 ]  # fmt: skip
 
 
-def test_build_info_claims_mongodb_7_0(client):
+def test_build_info_claims_mongodb_8_0(client):
     info = client.admin.command("buildInfo")
-    assert re.fullmatch(r"7\.0\.\d+", info["version"]), info["version"]
+    assert re.fullmatch(r"8\.0\.\d+", info["version"]), info["version"]
     assert info["versionArray"][:3] == [int(p) for p in info["version"].split(".")]
     assert len(info["versionArray"]) == 4
     assert info["maxBsonObjectSize"] == 16 * 1024 * 1024

@@ -6,7 +6,7 @@ errors, ordered and unordered, `errorsOnly`; on a replica set through the log.
 from __future__ import annotations
 
 import pytest
-from bson import Binary
+from pymongo import DeleteOne, InsertOne, UpdateOne
 from pymongo.errors import OperationFailure
 
 from helpers import raises_code
@@ -126,12 +126,51 @@ def test_through_a_replica_set(one_member_set):
     reply = bulk(client, [{"insert": 0, "document": {"_id": i}} for i in range(5)], ["rs.c"])
     assert reply["nInserted"] == 5
     assert client.rs.c.count_documents({}) == 5
-    # Not yet as a retryable write: refused rather than run without the guarantee.
-    with raises_code("CommandNotSupported"):
-        bulk(
-            client,
-            [{"insert": 0, "document": {"_id": 9}}],
-            ["rs.c"],
-            txnNumber=1,
-            lsid={"id": Binary(b"0" * 16, 4)},
+
+
+def test_a_retried_bulk_write_runs_once(start_replica_set):
+    """pymongo's client.bulk_write (wire version 25) as a retryable write: the first
+    attempt runs and then fails with a retryable write concern error; the driver's retry
+    is answered from the session table, so nothing runs twice."""
+    test_commands = ["--setParameter", "enableTestCommands=1"]
+    client = start_replica_set(members=1, extra_args=test_commands).client()
+    client.rs.c.insert_one({"_id": "counter", "n": 0})
+    client.admin.command(
+        "configureFailPoint",
+        "failCommand",
+        mode={"times": 1},
+        data={
+            "failCommands": ["bulkWrite"],
+            "writeConcernError": {"code": 91, "errmsg": "Replication is being shut down"},
+        },
+    )
+    result = client.bulk_write(
+        [
+            InsertOne({"_id": 1}, namespace="rs.c"),
+            UpdateOne({"_id": "counter"}, {"$inc": {"n": 1}}, namespace="rs.c"),
+            InsertOne({"_id": 2}, namespace="rs.other"),
+        ]
+    )
+    assert (result.inserted_count, result.modified_count) == (2, 1)
+    assert client.rs.c.find_one({"_id": "counter"})["n"] == 1
+    assert client.rs.c.count_documents({}) == 2
+    assert client.rs.other.count_documents({}) == 1
+
+
+def test_in_a_transaction(one_member_set):
+    client = one_member_set.client()
+    client.rs.c.insert_one({"_id": 0})
+    with client.start_session() as session, session.start_transaction():
+        client.bulk_write(
+            [InsertOne({"_id": 1}, namespace="rs.c"), DeleteOne({"_id": 0}, namespace="rs.c")],
+            session=session,
         )
+        # Not visible outside the transaction before it commits.
+        assert client.rs.c.count_documents({}) == 1
+        assert client.rs.c.find_one({}) == {"_id": 0}
+    assert list(client.rs.c.find()) == [{"_id": 1}]
+    with client.start_session() as session:
+        session.start_transaction()
+        client.bulk_write([InsertOne({"_id": 2}, namespace="rs.c")], session=session)
+        session.abort_transaction()
+    assert list(client.rs.c.find()) == [{"_id": 1}]

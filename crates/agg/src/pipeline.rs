@@ -82,6 +82,10 @@ pub trait Collections: Sync {
     /// `$currentOp`: the operations in progress, and what else the options ask for.
     fn current_ops(&self, options: &CurrentOpOptions) -> Result<Vec<Document>>;
 
+    /// `$querySettings`: the settings of each query shape that has some, with the shape
+    /// itself when `debug_shape`.
+    fn query_settings(&self, debug_shape: bool) -> Result<Vec<Document>>;
+
     /// Where blocking stages (`$sort`) spill beyond their memory limit; `None` when the
     /// command does not allow disk use (they fail at the limit instead).
     fn spill_directory(&self) -> Option<std::path::PathBuf> {
@@ -184,6 +188,10 @@ impl Collections for NoCollections {
 
     fn current_ops(&self, _options: &CurrentOpOptions) -> Result<Vec<Document>> {
         Err(Self::unavailable("the operations in progress"))
+    }
+
+    fn query_settings(&self, _debug_shape: bool) -> Result<Vec<Document>> {
+        Err(Self::unavailable("the query settings"))
     }
 
     fn collection_stats(&self, _scale: i64, _histograms: bool) -> Result<Document> {

@@ -167,6 +167,10 @@ impl Collections for MemoryCollections {
         Ok(vec![doc! {"op": "command"}])
     }
 
+    fn query_settings(&self, _debug_shape: bool) -> Result<Vec<Document>> {
+        Ok(Vec::new())
+    }
+
     fn collection_stats(&self, scale: i64, _histograms: bool) -> Result<Document> {
         let ((db, coll), exists) = self.aggregated();
         let mut out = doc! {"ns": format!("{db}.{coll}"), "host": "memory"};

@@ -64,6 +64,7 @@ actions! {
     EnableProfiler = "enableProfiler",
     Find = "find",
     FsyncAction = "fsync",
+    GetClusterParameter = "getClusterParameter",
     GetCmdLineOpts = "getCmdLineOpts",
     GetDefaultRWConcern = "getDefaultRWConcern",
     GetLog = "getLog",
@@ -90,6 +91,7 @@ actions! {
     PlanCacheIndexFilter = "planCacheIndexFilter",
     PlanCacheRead = "planCacheRead",
     PlanCacheWrite = "planCacheWrite",
+    QuerySettings = "querySettings",
     ReIndex = "reIndex",
     Remove = "remove",
     RenameCollectionSameDB = "renameCollectionSameDB",
@@ -102,7 +104,9 @@ actions! {
     RotateCertificates = "rotateCertificates",
     ServerStatus = "serverStatus",
     SetAuthenticationRestriction = "setAuthenticationRestriction",
+    SetClusterParameter = "setClusterParameter",
     SetDefaultRWConcern = "setDefaultRWConcern",
+    SetFeatureCompatibilityVersion = "setFeatureCompatibilityVersion",
     SetParameter = "setParameter",
     Shutdown = "shutdown",
     Top = "top",
@@ -383,6 +387,7 @@ const USER_ADMIN: &[Action] = &[
 const CLUSTER_MONITOR: &[Action] = &[
     A::CheckFreeMonitoringStatus,
     A::ConnPoolStats,
+    A::GetClusterParameter,
     A::GetCmdLineOpts,
     A::GetDefaultRWConcern,
     A::GetLog,
@@ -400,14 +405,18 @@ const CLUSTER_MONITOR: &[Action] = &[
 ];
 const CLUSTER_MANAGER: &[Action] = &[
     A::ApplicationMessage,
+    A::GetClusterParameter,
     A::GetDefaultRWConcern,
     A::ListSessions,
+    A::QuerySettings,
     A::ReplSetConfigure,
     A::ReplSetGetConfig,
     A::ReplSetGetStatus,
     A::ReplSetResizeOplog,
     A::ReplSetStateChange,
+    A::SetClusterParameter,
     A::SetDefaultRWConcern,
+    A::SetFeatureCompatibilityVersion,
 ];
 const HOST_MANAGER: &[Action] = &[
     A::ApplicationMessage,

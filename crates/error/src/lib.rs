@@ -73,6 +73,7 @@ error_codes! {
     KEY_NOT_FOUND = 211, "KeyNotFound";
     CANNOT_CONVERT_INDEX_TO_UNIQUE = 359, "CannotConvertIndexToUnique";
     COLLECTION_UUID_MISMATCH = 361, "CollectionUUIDMismatch";
+    QUERY_REJECTED_BY_SETTINGS = 411, "QueryRejectedBySettings";
     INVALID_UUID = 207, "InvalidUUID";
     DATABASE_DIFFER_CASE = 13297, "DatabaseDifferCase";
     KEY_TOO_LONG = 17280, "KeyTooLong";

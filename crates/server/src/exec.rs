@@ -275,9 +275,10 @@ pub fn plan_choice(
     basalt_plan::plan_sorted(&meta.indexes, filter, collation, hint, sort)
 }
 
-/// The indexes an index filter (`planCacheSetFilter`) lets queries of this shape use,
-/// when one is set: those it names (by key pattern or name) that exist and are not
-/// hidden.
+/// The indexes a query may use when they are restricted: by the index hints of the
+/// query settings of the running query (`query_settings.rs`), else by an index filter
+/// (`planCacheSetFilter`) set for its shape. Those named (by key pattern or name) that
+/// exist and are not hidden.
 pub fn filtered_indexes(
     collection: &Collection,
     filter: &Document,
@@ -285,12 +286,21 @@ pub fn filtered_indexes(
     collation: Option<&Collation>,
     projection: Option<&Document>,
 ) -> Option<Vec<IndexSpec>> {
-    let parts = basalt_plan::QueryShapeParts {
-        sort: sort.filter(|s| !s.is_empty()),
-        collation,
+    let hinted = {
+        let meta = collection.meta();
+        crate::query_settings::allowed_indexes(&meta.db, &meta.name)
     };
-    let shape = basalt_plan::index_filter_shape(filter, parts, projection);
-    let allowed = collection.plan_cache().filter(&shape)?.indexes;
+    let allowed = match hinted {
+        Some(allowed) => allowed,
+        None => {
+            let parts = basalt_plan::QueryShapeParts {
+                sort: sort.filter(|s| !s.is_empty()),
+                collation,
+            };
+            let shape = basalt_plan::index_filter_shape(filter, parts, projection);
+            collection.plan_cache().filter(&shape)?.indexes
+        }
+    };
     let meta = collection.planning_meta();
     Some(
         meta.indexes

@@ -25,6 +25,7 @@ mod operations;
 mod parallel_scan;
 mod parameters;
 mod profiler;
+mod query_settings;
 mod query_shape;
 mod replication;
 mod request;
@@ -190,6 +191,8 @@ pub struct Server {
     top: top::Top,
     /// The database profiler's settings (`profile`).
     profiler: profiler::Profiler,
+    /// The query settings of query shapes (`query_settings.rs`).
+    query_settings: query_settings::QuerySettings,
 }
 
 impl Server {
@@ -230,6 +233,7 @@ impl Server {
             operations: Default::default(),
             top: Default::default(),
             profiler,
+            query_settings: query_settings::QuerySettings::default(),
         })
     }
 

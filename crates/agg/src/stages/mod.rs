@@ -26,6 +26,7 @@ mod out;
 mod output;
 mod plan_cache_stats;
 mod project;
+mod query_settings;
 mod rank_fusion;
 mod redact;
 mod replace_root;
@@ -65,6 +66,8 @@ pub(crate) enum Stage {
     ListLocalSessions(crate::pipeline::SessionUsers),
     ListSessions(crate::pipeline::SessionUsers),
     CurrentOp(current_op::CurrentOpOptions),
+    /// `$querySettings`: whether to show each query shape.
+    QuerySettings(bool),
     /// `$listClusterCatalog`: whether to list each collection's shards.
     ListClusterCatalog {
         shards: bool,
@@ -144,6 +147,7 @@ impl Stage {
             "$listLocalSessions" => Stage::ListLocalSessions(list_sessions::parse(name, args)?),
             "$listSessions" => Stage::ListSessions(list_sessions::parse(name, args)?),
             "$currentOp" => Stage::CurrentOp(current_op::parse(args)?),
+            "$querySettings" => Stage::QuerySettings(query_settings::parse(args)?),
             "$listClusterCatalog" => Stage::ListClusterCatalog {
                 shards: list_cluster_catalog::parse(args)?,
             },
@@ -193,6 +197,7 @@ impl Stage {
             Stage::ListLocalSessions(users) => list_sessions::local(users, ctx),
             Stage::ListSessions(users) => list_sessions::stored(users, input, ctx),
             Stage::CurrentOp(options) => finished(current_op::run(ctx, options)),
+            Stage::QuerySettings(debug_shape) => finished(query_settings::run(ctx, *debug_shape)),
             Stage::ListClusterCatalog { shards } => {
                 finished(ctx.collections.cluster_catalog(*shards))
             }
@@ -247,7 +252,11 @@ impl Stage {
 fn is_collectionless_source(name: &str) -> bool {
     matches!(
         name,
-        "$documents" | "$listLocalSessions" | "$currentOp" | "$listClusterCatalog"
+        "$documents"
+            | "$listLocalSessions"
+            | "$currentOp"
+            | "$listClusterCatalog"
+            | "$querySettings"
     )
 }
 
@@ -309,6 +318,11 @@ pub(crate) fn check_placement(
     }
     let refused = match place {
         Place::Top | Place::Aggregate { .. } => None,
+        // It lists the server's settings, which no collection's pipeline reads.
+        Place::Lookup | Place::UnionWith if name == "$querySettings" => Some((
+            ErrorCode::INVALID_NAMESPACE.0,
+            format!("{name} must be run with {{aggregate: 1}}"),
+        )),
         Place::Lookup if writes || (first_only && name != "$documents") => Some((
             51047,
             format!("{name} is not allowed within a $lookup's sub-pipeline"),

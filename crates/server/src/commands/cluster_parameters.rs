@@ -41,10 +41,13 @@ enum Kind {
     Expiry,
 }
 
-/// A parameter: its name, and its fields with their kinds and defaults.
+/// A field of a parameter: its name, kind and default.
+type Field = (&'static str, Kind, fn() -> Bson);
+
+/// A parameter: its name, and its fields.
 struct Parameter {
     name: &'static str,
-    fields: &'static [(&'static str, Kind, fn() -> Bson)],
+    fields: &'static [Field],
 }
 
 const PARAMETERS: &[Parameter] = &[

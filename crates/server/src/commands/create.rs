@@ -208,7 +208,7 @@ fn collection_options(body: &Document, view: bool) -> Result<Document> {
         .get("clusteredIndex")
         .filter(|v| !view && **v != Bson::Null)
     {
-        if body.get("capped").is_some_and(|capped| truthy(capped)) {
+        if body.get("capped").is_some_and(truthy) {
             return Err(Error::location(
                 6049200,
                 "Cannot create a clustered collection that is also capped",

@@ -27,6 +27,7 @@ mod find;
 mod find_and_modify;
 mod fsync;
 mod generic_arguments;
+pub(crate) use generic_arguments::refuse_unknown_fields;
 mod get_more;
 mod hello;
 mod insert;
@@ -59,7 +60,6 @@ pub(crate) use compact::AutoCompactSetting;
 pub(crate) use create_indexes::{
     generated_name as generated_index_name, parse_spec as parse_index_spec,
 };
-pub(crate) use generic_arguments::refuse_unknown_fields;
 use std::sync::Arc;
 pub(crate) use views::find_stages;
 
@@ -291,6 +291,16 @@ static COMMANDS: &[Command] = &[
         "getClusterParameter",
         cluster_parameters::get_cluster_parameter,
         "reads parameters of the whole replica set",
+    )),
+    admin_only(command(
+        "setQuerySettings",
+        crate::query_settings::set_query_settings,
+        "sets the settings of a query shape (index hints, rejection)",
+    )),
+    admin_only(command(
+        "removeQuerySettings",
+        crate::query_settings::remove_query_settings,
+        "removes the settings of a query shape",
     )),
     admin_only(command(
         "setFeatureCompatibilityVersion",
@@ -1080,13 +1090,19 @@ fn run_handler(ctx: &Ctx<'_>, command: &Command, body: &Document) -> Result<Repl
     let kill_flag = operation.deadline().progress().kill_flag();
     let view_read = views::read_of_view(ctx, command.name, body)?;
     let is_view_read = view_read.is_some();
-    let reply = basalt_js::with_command(max_time_ms, Some(kill_flag), stored, || {
-        match (view_read, command.handler) {
-            (Some(read), _) => read.run(ctx, body),
-            (None, Handler::Document(handler)) => handler(ctx, body).map(Reply::Document),
-            (None, Handler::Encoded(handler)) => handler(ctx, body).map(Reply::Encoded),
-        }
-    });
+    let reply = crate::query_settings::apply(ctx, command.name, body, || {
+        basalt_js::with_command(max_time_ms, Some(kill_flag), stored, || {
+            match (view_read, command.handler) {
+                (Some(read), _) => read.run(ctx, body),
+                (None, Handler::Document(handler)) => handler(ctx, body).map(Reply::Document),
+                (None, Handler::Encoded(handler)) => handler(ctx, body).map(Reply::Encoded),
+            }
+        })
+    })
+    .and_then(|reply| reply);
+    if replication::role_of(command.name, body) == replication::Role::Write {
+        crate::query_settings::note_write(ctx, target.as_ref().map(|(collection, _)| *collection));
+    }
     let micros = u64::try_from(operation.started.elapsed().as_micros()).unwrap_or(u64::MAX);
     ctx.server.stats.latencies.record(command.name, micros);
     if let Some((name, class)) = target {

@@ -147,6 +147,10 @@ pub fn required(command: &str, db: &str, body: &Document) -> Option<Need> {
         "profile" => on_db(A::EnableProfiler),
         "getParameter" => on_cluster(A::GetParameter),
         "setParameter" => on_cluster(A::SetParameter),
+        "setFeatureCompatibilityVersion" => on_cluster(A::SetFeatureCompatibilityVersion),
+        "setClusterParameter" => on_cluster(A::SetClusterParameter),
+        "getClusterParameter" => on_cluster(A::GetClusterParameter),
+        "setQuerySettings" | "removeQuerySettings" => on_cluster(A::QuerySettings),
         "dropConnections" => on_cluster(A::DropConnections),
         "getCmdLineOpts" => on_cluster(A::GetCmdLineOpts),
         "getLog" => on_cluster(A::GetLog),
@@ -348,6 +352,7 @@ fn pipeline_needs(db: &str, pipeline: &[Bson], needs: &mut Vec<(Resource, Action
                 }
             }
             ("$currentOp", _) => needs.push((Resource::Cluster, Action::Inprog)),
+            ("$querySettings", _) => needs.push((Resource::Cluster, Action::QuerySettings)),
             // A user lists its own sessions freely; everyone's or named users' need
             // listSessions on the cluster.
             ("$listSessions" | "$listLocalSessions", Bson::Document(spec))

@@ -391,6 +391,10 @@ impl Collections for ServerCollections {
         ))
     }
 
+    fn query_settings(&self, debug_shape: bool) -> Result<Vec<Document>> {
+        crate::query_settings::list(&self.ctx(), debug_shape)
+    }
+
     fn collection_stats(&self, scale: i64, histograms: bool) -> Result<Document> {
         let mut out = doc! {"ns": &self.namespace, "host": crate::commands::admin::host_name()};
         if let Some(collection) = self.aggregated() {
