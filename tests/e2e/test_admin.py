@@ -316,6 +316,27 @@ def test_rename_missing_collection(client, db):
         client.admin.command("renameCollection", f"{db.name}.nope", to=f"{db.name}.dst")
 
 
+def test_db_hash(client, db):
+    db.a.insert_many([{"_id": 1}, {"_id": 2}])
+    db.b.insert_one({"_id": 1})
+    db.create_collection("capped", capped=True, size=4096)
+    db.create_collection("view", viewOn="a", pipeline=[])
+    first = db.command("dbHash")
+    assert set(first["collections"]) == {"a", "b", "capped", "system.views"}
+    assert first["capped"] == ["capped"]
+    assert set(first["uuids"]) == set(first["collections"])
+    assert db.command("dbHash")["md5"] == first["md5"]
+    # The same documents, inserted in another order: the same hash.
+    db.c.insert_many([{"_id": 2}, {"_id": 1}])
+    assert db.command("dbHash")["collections"]["c"] == first["collections"]["a"]
+    db.a.update_one({"_id": 1}, {"$set": {"x": 1}})
+    second = db.command("dbHash", collections=["a"])
+    assert list(second["collections"]) == ["a"]
+    assert second["collections"]["a"] != first["collections"]["a"]
+    with raises_code("BadValue"):
+        db.command("dbHash", collections=[1])
+
+
 def _sample(n: int) -> list[dict]:
     return [{"_id": i, "name": f"doc {i}", "tags": ["a"] * (i % 5)} for i in range(n)]
 

@@ -10,6 +10,7 @@ import struct
 import uuid
 from collections import defaultdict
 
+import bson
 import pytest
 from bson import Binary
 from pymongo.errors import OperationFailure
@@ -354,3 +355,45 @@ def test_aggregate_with_explain_true_refuses_a_bad_pipeline(db, coll):
         db.command("aggregate", "c", pipeline=[{"$bogus": {}}], explain=True)
     assert info.value.code == 40324
     assert coll.count_documents({}) == 1
+
+
+def test_operators_added_up_to_mongodb_8(db):
+    """Trigonometry, bitwise, data size and timestamp operators, computed here in Python
+    from the same values."""
+    import math
+
+    from bson import Int64, Timestamp
+
+    db.c.insert_one({"_id": 1, "x": 0.5, "a": 12, "b": Int64(10), "ts": Timestamp(1700000000, 7)})
+    [doc] = db.c.aggregate(
+        [
+            {
+                "$project": {
+                    "_id": 0,
+                    "sin": {"$sin": "$x"},
+                    "acos": {"$acos": "$x"},
+                    "atan2": {"$atan2": ["$x", 1]},
+                    "deg": {"$radiansToDegrees": "$x"},
+                    "and": {"$bitAnd": ["$a", "$b"]},
+                    "or": {"$bitOr": ["$a", 3]},
+                    "xor": {"$bitXor": ["$a", "$b"]},
+                    "not": {"$bitNot": "$a"},
+                    "size": {"$bsonSize": "$$ROOT"},
+                    "bytes": {"$binarySize": "héllo"},
+                    "seconds": {"$tsSecond": "$ts"},
+                    "increment": {"$tsIncrement": "$ts"},
+                    "hashed": {"$toHashedIndexKey": "$a"},
+                }
+            }
+        ]
+    )
+    assert doc["sin"] == math.sin(0.5) and doc["acos"] == math.acos(0.5)
+    assert doc["atan2"] == math.atan2(0.5, 1) and doc["deg"] == math.degrees(0.5)
+    assert (doc["and"], doc["or"], doc["xor"], doc["not"]) == (12 & 10, 12 | 3, 12 ^ 10, ~12)
+    assert isinstance(doc["and"], int) and doc["size"] == len(bson.encode(db.c.find_one({})))
+    assert (doc["bytes"], doc["seconds"], doc["increment"]) == (6, 1700000000, 7)
+    assert isinstance(doc["hashed"], int)
+    with raises_code("Location50989"):
+        list(db.c.aggregate([{"$project": {"v": {"$acos": 2}}}]))
+    with raises_code("TypeMismatch"):
+        list(db.c.aggregate([{"$project": {"v": {"$bitAnd": ["$x", 1]}}}]))

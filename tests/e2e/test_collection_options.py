@@ -151,3 +151,82 @@ def test_rename_collection_errors(client, db, source, target, code):
         client.admin.command("renameCollection", f"{db.name}.{source}", to=f"{db.name}.{target}")
     assert refused.value.code == code
     assert db.src.count_documents({}) == 1
+
+
+@pytest.mark.parametrize(
+    ("spec", "code"),
+    [
+        (True, 5979703),
+        ({"key": {"_id": 1}}, 40414),
+        ({"key": "_id", "unique": True}, 14),
+        ({"key": {"x": 1}, "unique": True}, 197),
+        ({"key": {"_id": 1}, "unique": 0}, 5979700),
+        ({"key": {"_id": 1}, "unique": True, "v": 1}, 5979704),
+        ({"key": {"_id": 1}, "unique": True, "other": 1}, 40415),
+    ],
+)
+def test_clustered_index_is_checked_as_mongod_8_checks_it(db, spec, code):
+    with pytest.raises(OperationFailure) as refused:
+        db.command("create", "c", clusteredIndex=spec)
+    assert refused.value.code == code
+    # A number key and a truthy unique are accepted; false is an ordinary collection.
+    db.create_collection("d", clusteredIndex={"key": {"_id": 1.0}, "unique": 5})
+    db.command("create", "e", clusteredIndex=False)
+    assert (
+        "clusteredIndex"
+        not in db.command("listCollections", filter={"name": "e"})["cursor"]["firstBatch"][0][
+            "options"
+        ]
+    )
+    with pytest.raises(OperationFailure) as capped:
+        db.create_collection(
+            "f", clusteredIndex={"key": {"_id": 1}, "unique": True}, capped=True, size=4096
+        )
+    assert capped.value.code == 6049200
+
+
+def test_rename_collection_by_uuid(client, db):
+    db.src.insert_one({"_id": 1})
+    db.dst.insert_one({"_id": 2})
+    uuid_of = {
+        c["name"]: c["info"]["uuid"] for c in db.command("listCollections")["cursor"]["firstBatch"]
+    }
+    source, target = f"{db.name}.src", f"{db.name}.dst"
+    # collectionUUID must be the source's, dropTarget's UUID the target's.
+    with pytest.raises(OperationFailure) as mismatch:
+        client.admin.command(
+            "renameCollection", source, to=target, dropTarget=True, collectionUUID=uuid_of["dst"]
+        )
+    assert mismatch.value.code == 361
+    assert mismatch.value.details["actualCollection"] == "dst"
+    with pytest.raises(OperationFailure) as mismatch:
+        client.admin.command("renameCollection", source, to=target, dropTarget=uuid_of["src"])
+    assert mismatch.value.code == 361
+    client.admin.command(
+        "renameCollection",
+        source,
+        to=target,
+        dropTarget=uuid_of["dst"],
+        collectionUUID=uuid_of["src"],
+    )
+    assert list(db.dst.find()) == [{"_id": 1}]
+
+
+@pytest.mark.parametrize(
+    ("target", "code"),
+    [
+        ("{db}.system.users", 20),
+        ("{db}.a$b", 20),
+        (".x", 73),
+        ("{db_upper}.x", 13297),
+    ],
+)
+def test_rename_collection_targets_checked_as_mongod(client, db, target, code):
+    db.src.insert_one({"_id": 1})
+    target = target.format(db=db.name, db_upper=db.name.upper())
+    with pytest.raises(OperationFailure) as refused:
+        client.admin.command("renameCollection", f"{db.name}.src", to=target)
+    assert refused.value.code == code
+    with pytest.raises(OperationFailure) as typed:
+        client.admin.command("renameCollection", f"{db.name}.src", to=f"{db.name}.x", dropTarget=1)
+    assert typed.value.code == 14

@@ -209,7 +209,14 @@ def test_explain_verbosities_and_commands(indexed, db):
         db.command("explain", {"find": "c"}, verbosity="loud")
 
 
-VOLATILE = {"executionTimeMillis", "executionTimeMillisEstimate", "serverInfo", "command"}
+# The query shape hash covers the database's name, which each test run chooses.
+VOLATILE = {
+    "executionTimeMillis",
+    "executionTimeMillisEstimate",
+    "serverInfo",
+    "command",
+    "queryShapeHash",
+}
 
 
 def _strip(value):
@@ -505,7 +512,16 @@ def test_an_index_prepared_then_made_unique(coll):
         db.command("collMod", coll.name, index={"keyPattern": {"x": 1}, "unique": True})
     assert refused.value.code == 359
     assert refused.value.details["violations"] == [{"ids": [1, 2]}]
+    # 8.0's dryRun checks the conversion without making it.
+    with pytest.raises(OperationFailure) as refused:
+        db.command("collMod", coll.name, index={"name": "x_1", "unique": True}, dryRun=True)
+    assert refused.value.code == 359
     coll.delete_one({"_id": 2})
+    checked = db.command("collMod", coll.name, index={"name": "x_1", "unique": True}, dryRun=1)
+    assert "unique_new" not in checked
+    assert "unique" not in next(i for i in coll.list_indexes() if i["name"] == "x_1")
+    with raises_code("InvalidOptions"):
+        db.command("collMod", coll.name, index={"name": "x_1", "hidden": True}, dryRun=True)
     assert (
         db.command("collMod", coll.name, index={"name": "x_1", "unique": True})["unique_new"]
         is True

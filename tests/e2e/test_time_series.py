@@ -209,3 +209,27 @@ def test_coll_mod_grows_the_bucketing_and_sets_expiry(weather):
     with raises_code("InvalidOptions"):
         db.command("collMod", "weather", validator={"temp": {"$gt": 0}})
     assert weather.count_documents({}) == 3000
+
+
+def test_out_writes_a_time_series_collection(db):
+    db.readings.insert_many([{"ts": at(i), "st": i % 2, "v": i} for i in range(10)])
+    spec = {"timeField": "ts", "metaField": "st", "granularity": "minutes"}
+    out = {"db": db.name, "coll": "series", "timeseries": spec}
+    assert list(db.readings.aggregate([{"$match": {"v": {"$lt": 6}}}, {"$out": out}])) == []
+    listed = db.command("listCollections", filter={"name": "series"})["cursor"]["firstBatch"]
+    assert listed[0]["type"] == "timeseries"
+    assert db.series.count_documents({}) == 6
+    assert "system.buckets.series" in db.list_collection_names()
+    # Again with the same options: the collection is replaced.
+    db.readings.aggregate([{"$match": {"v": {"$gte": 8}}}, {"$out": out}])
+    assert sorted(d["v"] for d in db.series.find()) == [8, 9]
+    # Other options, or an ordinary collection in the way, are refused.
+    with raises_code("Location7406103"):
+        db.readings.aggregate([{"$out": {**out, "timeseries": {"timeField": "ts"}}}])
+    db.plain.insert_one({"_id": 1})
+    with raises_code("Location7268700"):
+        db.readings.aggregate([{"$out": {**out, "coll": "plain"}}])
+    # Without options, $out replaces a time-series collection with an ordinary one.
+    db.readings.aggregate([{"$out": "series"}])
+    assert db.series.count_documents({}) == 10
+    assert "system.buckets.series" not in db.list_collection_names()

@@ -120,7 +120,8 @@ fn parse_components(path: &str) -> Result<Vec<String>> {
         .collect()
 }
 
-/// Follows `path` from a value: documents descend, arrays map, anything else is missing.
+/// Follows `path` from a value: documents descend, arrays map over their documents,
+/// anything else is missing.
 pub(crate) fn walk<'a>(value: &'a Bson, path: &[String]) -> Value<'a> {
     if path.is_empty() {
         return Some(Cow::Borrowed(value));
@@ -142,20 +143,16 @@ pub(crate) fn walk_document<'a>(doc: &'a Document, path: &[String]) -> Value<'a>
     walk(doc.get(&path[0])?, &path[1..])
 }
 
+/// The path followed from each document of an array; as in mongod's expressions, other
+/// elements (nested arrays too) give nothing.
 fn walk_array(items: &[Bson], path: &[String]) -> Vec<Bson> {
-    let mut out = Vec::new();
-    for item in items {
-        match item {
-            Bson::Document(doc) => {
-                if let Some(v) = walk_document(doc, path) {
-                    out.push(v.into_owned());
-                }
-            }
-            Bson::Array(inner) => out.push(Bson::Array(walk_array(inner, path))),
-            _ => {}
-        }
-    }
-    out
+    items
+        .iter()
+        .filter_map(|item| match item {
+            Bson::Document(doc) => walk_document(doc, path).map(Cow::into_owned),
+            _ => None,
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -176,7 +173,7 @@ mod tests {
         assert_eq!(eval("$a.b", &root), Some(bson!(5)));
         assert_eq!(eval("$a.x", &root), None);
         assert_eq!(eval("$a.b.c", &root), None);
-        assert_eq!(eval("$c.d", &root), Some(bson!([1, [4], [5]])));
+        assert_eq!(eval("$c.d", &root), Some(bson!([1, [5]])));
         assert_eq!(eval("$$ROOT.a", &root), Some(bson!({"b": 5})));
         assert_eq!(eval("$$CURRENT", &root), Some(Bson::Document(root.clone())));
         assert_eq!(eval("$$REMOVE", &root), None);

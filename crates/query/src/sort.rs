@@ -29,6 +29,16 @@ pub enum Direction {
     Descending,
 }
 
+/// The `$meta` kinds a sort may name besides `textScore` (sorted by here): Atlas
+/// Search's, `$geoNear`'s and `$sample`'s.
+const SORTABLE_META: &[&str] = &[
+    "randVal",
+    "searchScore",
+    "vectorSearchScore",
+    "geoNearDistance",
+    "score",
+];
+
 #[derive(Clone, Debug)]
 pub struct SortSpec {
     fields: Vec<(FieldPath, Direction)>,
@@ -53,11 +63,24 @@ impl SortSpec {
                         fields.push((FieldPath::parse(TEXT_SCORE_FIELD), Direction::Descending));
                         continue;
                     }
-                    Bson::Document(meta) if meta.contains_key("$meta") => {
-                        return Err(Error::location(
-                            17308,
-                            format!("Unsupported argument to $meta: {meta}"),
+                    Bson::Document(meta) if meta.contains_key("$meta") && meta.len() > 1 => {
+                        return Err(Error::failed_to_parse(
+                            "Cannot have additional keys in a $meta sort specification",
                         ))
+                    }
+                    Bson::Document(meta) if meta.contains_key("$meta") => {
+                        let kind = meta.get_str("$meta").unwrap_or_default();
+                        // Kinds a sort may name whose metadata Basalt never has.
+                        if SORTABLE_META.contains(&kind) {
+                            return Err(Error::location(
+                                17308,
+                                format!("Unsupported argument to $meta: {meta}"),
+                            ));
+                        }
+                        return Err(Error::location(
+                            31138,
+                            format!("Illegal $meta sort: {meta}"),
+                        ));
                     }
                     Bson::Document(_) => {
                         return Err(Error::location(
@@ -65,7 +88,8 @@ impl SortSpec {
                             "$meta is the only expression supported by $sort right now",
                         ))
                     }
-                    _ => match as_f64(order) {
+                    // A number is taken whole (toward zero), as mongod 8 takes it.
+                    _ => match as_f64(order).map(f64::trunc) {
                         Some(1.0) => Direction::Ascending,
                         Some(-1.0) => Direction::Descending,
                         Some(_) => return Err(Error::location(

@@ -277,6 +277,14 @@ impl Server {
         listeners: Vec<TcpListener>,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<()> {
+        if self.replication().is_none() {
+            let server = self.clone();
+            tokio::task::spawn_blocking(move || {
+                commands::feature_compatibility::record_at_start(&server)
+            })
+            .await
+            .map_err(|e| basalt_error::Error::internal(e.to_string()))??;
+        }
         listener::accept_on(&self, listeners)
             .map_err(|e| basalt_error::Error::internal(format!("cannot start a listener: {e}")))?;
         if let Some(port) = self.options.http_port {

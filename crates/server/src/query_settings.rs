@@ -248,10 +248,12 @@ fn parsed_settings(value: Option<&Bson>) -> Result<Document> {
             ))
         }
         Some(Bson::Document(settings)) => settings,
-        Some(other) => return Err(Error::type_mismatch(format!(
+        Some(other) => {
+            return Err(Error::type_mismatch(format!(
             "BSON field 'setQuerySettings.settings' is the wrong type '{}', expected type 'object'",
             type_name(other)
-        ))),
+        )))
+        }
     };
     if settings.is_empty() {
         return Err(Error::location(8727502, "settings cannot be empty"));
@@ -345,10 +347,12 @@ fn parsed_index_hint(hint: &Bson) -> Result<Option<Document>> {
                 ))
             }
             Some(Bson::String(_)) => {}
-            Some(other) => return Err(Error::type_mismatch(format!(
+            Some(other) => {
+                return Err(Error::type_mismatch(format!(
                 "BSON field 'indexHints.ns.{field}' is the wrong type '{}', expected type 'string'",
                 type_name(other)
-            ))),
+            )))
+            }
         }
     }
     let allowed = match hint.get("allowedIndexes") {
@@ -359,10 +363,12 @@ fn parsed_index_hint(hint: &Bson) -> Result<Option<Document>> {
             ))
         }
         Some(Bson::Array(allowed)) => allowed,
-        Some(other) => return Err(Error::type_mismatch(format!(
+        Some(other) => {
+            return Err(Error::type_mismatch(format!(
             "BSON field 'indexHints.allowedIndexes' is the wrong type '{}', expected type 'array'",
             type_name(other)
-        ))),
+        )))
+        }
     };
     if let Some(bad) = allowed
         .iter()

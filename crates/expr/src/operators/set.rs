@@ -58,7 +58,7 @@ impl SetOp {
                 for arg in args {
                     let set = set_of(arg.eval(env)?.as_deref(), |t| {
                         (
-                            17044,
+                            5887502,
                             format!("All operands of $setEquals must be arrays. One argument is of type: {t}"),
                         )
                     })?;
@@ -241,7 +241,7 @@ mod tests {
     #[test]
     fn set_operator_errors() {
         assert_eq!(error_code(bson!({"$setEquals": [[1]]})), 17045);
-        assert_eq!(error_code(bson!({"$setEquals": [[1], 5]})), 17044);
+        assert_eq!(error_code(bson!({"$setEquals": [[1], 5]})), 5887502);
         assert_eq!(error_code(bson!({"$setUnion": [[1], "x"]})), 17043);
         assert_eq!(error_code(bson!({"$setIntersection": [1]})), 17047);
         assert_eq!(error_code(bson!({"$setDifference": [1, [2]]})), 17048);

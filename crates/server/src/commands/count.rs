@@ -16,7 +16,7 @@ pub fn count(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let filter = fields.document_opt("query")?.cloned().unwrap_or_default();
     let collation = fields.collation()?;
     let matcher = Matcher::new(&filter)?.with_collation(collation.as_ref());
-    let skip = fields.non_negative_opt("skip")?.unwrap_or(0);
+    let skip = count_skip(&fields)?;
     let limit = count_limit(&fields)?;
     let deadline = ctx.deadline();
     let wanted = limit.map(|l| l.saturating_add(skip));
@@ -67,15 +67,56 @@ fn counted(n: i64) -> Document {
     doc! { "n": i32::try_from(n).map_or(bson::Bson::Int64(n), bson::Bson::Int32) }
 }
 
-/// A count's `limit` (`None` for none or 0): a negative one counts like a positive one,
-/// as in MongoDB, and the one long without a positive counterpart is BadValue, as there.
+/// A count's `limit` (`None` for none or 0), read as mongod 8 reads it: a number (else
+/// BadValue, null included) that is whole and fits a long (else FailedToParse); a
+/// negative one counts like a positive one, and the one long without a positive
+/// counterpart is BadValue.
 pub(crate) fn count_limit(fields: &Fields) -> Result<Option<i64>> {
-    match fields.i64_opt("limit")? {
-        Some(i64::MIN) => Err(Error::bad_value(
-            "The 'limit' of a count cannot be the smallest long (-9223372036854775808)",
-        )),
-        limit => Ok(limit.map(i64::abs).filter(|l| *l > 0)),
+    let Some(value) = fields.body.get("limit") else {
+        return Ok(None);
+    };
+    if !basalt_value::is_number(value) {
+        return Err(Error::bad_value(format!(
+            "The 'limit' of a count must be a number, not {}",
+            crate::request::type_name(value)
+        )));
     }
+    let limit = basalt_value::Number::from_bson(value)
+        .and_then(|n| n.to_i64_exact())
+        .ok_or_else(|| {
+            Error::failed_to_parse(format!(
+                "The 'limit' of a count must be a whole number that fits a long, not {value}"
+            ))
+        })?;
+    if limit == i64::MIN {
+        return Err(Error::bad_value(
+            "The 'limit' of a count cannot be the smallest long (-9223372036854775808)",
+        ));
+    }
+    Ok(Some(limit.abs()).filter(|l| *l > 0))
+}
+
+/// A count's `skip`, read as mongod 8 reads it: absent or null is none; a number is
+/// taken whole (a double cut toward zero, a decimal rounded half to even) and must not
+/// be negative (BadValue); anything else is TypeMismatch.
+pub(crate) fn count_skip(fields: &Fields) -> Result<i64> {
+    let value = match fields.body.get("skip") {
+        None | Some(bson::Bson::Null) => return Ok(0),
+        Some(value) => value,
+    };
+    let skip = crate::request::coerced_integer(value).ok_or_else(|| {
+        Error::type_mismatch(format!(
+            "BSON field 'count.skip' is the wrong type '{}', expected types '[long, int, decimal, double]'",
+            crate::request::type_name(value)
+        ))
+    })?;
+    // -inf saturates to the smallest long; a NaN is 0.
+    if skip < 0 {
+        return Err(Error::bad_value(format!(
+            "BSON field 'skip' value must be >= 0, actual value '{skip}'"
+        )));
+    }
+    Ok(skip)
 }
 
 /// Matches of a filter, stopping at `wanted`.

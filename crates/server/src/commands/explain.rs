@@ -257,7 +257,7 @@ fn parse_query(inner: &Document) -> Result<Query<'_>> {
             });
             if command == "count" {
                 query.root = Some("COUNT");
-                query.skip = fields.non_negative_opt("skip")?.unwrap_or(0) as u64;
+                query.skip = super::count::count_skip(&fields)? as u64;
                 query.limit = super::count::count_limit(&fields)?.map(|l| l as u64);
             }
         }

@@ -5,7 +5,8 @@
 //! the last long-term release's "7.0". As in mongod, the version is a document of
 //! `admin.system.version` (`{_id: "featureCompatibilityVersion", version}`), written
 //! through the ordinary write path, so it survives a restart and a replica set's
-//! members share it; a database without the document is at the binary's version.
+//! members share it. A standalone records it at its first start; a replica set's
+//! members without the document are at the binary's version.
 //! Basalt has no feature that 8.0 adds and a 7.0 FCV would have to switch off, so the
 //! setting changes what is reported, not what runs.
 //!
@@ -45,6 +46,24 @@ pub fn current(ctx: &Ctx<'_>) -> Result<String> {
         .and_then(|stored| stored.get_str("version").ok())
         .unwrap_or(LATEST);
     Ok(version.to_string())
+}
+
+/// Records the binary's version when none is recorded, as mongod does at its first
+/// start (which is why `admin` is always among the databases).
+pub fn record_at_start(server: &std::sync::Arc<crate::Server>) -> Result<()> {
+    run_internal(
+        server,
+        "admin",
+        doc! {
+            "update": COLLECTION,
+            "updates": [{
+                "q": { "_id": DOCUMENT_ID },
+                "u": { "$setOnInsert": { "version": LATEST } },
+                "upsert": true,
+            }],
+        },
+    )
+    .map(drop)
 }
 
 /// `getParameter`'s `featureCompatibilityVersion`.

@@ -17,12 +17,13 @@ mod create;
 mod create_indexes;
 pub(crate) mod current_op;
 mod data_size;
+mod db_hash;
 mod default_collation;
 mod delete;
 mod distinct;
 mod drop_indexes;
 mod explain;
-mod feature_compatibility;
+pub(crate) mod feature_compatibility;
 mod find;
 mod find_and_modify;
 mod fsync;
@@ -237,6 +238,11 @@ static COMMANDS: &[Command] = &[
         "planCacheClearFilters",
         plan_cache::plan_cache_clear_filters,
         "removes index filters",
+    ),
+    command(
+        "dbHash",
+        db_hash::db_hash,
+        "a hash of each collection's documents, and of them all",
     ),
     command(
         "dataSize",

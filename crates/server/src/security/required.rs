@@ -135,6 +135,7 @@ pub fn required(command: &str, db: &str, body: &Document) -> Option<Need> {
         "planCacheListFilters" => on_collection(&[A::PlanCacheRead]),
         "planCacheClear" => on_collection(&[A::PlanCacheWrite]),
         "dbStats" => on_db(A::DbStats),
+        "dbHash" => on_db(A::DbHash),
         "validate" => on_collection(&[A::Validate]),
         "createSearchIndexes" => on_collection(&[A::CreateSearchIndexes]),
         "updateSearchIndex" => on_collection(&[A::UpdateSearchIndex]),
