@@ -14,6 +14,7 @@
 #   make conformance-baseline  the same, then write the new passed count to the baseline file
 #   make documentdb-ft         DocumentDB's ~53,000-test functional suite, checked against the baseline
 #   make documentdb-ft-baseline  the same, then write the new passed count to the baseline file
+#   make documentdb-ft-replicaset  the same suite against a one-member replica set
 #   make fuzz                  fuzz the wire decoder and the SCRAM parsers, FUZZ_SECONDS each (nightly + cargo-fuzz)
 #   make soak                  normal and hostile traffic for SOAK_SECONDS against a release build
 #   make cluster               a local three-member replica set (CLUSTER_MEMBERS, CLUSTER_DIR)
@@ -127,7 +128,7 @@ conformance-baseline: build venv
 # DocumentDB's functional suite (../shared/documentdb-functional-tests) in a venv of its
 # own, against a fresh server, checked against its baseline (scripts/functional_tests.py).
 FT_VENV := .venv-ft
-.PHONY: ft-venv documentdb-ft documentdb-ft-baseline
+.PHONY: ft-venv documentdb-ft documentdb-ft-baseline documentdb-ft-replicaset documentdb-ft-replicaset-baseline
 ft-venv: $(FT_VENV)/.installed
 
 $(FT_VENV)/.installed: tests/functional/requirements.txt
@@ -140,6 +141,14 @@ documentdb-ft: build venv ft-venv
 
 documentdb-ft-baseline: build venv ft-venv
 	$(PYTHON) scripts/functional_tests.py --python $(FT_VENV)/bin/python --update-baseline
+
+# The same suite against a one-member replica set: the tests of transactions, change
+# streams, cluster-wide settings and the oplog run there too.
+documentdb-ft-replicaset: build venv ft-venv
+	$(PYTHON) scripts/functional_tests.py --replica-set --python $(FT_VENV)/bin/python
+
+documentdb-ft-replicaset-baseline: build venv ft-venv
+	$(PYTHON) scripts/functional_tests.py --replica-set --python $(FT_VENV)/bin/python --update-baseline
 
 fuzz:
 	scripts/fuzz.sh $(FUZZ_SECONDS)

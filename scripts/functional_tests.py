@@ -4,7 +4,10 @@ tests, each asserting MongoDB 8's exact result or error) against a fresh basalt 
 guards the passed count.
 
 The server is started on a free port with a temporary --dbpath (a standalone, test
-commands enabled); the suite runs from its own directory (its rootdir matters) in the
+commands enabled; with --replica-set a one-member replica set, where the suite also runs
+its tests of transactions, change streams, cluster-wide settings and the oplog, and those
+of Atlas Search, which fail as against mongod without a search engine, and is held to the
+`documentdb-ft-replicaset` line); the suite runs from its own directory (its rootdir matters) in the
 .venv-ft virtual environment, on two workers, with MongoDB as the engine it is held to.
 The summary prints passed/failed/skipped and the areas (test directories) that fail
 most. The passed count is compared with the `documentdb-ft` line of

@@ -23,6 +23,7 @@ STEPS=(
   "pytest e2e|pytest|yes"
   "node driver + mongosh|node-test|yes"
   "documentdb functional suite (vs baseline)|documentdb-ft|yes"
+  "documentdb functional suite, replica set|documentdb-ft-replicaset|yes"
 )
 
 results=()

@@ -3,24 +3,16 @@
 //! once at parse time, then read, set and removed through subdocuments only, as MongoDB's
 //! document model does for these stages (an array on the way is replaced, not traversed).
 
-use basalt_error::{Error, Result};
+use basalt_error::Result;
 use bson::{Bson, Document};
 
-/// Splits a field path (without its `$`), refusing empty and `$`-prefixed components.
+/// Splits a field path (without its `$`), checked as every field path is
+/// ([`basalt_value::path::split_field_path`]).
 pub(crate) fn split(path: &str) -> Result<Vec<String>> {
-    if path.is_empty() || path.split('.').any(str::is_empty) {
-        return Err(Error::location(
-            40352,
-            "FieldPath cannot be constructed with empty string",
-        ));
-    }
-    if path.split('.').any(|p| p.starts_with('$')) {
-        return Err(Error::location(
-            16410,
-            "FieldPath field names may not start with '$'. Consider using $getField or $setField.",
-        ));
-    }
-    Ok(path.split('.').map(str::to_string).collect())
+    Ok(basalt_value::path::split_field_path(path)?
+        .into_iter()
+        .map(str::to_string)
+        .collect())
 }
 
 /// The value at `path`, through subdocuments only.
@@ -94,7 +86,8 @@ mod tests {
         remove(&mut d, &path);
         assert_eq!(d, doc! {"a": {}, "z": 0});
         assert_eq!(split("").unwrap_err().code.0, 40352);
-        assert_eq!(split("a..b").unwrap_err().code.0, 40352);
+        assert_eq!(split("a..b").unwrap_err().code.0, 15998);
+        assert_eq!(split("a.").unwrap_err().code.0, 40353);
         assert_eq!(split("a.$b").unwrap_err().code.0, 16410);
     }
 }

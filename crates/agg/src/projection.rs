@@ -84,26 +84,7 @@ impl Tree {
 
 /// Splits and checks a projected field path.
 fn components(path: &str) -> Result<Vec<&str>> {
-    if path.is_empty() {
-        return Err(Error::location(
-            40352,
-            "FieldPath cannot be constructed with empty string",
-        ));
-    }
-    if path.starts_with('$') {
-        return Err(Error::location(
-            16410,
-            format!("FieldPath field names may not start with '$'. Consider using $getField or $setField. (in '{path}')"),
-        ));
-    }
-    let parts: Vec<&str> = path.split('.').collect();
-    if parts.iter().any(|p| p.is_empty()) {
-        return Err(Error::location(
-            15998,
-            "FieldPath field names may not be empty strings.",
-        ));
-    }
-    Ok(parts)
+    basalt_value::path::split_field_path(path)
 }
 
 /// Whether a specification value is an operator expression (`{$op: ...}`) rather than a

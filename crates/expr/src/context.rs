@@ -107,12 +107,15 @@ fn validate_rest(name: &str) -> Result<()> {
     }
 }
 
-/// Values fixed for one command: the clock reading behind `$$NOW`, the values of the
+/// Values fixed for one command: the clock reading behind `$$NOW` (and the cluster
+/// time behind `$$CLUSTER_TIME`), the values of the
 /// variables declared with [`ParseContext::define`], and the collation strings compare
 /// under in `$eq`, `$in` and the other comparisons.
 #[derive(Clone, Debug)]
 pub struct Variables {
     now: DateTime,
+    /// `$$CLUSTER_TIME`, on a replica set member.
+    cluster_time: Option<bson::Timestamp>,
     values: Vec<Option<Bson>>,
     collation: Option<basalt_value::Collation>,
 }
@@ -132,6 +135,7 @@ impl Variables {
     pub fn with_now(now: DateTime) -> Variables {
         Variables {
             now,
+            cluster_time: basalt_value::clock::cluster_time(),
             values: Vec::new(),
             collation: None,
         }
@@ -149,6 +153,10 @@ impl Variables {
 
     pub fn now(&self) -> DateTime {
         self.now
+    }
+
+    pub fn cluster_time(&self) -> Option<bson::Timestamp> {
+        self.cluster_time
     }
 
     pub fn set(&mut self, id: VarId, value: Bson) {

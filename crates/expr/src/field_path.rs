@@ -19,6 +19,8 @@ pub(crate) enum Base {
     Var(VarId),
     /// `$$NOW`.
     Now,
+    /// `$$CLUSTER_TIME` (a replica set member's; undefined elsewhere, as in mongod).
+    ClusterTime,
     /// `$$REMOVE`: always missing.
     Remove,
 }
@@ -44,6 +46,7 @@ impl FieldPath {
                 None => match name {
                     "ROOT" | "CURRENT" => Base::Root,
                     "NOW" => Base::Now,
+                    "CLUSTER_TIME" if basalt_value::clock::has_cluster_time() => Base::ClusterTime,
                     "REMOVE" => Base::Remove,
                     _ => {
                         return Err(Error::location(
@@ -87,37 +90,17 @@ impl FieldPath {
             }
             Base::Var(id) => walk(env.lookup(*id)?, &self.path),
             Base::Now => walk_owned(Bson::DateTime(env.vars.now()), &self.path),
+            Base::ClusterTime => walk_owned(Bson::Timestamp(env.vars.cluster_time()?), &self.path),
             Base::Remove => None,
         }
     }
 }
 
 fn parse_components(path: &str) -> Result<Vec<String>> {
-    if path.ends_with('.') {
-        return Err(Error::location(40353, "FieldPath must not end with a '.'."));
-    }
-    path.split('.')
-        .map(|part| {
-            if part.is_empty() {
-                Err(Error::location(
-                    15998,
-                    "FieldPath field names may not be empty strings.",
-                ))
-            } else if part.starts_with('$') {
-                Err(Error::location(
-                    16410,
-                    "FieldPath field names may not start with '$'. Consider using $getField or $setField.",
-                ))
-            } else if part.contains('\0') {
-                Err(Error::location(
-                    16411,
-                    "FieldPath field names may not contain '\0'.",
-                ))
-            } else {
-                Ok(part.to_string())
-            }
-        })
-        .collect()
+    Ok(basalt_value::path::split_field_path(path)?
+        .into_iter()
+        .map(str::to_string)
+        .collect())
 }
 
 /// Follows `path` from a value: documents descend, arrays map over their documents,

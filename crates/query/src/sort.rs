@@ -50,12 +50,7 @@ impl SortSpec {
     pub fn new(spec: &Document) -> Result<SortSpec> {
         let mut fields = Vec::with_capacity(spec.len());
         for (name, order) in spec {
-            if name.is_empty() || name.split('.').any(str::is_empty) {
-                return Err(Error::location(
-                    40352,
-                    "FieldPath cannot be constructed with empty string",
-                ));
-            }
+            basalt_value::path::split_field_path(name)?;
             let direction =
                 match order {
                     // The text score, highest first, as MongoDB sorts it.

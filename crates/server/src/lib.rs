@@ -257,6 +257,8 @@ impl Server {
             },
         };
         let set = basalt_repl::ReplicaSet::open(&name, &member, engine, applier).await?;
+        let clock = set.clone();
+        basalt_value::clock::set_cluster_time_source(move || clock.applied().timestamp());
         let _ = self.replication.set(set);
         Ok(())
     }

@@ -30,19 +30,7 @@ pub const GENERIC_COMMAND_FIELDS: &[&str] = &[
 
 pub use basalt_value::display::type_name;
 
-/// A number as mongod coerces a command's whole-number option: a double truncated
-/// toward zero, a decimal rounded half to even, NaN as 0, values out of range
-/// saturated; `None` when not a number.
-pub fn coerced_integer(value: &Bson) -> Option<i64> {
-    match value {
-        Bson::Int32(n) => Some(i64::from(*n)),
-        Bson::Int64(n) => Some(*n),
-        // `as` truncates toward zero, saturates, and makes NaN 0.
-        Bson::Double(n) => Some(*n as i64),
-        Bson::Decimal128(_) => basalt_value::as_f64(value).map(|n| n.round_ties_even() as i64),
-        _ => None,
-    }
-}
+pub use basalt_value::number::coerced_integer;
 
 /// Whether an option is asked for: given, and not `false` or null (how drivers send an
 /// option left off).
@@ -193,19 +181,13 @@ impl<'a> Fields<'a> {
         let Some(cursor) = self.document_opt("cursor")? else {
             return Ok(None);
         };
-        // mongod reads it as a safe int64: fractions truncate, NaN is 0, infinities
-        // saturate; it must then be non-negative.
+        // mongod reads it as a safe int64 ([`coerced_integer`]: a double's fraction cut, a
+        // decimal rounded half to even, NaN 0, infinities saturated); it must then be
+        // non-negative.
         let n = match cursor.get("batchSize") {
             None | Some(Bson::Null) => return Ok(None),
-            Some(v) if basalt_value::is_number(v) => {
-                let n = number(v).unwrap_or(0.0);
-                if n.is_nan() {
-                    0
-                } else {
-                    n.trunc() as i64
-                }
-            }
-            Some(other) => return Err(wrong_type(self.command, "batchSize", other, " 'number'")),
+            Some(v) => coerced_integer(v)
+                .ok_or_else(|| wrong_type(self.command, "batchSize", v, " 'number'"))?,
         };
         if n < 0 {
             return Err(Error::bad_value(format!(

@@ -1,10 +1,34 @@
 //! The clock and ObjectId source of write paths, which a replica set member fixes while
 //! it applies a replicated command: every member then stores the same `$currentDate`,
 //! `$$NOW` and generated `_id`s as the primary, instead of each reading its own clock.
+//!
+//! Also the cluster time behind `$$CLUSTER_TIME`, which only a replica set member has:
+//! the time of the last entry it applied, so a command applied from the log reads the
+//! same one on every member.
 
 use bson::oid::ObjectId;
-use bson::DateTime;
+use bson::{DateTime, Timestamp};
 use std::cell::Cell;
+use std::sync::OnceLock;
+
+/// Where the cluster time comes from, once this process is a replica set member.
+type ClusterTimeSource = Box<dyn Fn() -> Timestamp + Send + Sync>;
+static CLUSTER_TIME: OnceLock<ClusterTimeSource> = OnceLock::new();
+
+/// Makes `source` the cluster time of this process (a replica set member's).
+pub fn set_cluster_time_source(source: impl Fn() -> Timestamp + Send + Sync + 'static) {
+    let _ = CLUSTER_TIME.set(Box::new(source));
+}
+
+/// The cluster time, on a replica set member.
+pub fn cluster_time() -> Option<Timestamp> {
+    CLUSTER_TIME.get().map(|source| source())
+}
+
+/// Whether there is a cluster time (`$$CLUSTER_TIME` is defined).
+pub fn has_cluster_time() -> bool {
+    CLUSTER_TIME.get().is_some()
+}
 
 /// The fixed instant and id seed of the command being applied on this thread.
 #[derive(Clone, Copy)]

@@ -258,6 +258,38 @@ fn float_op(op: ArithmeticOp, x: f64, y: f64) -> f64 {
     }
 }
 
+/// A number as mongod coerces a command's whole-number option: a double truncated
+/// toward zero, a decimal rounded half to even, NaN as 0, values out of range
+/// saturated; `None` when not a number.
+pub fn coerced_integer(value: &Bson) -> Option<i64> {
+    match value {
+        Bson::Int32(n) => Some(i64::from(*n)),
+        Bson::Int64(n) => Some(*n),
+        // `as` truncates toward zero, saturates, and makes NaN 0.
+        Bson::Double(n) => Some(*n as i64),
+        Bson::Decimal128(_) => as_f64(value).map(|n| n.round_ties_even() as i64),
+        _ => None,
+    }
+}
+
+/// A statistics command's `scale` (collStats, dbStats, `$collStats`), as mongod 8
+/// reads it: a number ([`coerced_integer`]) of at least 1 (BadValue), at most the
+/// largest int32 (larger ones are that).
+pub fn scale_factor(value: &Bson) -> basalt_error::Result<i32> {
+    let scale = coerced_integer(value).ok_or_else(|| {
+        basalt_error::Error::type_mismatch(format!(
+            "BSON field 'scale' is the wrong type '{}', expected types '[long, int, decimal, double]'",
+            crate::display::type_name(value)
+        ))
+    })?;
+    if scale < 1 {
+        return Err(basalt_error::Error::bad_value(format!(
+            "BSON field 'scale' value must be >= 1, actual value '{scale}'"
+        )));
+    }
+    Ok(i32::try_from(scale).unwrap_or(i32::MAX))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

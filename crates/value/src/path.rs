@@ -11,8 +11,57 @@
 //! element, sort keys use only its elements, `$size` only the whole array. It also reports
 //! where the path found nothing, because `null` and `$exists` care.
 
+use basalt_error::{Error, Result};
 use bson::{Bson, Document};
 use std::ops::ControlFlow;
+
+/// The most components a field path may have (MongoDB's).
+pub const FIELD_PATH_COMPONENTS_MAX: usize = 200;
+
+/// Splits a field path (without a leading `$`) into its components, checked in
+/// MongoDB's order: not empty (40352), not ending with `.` (40353), no empty component
+/// (15998), none starting with `$` (16410) or holding a NUL (16411), at most
+/// [`FIELD_PATH_COMPONENTS_MAX`] of them (15). Every stage, sort and projection that
+/// names a field checks it here.
+pub fn split_field_path(path: &str) -> Result<Vec<&str>> {
+    if path.is_empty() {
+        return Err(Error::location(
+            40352,
+            "FieldPath cannot be constructed with empty string",
+        ));
+    }
+    if path.ends_with('.') {
+        return Err(Error::location(40353, "FieldPath must not end with a '.'."));
+    }
+    let components: Vec<&str> = path.split('.').collect();
+    for component in &components {
+        if component.is_empty() {
+            return Err(Error::location(
+                15998,
+                "FieldPath field names may not be empty strings.",
+            ));
+        }
+        if component.starts_with('$') {
+            return Err(Error::location(
+                16410,
+                format!(
+                    "FieldPath field names may not start with '$'. Consider using $getField or \
+                     $setField. (in '{path}')"
+                ),
+            ));
+        }
+        if component.contains('\0') {
+            return Err(Error::location(
+                16411,
+                "FieldPath field names may not contain '\\0'.",
+            ));
+        }
+    }
+    if components.len() > FIELD_PATH_COMPONENTS_MAX {
+        return Err(Error::location(15, "FieldPath is too long"));
+    }
+    Ok(components)
+}
 
 /// What a path reaches, one occurrence at a time.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -8,7 +8,6 @@
 use crate::pipeline::ExecContext;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_value::display::type_name;
-use basalt_value::Number;
 use bson::{doc, Bson, DateTime, Document};
 
 #[derive(Debug, Default)]
@@ -56,17 +55,7 @@ impl CollStats {
                 "storageStats" => {
                     stats.storage = Some(match options.get("scale") {
                         None => 1,
-                        Some(v) => {
-                            let scale = Number::from_bson(v)
-                                .ok_or_else(|| wrong_type("storageStats.scale", v, "int"))?
-                                .to_f64();
-                            if scale < 1.0 {
-                                return Err(Error::bad_value(format!(
-                                    "BSON field 'scale' value must be >= 1, actual value '{scale}'"
-                                )));
-                            }
-                            scale as i64
-                        }
+                        Some(v) => i64::from(basalt_value::number::scale_factor(v)?),
                     })
                 }
                 "count" => stats.count = true,

@@ -26,7 +26,6 @@ use std::ops::ControlFlow;
 const OUTPUT_PATH_COMPONENTS_MAX: usize = 199;
 const KEY_COMPONENTS_MAX: usize = 180;
 /// Beyond this a field path is refused whatever it is for.
-const FIELD_PATH_COMPONENTS_MAX: usize = 200;
 
 #[derive(Debug)]
 pub struct GeoNear {
@@ -356,43 +355,10 @@ fn output_field(name: &str, value: &Bson, code: i32) -> Result<Vec<String>> {
 
 /// An output path of `$geoNear` (or its `key`), with MongoDB's field path errors.
 fn output_path(path: &str, components_max: usize) -> Result<Vec<String>> {
-    if path.is_empty() {
-        return Err(Error::location(
-            40352,
-            "FieldPath cannot be constructed with empty string",
-        ));
-    }
-    if path.starts_with('$') {
-        return Err(Error::location(
-            16410,
-            "FieldPath field names may not start with '$'",
-        ));
-    }
-    if path.ends_with('.') {
-        return Err(Error::location(40353, "FieldPath must not end with a '.'."));
-    }
-    if path.contains('\0') {
-        return Err(Error::location(
-            16411,
-            "FieldPath field names may not contain '\\0'",
-        ));
-    }
-    let components: Vec<String> = path.split('.').map(str::to_string).collect();
-    if components.iter().any(String::is_empty) {
-        return Err(Error::location(
-            15998,
-            "FieldPath field names may not be empty strings.",
-        ));
-    }
-    if components.iter().any(|c| c.starts_with('$')) {
-        return Err(Error::location(
-            16410,
-            "FieldPath field names may not start with '$'",
-        ));
-    }
-    if components.len() > FIELD_PATH_COMPONENTS_MAX {
-        return Err(Error::location(15, "FieldPath is too long"));
-    }
+    let components: Vec<String> = basalt_value::path::split_field_path(path)?
+        .into_iter()
+        .map(str::to_string)
+        .collect();
     if components.len() > components_max {
         return Err(Error::location(
             5984700,

@@ -63,6 +63,14 @@ impl Lookup {
             match (name.as_str(), value) {
                 ("pipeline", _) => pipeline = Some(value),
                 ("let", Bson::Document(d)) => let_vars = Some(d),
+                // Null is a field not given, as mongod's parser has it.
+                ("let" | "localField" | "foreignField", Bson::Null) => {}
+                ("as", Bson::Null) => {
+                    return Err(Error::location(
+                        40414,
+                        "BSON field '$lookup.as' is missing but a required field",
+                    ))
+                }
                 ("let", other) => {
                     return Err(Error::type_mismatch(format!(
                         "$lookup argument 'let: {other}' must be an object, is type {}",
@@ -71,11 +79,17 @@ impl Lookup {
                 }
                 ("from", Bson::String(coll)) => from = Some(coll.clone()),
                 ("from", Bson::Document(ns)) => {
+                    if let Some(unknown) = ns.keys().find(|k| *k != "db" && *k != "coll") {
+                        return Err(Error::location(
+                            40415,
+                            format!("BSON field '$lookup.from.{unknown}' is an unknown field."),
+                        ));
+                    }
                     return Err(Error::failed_to_parse(format!(
                         "$lookup with syntax {{from: {{db:<>, coll:<>}},..}} is not supported for db: {} and coll: {}",
                         ns.get_str("db").unwrap_or(""),
                         ns.get_str("coll").unwrap_or("")
-                    )))
+                    )));
                 }
                 ("from", other) => {
                     return Err(Error::failed_to_parse(format!(
@@ -93,16 +107,10 @@ impl Lookup {
                         )))
                     }
                 },
-                // Null is a field not given (FailedToParse); another type, TypeMismatch.
-                ("as" | "localField" | "foreignField", other) if other != &Bson::Null => {
+                ("as" | "localField" | "foreignField", other) => {
                     return Err(Error::type_mismatch(format!(
                         "$lookup argument '{name}: {other}' must be a string, found {other}: {}",
                         type_name(Some(other))
-                    )))
-                }
-                ("as" | "localField" | "foreignField", _) => {
-                    return Err(Error::failed_to_parse(format!(
-                        "$lookup argument '{name}' must be a string, not null"
                     )))
                 }
                 (_, _) => {

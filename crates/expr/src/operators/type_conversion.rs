@@ -597,11 +597,7 @@ pub(crate) fn convert(value: &Bson, target: Target) -> std::result::Result<Bson,
             }
             Bson::String(s) => parse_date(s)
                 .ok_or_else(|| Failure::new(format!("Error parsing date string '{s}'"), None))?,
-            // An ObjectId's seconds as a signed 32-bit number, as mongod reads them.
-            Bson::ObjectId(oid) => {
-                let [a, b, c, d, ..] = oid.bytes();
-                i64::from(i32::from_be_bytes([a, b, c, d])) * 1000
-            }
+            Bson::ObjectId(oid) => super::date::object_id_millis(oid),
             Bson::Timestamp(ts) => i64::from(ts.time) * 1000,
             _ => return Err(unsupported()),
         })),

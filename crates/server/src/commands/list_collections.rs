@@ -15,11 +15,17 @@ pub fn list_collections(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocum
     let name_only = fields.bool_or("nameOnly", false)?;
     let matcher = Matcher::new(fields.document_opt("filter")?.unwrap_or(&Document::new()))?;
     let batch_size = fields.cursor_batch_size()?;
+    // A bool and nothing else, as mongod 8 types it (null is not given).
+    let authorized_only = match body.get("authorizedCollections") {
+        Some(Bson::Null) => false,
+        Some(_) => fields.strict_bool_or("authorizedCollections", false)?,
+        None => false,
+    };
     // Under access control a user without listCollections may list the names of the
     // collections it has privileges on, when it asks for just that (as mongosh does).
     let visible =
         crate::security::visible(ctx, &Resource::database(ctx.db), Action::ListCollections)?;
-    if visible.is_some() && !(name_only && fields.bool_or("authorizedCollections", false)?) {
+    if visible.is_some() && !(name_only && authorized_only) {
         return Err(crate::security::not_authorized(ctx.db, body));
     }
     let shows = |name: &str| visible.as_ref().is_none_or(|v| v.shows(ctx.db, Some(name)));

@@ -12,10 +12,9 @@ use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Document};
 
 fn scale(fields: &Fields<'_>) -> Result<i64> {
-    match fields.i64_opt("scale")? {
-        None => Ok(1),
-        Some(n) if n >= 1 => Ok(n),
-        Some(_) => Err(Error::bad_value("Scale factor must be greater than zero")),
+    match fields.body.get("scale") {
+        None | Some(bson::Bson::Null) => Ok(1),
+        Some(value) => basalt_value::number::scale_factor(value).map(i64::from),
     }
 }
 
@@ -61,7 +60,7 @@ pub fn coll_stats(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         "totalSize": size,
         "indexSizes": index_sizes,
         "nindexes": meta.indexes.len() as i32,
-        "scaleFactor": scale,
+        "scaleFactor": scale as i32,
         "capped": meta.capped().is_some(),
     };
     if let Some(bounds) = meta.capped() {
@@ -133,7 +132,7 @@ pub fn db_stats(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         "indexes": indexes,
         "indexSize": 0.0,
         "totalSize": size as f64,
-        "scaleFactor": scale,
+        "scaleFactor": scale as i32,
         "fsUsedSize": ctx.server.catalog.engine().disk_size_bytes() as f64,
     })
 }

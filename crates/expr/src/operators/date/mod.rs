@@ -123,14 +123,21 @@ pub(crate) fn date_millis(value: Option<&Bson>) -> Result<i64> {
 }
 
 /// A Date, Timestamp or ObjectId as milliseconds since the epoch (MongoDB's
-/// `coercibleToDate`).
+/// `coercibleToDate`); an ObjectId with the high bit of its seconds set is before 1970.
 fn as_date(value: Option<&Bson>) -> Option<i64> {
     match value {
         Some(Bson::DateTime(d)) => Some(d.timestamp_millis()),
         Some(Bson::Timestamp(ts)) => Some(i64::from(ts.time) * 1000),
-        Some(Bson::ObjectId(oid)) => Some(oid.timestamp().timestamp_millis()),
+        Some(Bson::ObjectId(oid)) => Some(object_id_millis(oid)),
         _ => None,
     }
+}
+
+/// The time in an ObjectId, in milliseconds since the epoch: its seconds are a signed
+/// 32-bit number, as mongod reads them.
+pub(crate) fn object_id_millis(oid: &bson::oid::ObjectId) -> i64 {
+    let [a, b, c, d, ..] = oid.bytes();
+    i64::from(i32::from_be_bytes([a, b, c, d])) * 1000
 }
 
 fn date_value(ms: i64) -> Option<Bson> {
