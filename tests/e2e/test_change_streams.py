@@ -216,7 +216,7 @@ def test_a_token_older_than_the_members_oplog_is_history_lost(one_member_set, ba
 
 def test_malformed_change_streams_get_mongodbs_errors(client):
     coll = client.shop.items
-    with raises_code("BadValue"):
+    with raises_code("FailedToParse"):
         coll.watch(resume_after={"_data": "not a token"})
     with pytest.raises(OperationFailure) as info:
         coll.aggregate(
@@ -238,4 +238,11 @@ def test_malformed_change_streams_get_mongodbs_errors(client):
         client.admin.watch()
     with pytest.raises(OperationFailure) as info:
         coll.aggregate([{"$changeStream": 1}])
-    assert info.value.code == 50808
+    assert info.value.code == 6188500
+    # Only stages that change or filter one event at a time may follow.
+    with raises_code("IllegalOperation"):
+        coll.aggregate([{"$changeStream": {}}, {"$group": {"_id": "$operationType"}}])
+    for token, code in [("x", 14), ({"x": 1}, 40647), ({"_data": "zz"}, 9)]:
+        with pytest.raises(OperationFailure) as info:
+            coll.watch(resume_after=token)
+        assert info.value.code == code

@@ -29,6 +29,14 @@ pub enum Direction {
     Descending,
 }
 
+/// A sort direction's number: a double cut toward zero, other numbers as they are.
+fn whole_direction(order: &Bson) -> Option<f64> {
+    match order {
+        Bson::Double(d) => Some(d.trunc()),
+        other => as_f64(other),
+    }
+}
+
 /// The `$meta` kinds a sort may name besides `textScore` (sorted by here): Atlas
 /// Search's, `$geoNear`'s and `$sample`'s.
 const SORTABLE_META: &[&str] = &[
@@ -50,11 +58,11 @@ impl SortSpec {
     pub fn new(spec: &Document) -> Result<SortSpec> {
         let mut fields = Vec::with_capacity(spec.len());
         for (name, order) in spec {
-            basalt_value::path::split_field_path(name)?;
             let direction =
                 match order {
                     // The text score, highest first, as MongoDB sorts it.
                     Bson::Document(meta) if meta.get_str("$meta").ok() == Some("textScore") => {
+                        basalt_value::path::split_field_path(name)?;
                         fields.push((FieldPath::parse(TEXT_SCORE_FIELD), Direction::Descending));
                         continue;
                     }
@@ -83,8 +91,8 @@ impl SortSpec {
                             "$meta is the only expression supported by $sort right now",
                         ))
                     }
-                    // A number is taken whole (toward zero), as mongod 8 takes it.
-                    _ => match as_f64(order).map(f64::trunc) {
+                    // A double is taken whole (toward zero), as mongod 8 takes it.
+                    _ => match whole_direction(order) {
                         Some(1.0) => Direction::Ascending,
                         Some(-1.0) => Direction::Descending,
                         Some(_) => return Err(Error::location(
@@ -102,6 +110,8 @@ impl SortSpec {
                         }
                     },
                 };
+            // The direction is checked first, then the path (mongod's order).
+            basalt_value::path::split_field_path(name)?;
             fields.push((FieldPath::parse(name), direction));
         }
         Ok(SortSpec {

@@ -124,20 +124,47 @@ fn token(position: Position) -> Document {
     doc! { "_data": data }
 }
 
+/// The place a resume token names, with mongod's errors: a token is an object
+/// (TypeMismatch) with a `_data` string (40647), of hexadecimal digits (FailedToParse)
+/// that do not end early (Overflow) and name a place (BadValue).
 fn position_of(token: &Bson) -> Result<Position> {
-    let bad = || Error::new(ErrorCode::BAD_VALUE, "invalid resume token");
     let data = match token {
-        Bson::Document(token) => token.get_str("_data").map_err(|_| bad())?,
-        _ => return Err(bad()),
+        Bson::Document(token) => match token.get("_data") {
+            Some(Bson::String(data)) => data,
+            _ => {
+                return Err(Error::location(
+                    40647,
+                    "Bad resume token: _data of missing or of wrong type",
+                ))
+            }
+        },
+        other => {
+            return Err(Error::type_mismatch(format!(
+                "a resume token must be an object, not {}",
+                crate::request::type_name(other)
+            )))
+        }
     };
-    if data.len() != 24 || !data.is_ascii() {
-        return Err(bad());
+    if data.len() % 2 != 0 || !data.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(Error::failed_to_parse(format!(
+            "resume token string was not a valid hex string: {data}"
+        )));
+    }
+    if data.len() < 24 {
+        return Err(Error::new(
+            ErrorCode::OVERFLOW,
+            "invalid resume token: it ends early",
+        ));
+    }
+    if data.len() != 24 {
+        return Err(Error::bad_value("invalid resume token"));
     }
     let bytes: Vec<u8> = (0..12)
-        .map(|i| u8::from_str_radix(&data[2 * i..2 * i + 2], 16).map_err(|_| bad()))
-        .collect::<Result<_>>()?;
-    let index = u64::from_be_bytes(bytes[..8].try_into().map_err(|_| bad())?);
-    let place = u32::from_be_bytes(bytes[8..].try_into().map_err(|_| bad())?);
+        .map(|i| u8::from_str_radix(&data[2 * i..2 * i + 2], 16))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|_| Error::bad_value("invalid resume token"))?;
+    let index = u64::from_be_bytes(bytes[..8].try_into().unwrap_or_default());
+    let place = u32::from_be_bytes(bytes[8..].try_into().unwrap_or_default());
     Ok((index, place))
 }
 
@@ -153,7 +180,7 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document, stages: &[&Document]) -> Result
         Some(Bson::Document(options)) => options,
         _ => {
             return Err(Error::location(
-                50808,
+                6188500,
                 "$changeStream stage expects a document as argument",
             ))
         }
@@ -214,11 +241,21 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document, stages: &[&Document]) -> Result
         .with_extra(doc! { "errorLabels": ["NonResumableChangeStreamError"] }));
     }
     let following: Vec<Document> = stages[1..].iter().map(|stage| (*stage).clone()).collect();
+    if following
+        .iter()
+        .any(|stage| stage.contains_key("$changeStream"))
+    {
+        return Err(Error::location(
+            40602,
+            "$changeStream is only valid as the first stage in a pipeline",
+        ));
+    }
     let pipeline = if following.is_empty() {
         None
     } else {
         Some(Pipeline::parse(&following, body.get_document("let").ok())?)
     };
+    check_following_stages(&following)?;
     let mut stream = ChangeStream {
         server: Arc::downgrade(ctx.server),
         engine: ctx.server.catalog.engine().clone(),
@@ -254,6 +291,41 @@ pub fn aggregate(ctx: &Ctx<'_>, body: &Document, stages: &[&Document]) -> Result
         )
     };
     reply(id, &namespace, batch, true, token)
+}
+
+/// The stages a change stream's events may go through, as mongod allows them: those
+/// that change or filter one event at a time (`$fill` without a sort, which is a
+/// `$set`). Another is IllegalOperation.
+const FOLLOWING_STAGES: &[&str] = &[
+    "$match",
+    "$project",
+    "$addFields",
+    "$set",
+    "$unset",
+    "$replaceRoot",
+    "$replaceWith",
+    "$redact",
+    "$changeStreamSplitLargeEvent",
+];
+
+fn check_following_stages(stages: &[Document]) -> Result<()> {
+    for stage in stages {
+        let Some((name, spec)) = stage.iter().next() else {
+            continue;
+        };
+        let allowed = FOLLOWING_STAGES.contains(&name.as_str())
+            || (name == "$fill"
+                && spec
+                    .as_document()
+                    .is_some_and(|fill| !fill.contains_key("sortBy")));
+        if !allowed && name.starts_with('$') {
+            return Err(Error::new(
+                ErrorCode::ILLEGAL_OPERATION,
+                format!("Stage {name} is not permitted in a $changeStream pipeline"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A change stream cursor's reply: the batch, with `postBatchResumeToken`.

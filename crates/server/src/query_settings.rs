@@ -61,18 +61,7 @@ fn hash_of(entry: &Entry) -> Option<&str> {
 
 /// The stored settings and the time they were set.
 fn read_stored(ctx: &Ctx<'_>) -> Result<(Vec<Entry>, Timestamp)> {
-    let reply = run_internal(
-        ctx.server,
-        DATABASE,
-        doc! { "find": COLLECTION, "filter": { "_id": PARAMETER }, "limit": 1 },
-    )?;
-    let stored = reply
-        .get_document("cursor")
-        .ok()
-        .and_then(|cursor| cursor.get_array("firstBatch").ok())
-        .and_then(|batch| batch.first())
-        .and_then(Bson::as_document)
-        .cloned()
+    let stored = crate::commands::read_own_document(ctx.server, DATABASE, COLLECTION, PARAMETER)?
         .unwrap_or_default();
     let entries = stored
         .get_array("settingsArray")

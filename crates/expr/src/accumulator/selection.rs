@@ -264,7 +264,14 @@ pub(crate) fn parse_sort_by(spec: &Bson) -> Result<(Vec<String>, Vec<bool>)> {
     let mut fields = Vec::with_capacity(spec.len());
     let mut descending = Vec::with_capacity(spec.len());
     for (field, direction) in spec {
-        basalt_value::path::split_field_path(field)?;
+        // `$`-prefixed names are fields here ($sortArray sorts by them), so only empty
+        // components are refused.
+        if field.is_empty() || field.split('.').any(str::is_empty) {
+            return Err(Error::location(
+                40352,
+                "FieldPath cannot be constructed with empty string",
+            ));
+        }
         match Number::from_bson(direction).map(Number::to_f64) {
             Some(d) if d == 1.0 || d == -1.0 => descending.push(d < 0.0),
             Some(_) => {

@@ -38,6 +38,27 @@ impl SetOp {
                         ),
                     ));
                 }
+                // A constant that is not an array is refused at parse time (mongod 8's
+                // code); a value that is not one when evaluated, at run time (17044).
+                if let Bson::Array(items) = args {
+                    let is_constant = |item: &Bson| match item {
+                        Bson::String(text) => !text.starts_with('$'),
+                        Bson::Document(d) => !d.keys().next().is_some_and(|k| k.starts_with('$')),
+                        _ => true,
+                    };
+                    if let Some(constant) = items
+                        .iter()
+                        .find(|item| is_constant(item) && !matches!(item, Bson::Array(_)))
+                    {
+                        return Err(Error::location(
+                            5887502,
+                            format!(
+                                "All operands of $setEquals must be arrays. One argument is of type: {}",
+                                type_name(Some(constant))
+                            ),
+                        ));
+                    }
+                }
                 SetOp::Equals(operands)
             }
             "$setIntersection" => SetOp::Intersection(parse_operands(args, ctx)?),
@@ -58,7 +79,7 @@ impl SetOp {
                 for arg in args {
                     let set = set_of(arg.eval(env)?.as_deref(), |t| {
                         (
-                            5887502,
+                            17044,
                             format!("All operands of $setEquals must be arrays. One argument is of type: {t}"),
                         )
                     })?;
@@ -242,6 +263,7 @@ mod tests {
     fn set_operator_errors() {
         assert_eq!(error_code(bson!({"$setEquals": [[1]]})), 17045);
         assert_eq!(error_code(bson!({"$setEquals": [[1], 5]})), 5887502);
+        assert_eq!(error_code(bson!({"$setEquals": [[1], "$missing"]})), 17044);
         assert_eq!(error_code(bson!({"$setUnion": [[1], "x"]})), 17043);
         assert_eq!(error_code(bson!({"$setIntersection": [1]})), 17047);
         assert_eq!(error_code(bson!({"$setDifference": [1, [2]]})), 17048);

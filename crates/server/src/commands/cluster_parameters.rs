@@ -107,18 +107,7 @@ fn parameter(name: &str) -> Result<&'static Parameter> {
 
 /// A parameter as it is now: its stored document, or its defaults.
 fn read(ctx: &Ctx<'_>, parameter: &Parameter) -> Result<Document> {
-    let reply = run_internal(
-        ctx.server,
-        DATABASE,
-        doc! { "find": COLLECTION, "filter": { "_id": parameter.name }, "limit": 1 },
-    )?;
-    let stored = reply
-        .get_document("cursor")
-        .ok()
-        .and_then(|cursor| cursor.get_array("firstBatch").ok())
-        .and_then(|batch| batch.first())
-        .and_then(Bson::as_document)
-        .cloned();
+    let stored = super::read_own_document(ctx.server, DATABASE, COLLECTION, parameter.name)?;
     Ok(stored.unwrap_or_else(|| {
         let mut defaults = doc! {
             "_id": parameter.name,

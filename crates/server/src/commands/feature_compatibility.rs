@@ -32,20 +32,12 @@ const FIELDS: &[&str] = &["confirm", "fromConfigServer"];
 
 /// The current FCV.
 pub fn current(ctx: &Ctx<'_>) -> Result<String> {
-    let reply = run_internal(
-        ctx.server,
-        "admin",
-        doc! { "find": COLLECTION, "filter": { "_id": DOCUMENT_ID }, "limit": 1 },
-    )?;
-    let version = reply
-        .get_document("cursor")
-        .ok()
-        .and_then(|cursor| cursor.get_array("firstBatch").ok())
-        .and_then(|batch| batch.first())
-        .and_then(Bson::as_document)
+    let stored = super::read_own_document(ctx.server, "admin", COLLECTION, DOCUMENT_ID)?;
+    Ok(stored
+        .as_ref()
         .and_then(|stored| stored.get_str("version").ok())
-        .unwrap_or(LATEST);
-    Ok(version.to_string())
+        .unwrap_or(LATEST)
+        .to_string())
 }
 
 /// Records the binary's version when none is recorded, as mongod does at its first

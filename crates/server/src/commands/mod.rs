@@ -716,6 +716,34 @@ pub fn dispatch(ctx: &Ctx<'_>, body: &Document) -> RawDocumentBuf {
     reply
 }
 
+/// The document `_id` of the server's own collection `db.collection` (its settings:
+/// the FCV, cluster parameters, query settings), as this member holds it: a replica
+/// set's secondaries read their own copy.
+pub(crate) fn read_own_document(
+    server: &Arc<Server>,
+    db: &str,
+    collection: &str,
+    id: &str,
+) -> Result<Option<Document>> {
+    let reply = run_internal(
+        server,
+        db,
+        doc! {
+            "find": collection,
+            "filter": { "_id": id },
+            "limit": 1,
+            "$readPreference": { "mode": "nearest" },
+        },
+    )?;
+    Ok(reply
+        .get_document("cursor")
+        .ok()
+        .and_then(|cursor| cursor.get_array("firstBatch").ok())
+        .and_then(|batch| batch.first())
+        .and_then(bson::Bson::as_document)
+        .cloned())
+}
+
 /// Runs a command as the server itself (no client, no authorization check, routed
 /// through the replicated log like a client's), as mongod's internal client does: how
 /// the server reads and writes its own collections (`admin.system.users`, say). A

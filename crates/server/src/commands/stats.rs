@@ -132,7 +132,8 @@ pub fn db_stats(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         "indexes": indexes,
         "indexSize": 0.0,
         "totalSize": size as f64,
-        "scaleFactor": scale as i32,
+        // A long here, an int in collStats, as mongod has them.
+        "scaleFactor": scale,
         "fsUsedSize": ctx.server.catalog.engine().disk_size_bytes() as f64,
     })
 }
