@@ -170,12 +170,12 @@ def main() -> int:
     baseline = None if args.paths else read_baseline(baseline_name)
     if args.update_baseline and not args.paths:
         write_baseline(baseline_name, passed)
-        print(f"documentdb-ft: baseline set to {passed}")
+        print(f"{baseline_name}: baseline set to {passed}")
     elif baseline is not None and passed < baseline - TOLERANCE:
         problems.append(f"{passed} passed, below the baseline of {baseline} (less {TOLERANCE})")
     elif baseline is not None and passed > baseline:
         print(
-            f"documentdb-ft: {passed - baseline} more than the baseline; raise it with `make documentdb-ft-baseline`"
+            f"{baseline_name}: {passed - baseline} more than the baseline; raise it with `make {baseline_name}-baseline`"
         )
     for problem in problems:
         print(f"documentdb-ft: FAIL: {problem}")

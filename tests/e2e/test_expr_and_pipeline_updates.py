@@ -318,16 +318,20 @@ def test_find_one_and_update_with_a_pipeline_returns_either_version(people):
     assert after == {"spent": 161, "double": 322}
 
 
-# statement fields MongoDB 7.0 does not know
+# statement fields: 8.0's sort, and fields mongod does not know
 
 
-def test_update_statement_with_sort_is_refused(people, db):
-    expect_error(
-        lambda: people.update_one({"_id": {"$gt": 1}}, {"$inc": {"spent": 1}}, sort={"_id": -1}),
-        40415,
-        "Location40415",
-        "BSON field 'update.updates.sort' is an unknown field.",
+def test_update_statement_sort_picks_the_document(people, db):
+    # 8.0's sort: a single-document update changes the first match in that order.
+    people.update_one({"_id": {"$gt": 1}}, {"$inc": {"spent": 1}}, sort={"_id": -1})
+    assert [d["spent"] for d in people.find()] == [120, 80, 101]
+    # Not with multi, as the statement's own error.
+    reply = db.command(
+        "update",
+        "c",
+        updates=[{"q": {}, "u": {"$inc": {"spent": 1}}, "sort": {"_id": 1}, "multi": True}],
     )
+    assert reply["n"] == 0 and reply["writeErrors"][0]["code"] == 9
     # mongod parses all statements first: one unknown field fails the whole command.
     expect_error(
         lambda: db.command(
@@ -342,7 +346,7 @@ def test_update_statement_with_sort_is_refused(people, db):
         40415,
         "Location40415",
     )
-    assert [d["spent"] for d in people.find()] == [120, 80, 100]
+    assert [d["spent"] for d in people.find()] == [120, 80, 101]
 
 
 # insert: _id values that could not be queried

@@ -52,6 +52,10 @@ def test_fsync_lock_holds_writes_back_until_unlocked(admin, server, db):
     writer.start()
     time.sleep(0.5)
     assert not done.is_set()
+    # lockInfo shows the global lock: held shared twice, the write waiting.
+    [entry] = admin.command("lockInfo")["lockInfo"]
+    assert [g["mode"] for g in entry["granted"]] == ["S", "S"]
+    assert [p["mode"] for p in entry["pending"]] == ["IX"]
     assert admin.command("fsyncUnlock")["lockCount"] == 1
     time.sleep(0.3)
     assert not done.is_set()
@@ -60,6 +64,9 @@ def test_fsync_lock_holds_writes_back_until_unlocked(admin, server, db):
     writer.join(timeout=10)
     assert done.is_set()
     assert db.c.count_documents({}) == 2
+    assert admin.command("lockInfo")["lockInfo"] == []
+    with raises_code("Unauthorized"):
+        db.command("lockInfo")
 
 
 def test_a_waiting_write_stops_at_its_time_limit(admin, db):

@@ -421,29 +421,13 @@ fn parse_slice(arg: &Bson) -> Result<Node> {
     }
 }
 
-fn validate_path_components(components: &[String]) -> Result<()> {
-    for component in components {
-        if component.is_empty() {
-            return Err(Error::location(
-                15998,
-                "FieldPath field names may not be empty strings.",
-            ));
-        }
-        if component.starts_with('$') {
-            return Err(Error::location(
-                16410,
-                "FieldPath field names may not start with '$'. Consider using $getField or $setField.",
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// Adds `node` at the dotted `name` under `siblings`, creating intermediate levels and
 /// rejecting paths named twice or inside one another.
 fn add_node(siblings: &mut Vec<(String, Node)>, name: &str, node: Node) -> Result<()> {
-    let components: Vec<String> = name.split('.').map(str::to_string).collect();
-    validate_path_components(&components)?;
+    let components: Vec<String> = basalt_value::path::split_field_path(name)?
+        .into_iter()
+        .map(str::to_string)
+        .collect();
     let mut level = siblings;
     for (i, component) in components.iter().enumerate() {
         let last = i + 1 == components.len();

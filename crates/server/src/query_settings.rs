@@ -12,7 +12,7 @@
 //! hashed only when some settings exist.
 
 use crate::commands::{run_internal, Ctx};
-use crate::request::type_name;
+use crate::request::{type_name, Fields};
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Bson, Document, Timestamp};
 use parking_lot::RwLock;
@@ -312,53 +312,29 @@ fn parsed_index_hint(hint: &Bson) -> Result<Option<Document>> {
             type_name(hint)
         )));
     };
-    let ns = match hint.get("ns") {
-        None | Some(Bson::Null) => {
-            return Err(Error::location(
-                40414,
-                "BSON field 'indexHints.ns' is missing but a required field",
-            ))
-        }
-        Some(Bson::Document(ns)) => ns,
-        Some(other) => {
-            return Err(Error::type_mismatch(format!(
-                "BSON field 'indexHints.ns' is the wrong type '{}', expected type 'object'",
-                type_name(other)
-            )))
-        }
+    // Null is a missing field, as mongod's parser has it.
+    let fields = Fields {
+        command: "indexHints",
+        body: hint,
+    };
+    let ns = fields.required("ns", fields.document_opt("ns")?)?;
+    let ns_fields = Fields {
+        command: "indexHints.ns",
+        body: ns,
     };
     for (field, code) in [("db", 8727500), ("coll", 8727501)] {
-        match ns.get(field) {
-            None | Some(Bson::Null) => {
-                return Err(Error::location(
-                    code,
-                    format!("'ns.{field}' must be given in index hints"),
-                ))
-            }
-            Some(Bson::String(_)) => {}
-            Some(other) => {
-                return Err(Error::type_mismatch(format!(
-                "BSON field 'indexHints.ns.{field}' is the wrong type '{}', expected type 'string'",
-                type_name(other)
-            )))
-            }
+        if ns_fields.string_opt(field)?.is_none() {
+            return Err(Error::location(
+                code,
+                format!("'ns.{field}' must be given in index hints"),
+            ));
         }
     }
     let allowed = match hint.get("allowedIndexes") {
-        None | Some(Bson::Null) => {
-            return Err(Error::location(
-                40414,
-                "BSON field 'indexHints.allowedIndexes' is missing but a required field",
-            ))
-        }
-        Some(Bson::Array(allowed)) => allowed,
-        Some(other) => {
-            return Err(Error::type_mismatch(format!(
-            "BSON field 'indexHints.allowedIndexes' is the wrong type '{}', expected type 'array'",
-            type_name(other)
-        )))
-        }
+        Some(Bson::Null) => None,
+        _ => fields.array_opt("allowedIndexes")?,
     };
+    let allowed = fields.required("allowedIndexes", allowed)?;
     if let Some(bad) = allowed
         .iter()
         .find(|index| !matches!(index, Bson::String(_) | Bson::Document(_)))

@@ -141,9 +141,10 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// An array field whose every element must be a document.
-    pub fn documents(&self, field: &str) -> Result<Vec<&'a Document>> {
-        let items = self.array_opt(field)?.ok_or_else(|| {
+    /// A required field's value: `value` (as a `*_opt` read it), or 40414 for a field
+    /// that is missing.
+    pub fn required<T>(&self, field: &str, value: Option<T>) -> Result<T> {
+        value.ok_or_else(|| {
             Error::location(
                 40414,
                 format!(
@@ -151,7 +152,12 @@ impl<'a> Fields<'a> {
                     self.command
                 ),
             )
-        })?;
+        })
+    }
+
+    /// An array field whose every element must be a document.
+    pub fn documents(&self, field: &str) -> Result<Vec<&'a Document>> {
+        let items = self.required(field, self.array_opt(field)?)?;
         items
             .iter()
             .enumerate()

@@ -607,17 +607,11 @@ fn truthy(value: &Bson) -> bool {
 fn clustered_index(value: &Bson) -> Result<Option<Bson>> {
     let spec = match value {
         Bson::Document(spec) => spec,
-        flag @ Bson::Boolean(_) => {
+        flag if matches!(flag, Bson::Boolean(_)) || basalt_value::is_number(flag) => {
             return match truthy(flag) {
                 true => Err(legacy_clustered_index()),
                 false => Ok(None),
-            }
-        }
-        n if basalt_value::is_number(n) => {
-            return match truthy(n) {
-                true => Err(legacy_clustered_index()),
-                false => Ok(None),
-            }
+            };
         }
         other => {
             return Err(Error::type_mismatch(format!(

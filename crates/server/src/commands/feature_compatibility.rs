@@ -84,19 +84,12 @@ pub fn set_feature_compatibility_version(ctx: &Ctx<'_>, body: &Document) -> Resu
             )))
         }
     };
-    let confirmed = match body.get("confirm") {
-        None | Some(Bson::Null) => false,
-        Some(Bson::Boolean(confirm)) => *confirm,
-        Some(number @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_))) => {
-            basalt_value::as_f64(number).is_none_or(|n| n != 0.0)
-        }
-        Some(other) => {
-            return Err(Error::type_mismatch(format!(
-                "BSON field 'setFeatureCompatibilityVersion.confirm' is the wrong type '{}', expected types '[bool, long, int, decimal, double]'",
-                type_name(other)
-            )))
-        }
-    };
+    // A bool, or a number true unless zero.
+    let confirmed = crate::request::Fields {
+        command: "setFeatureCompatibilityVersion",
+        body,
+    }
+    .bool_or("confirm", false)?;
     if !VERSIONS.contains(&requested) {
         return Err(Error::location(
             4926900,

@@ -51,20 +51,12 @@ pub fn fsync(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             )))
         }
     }
-    let lock = match body.get("lock") {
-        None | Some(Bson::Null) => false,
-        Some(Bson::Boolean(lock)) => *lock,
-        Some(n @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_))) => {
-            // Any number but zero locks (NaN included, as mongod reads it).
-            basalt_value::as_f64(n).is_none_or(|n| n != 0.0)
-        }
-        Some(other) => {
-            return Err(Error::type_mismatch(format!(
-                "BSON field 'fsync.lock' is the wrong type '{}', expected types '[bool, long, int, decimal, double']",
-                type_name(other)
-            )))
-        }
-    };
+    // Any number but zero locks (NaN included, as mongod reads it).
+    let lock = crate::request::Fields {
+        command: "fsync",
+        body,
+    }
+    .bool_or("lock", false)?;
     if !lock {
         ctx.server.catalog.engine().sync()?;
         return Ok(doc! { "numFiles": 1 });

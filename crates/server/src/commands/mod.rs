@@ -36,6 +36,7 @@ mod kill_cursors;
 pub(crate) mod list_collections;
 mod list_databases;
 mod list_indexes;
+mod lock_info;
 mod map_reduce;
 mod plan_cache;
 pub(crate) mod rw_concern_defaults;
@@ -348,6 +349,11 @@ static COMMANDS: &[Command] = &[
         "killOp",
         current_op::kill_op,
         "stops an operation in progress at its next check",
+    )),
+    admin_only(command(
+        "lockInfo",
+        lock_info::lock_info,
+        "the locks held and waited for (the global lock: fsync locks and writes)",
     )),
     admin_only(command(
         "top",
@@ -1007,8 +1013,11 @@ fn run_command(ctx: &Ctx<'_>, command: &Command, body: &Document) -> Result<Repl
         "about to run the command {}",
         command.name
     );
+    // The server's own reads of its settings (`read_own_document`) are not clients'
+    // operations: serverStatus and /metrics count clients'.
     let stats = &ctx.server.stats;
     match command.counter {
+        _ if ctx.connection.is_internal() => {}
         Counter::Command => crate::stats::Stats::add(&stats.command, 1),
         Counter::Query => crate::stats::Stats::add(&stats.query, 1),
         Counter::GetMore => crate::stats::Stats::add(&stats.getmore, 1),
@@ -1138,7 +1147,9 @@ fn run_handler(ctx: &Ctx<'_>, command: &Command, body: &Document) -> Result<Repl
         crate::query_settings::note_write(ctx, target.as_ref().map(|(collection, _)| *collection));
     }
     let micros = u64::try_from(operation.started.elapsed().as_micros()).unwrap_or(u64::MAX);
-    ctx.server.stats.latencies.record(command.name, micros);
+    if !ctx.connection.is_internal() {
+        ctx.server.stats.latencies.record(command.name, micros);
+    }
     if let Some((name, class)) = target {
         let collection = ctx.server.catalog.get(ctx.db, name);
         // Operations that ran: not a getMore on an unknown cursor, say, as in MongoDB.

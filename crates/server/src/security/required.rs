@@ -144,6 +144,7 @@ pub fn required(command: &str, db: &str, body: &Document) -> Option<Need> {
         "currentOp" => on_cluster(A::Inprog),
         "killOp" => on_cluster(A::Killop),
         "top" => on_cluster(A::Top),
+        "lockInfo" => on_cluster(A::ServerStatus),
         "logRotate" => on_cluster(A::LogRotate),
         "profile" => on_db(A::EnableProfiler),
         "getParameter" => on_cluster(A::GetParameter),
