@@ -59,6 +59,10 @@ def test_plan_cache_stats_lists_choices_until_cleared(db, indexed):
     assert len(entries) == 1
     assert entries[0]["createdFromQuery"]["query"] == {"a": 5, "b": 1}
     assert entries[0]["cachedPlan"]["inputStage"]["indexName"] == "a_1_b_1"
+    # The entry names the shape explain reports for a query of it.
+    explained = db.command("explain", {"find": "c", "filter": {"b": 7, "a": 9}})
+    shape = explained["queryPlanner"]["planCacheShapeHash"]
+    assert entries[0]["planCacheShapeHash"] == entries[0]["queryHash"] == shape
     db.command("planCacheClear", "c")
     assert list(indexed.aggregate([{"$planCacheStats": {}}])) == []
 

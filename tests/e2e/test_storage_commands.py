@@ -67,6 +67,8 @@ def test_fsync_lock_holds_writes_back_until_unlocked(admin, server, db):
     assert admin.command("lockInfo")["lockInfo"] == []
     with raises_code("Unauthorized"):
         db.command("lockInfo")
+    with raises_code("Location40415"):
+        admin.command("lockInfo", 1, bogus=1)
 
 
 def test_a_waiting_write_stops_at_its_time_limit(admin, db):

@@ -11,16 +11,14 @@
 //! (the server's own, or one it applies for its set: see [`note_write`]); a shape is
 //! hashed only when some settings exist.
 
-use crate::commands::{run_internal, Ctx};
+use crate::commands::{cluster_parameters, Ctx};
 use crate::request::{type_name, Fields};
 use basalt_error::{Error, ErrorCode, Result};
-use bson::{doc, Bson, Document, Timestamp};
+use bson::{doc, Bson, Document};
 use parking_lot::RwLock;
 use std::cell::RefCell;
 use std::sync::Arc;
 
-const DATABASE: &str = "config";
-const COLLECTION: &str = "clusterParameters";
 const PARAMETER: &str = "querySettings";
 /// A query shape hash: a SHA-256 in hexadecimal.
 const HASH_DIGITS: usize = 64;
@@ -50,7 +48,8 @@ impl QuerySettings {
 
 /// Forgets the settings held, when a write changed `config.clusterParameters`.
 pub fn note_write(ctx: &Ctx<'_>, collection: Option<&str>) {
-    if ctx.db == DATABASE && collection == Some(COLLECTION) {
+    if ctx.db == cluster_parameters::DATABASE && collection == Some(cluster_parameters::COLLECTION)
+    {
         *ctx.server.query_settings.entries.write() = None;
     }
 }
@@ -59,12 +58,12 @@ fn hash_of(entry: &Entry) -> Option<&str> {
     entry.get_str("queryShapeHash").ok()
 }
 
-/// The stored settings and the time they were set.
-fn read_stored(ctx: &Ctx<'_>) -> Result<(Vec<Entry>, Timestamp)> {
-    let stored = crate::commands::read_own_document(ctx.server, DATABASE, COLLECTION, PARAMETER)?
-        .unwrap_or_default();
+/// The stored settings, and the stored parameter (for the time of the next change).
+fn read_stored(ctx: &Ctx<'_>) -> Result<(Vec<Entry>, Option<Document>)> {
+    let stored = cluster_parameters::read_stored(ctx, PARAMETER)?;
     let entries = stored
-        .get_array("settingsArray")
+        .as_ref()
+        .and_then(|stored| stored.get_array("settingsArray").ok())
         .map(|array| {
             array
                 .iter()
@@ -73,44 +72,17 @@ fn read_stored(ctx: &Ctx<'_>) -> Result<(Vec<Entry>, Timestamp)> {
                 .collect()
         })
         .unwrap_or_default();
-    let time = stored
-        .get_timestamp("clusterParameterTime")
-        .unwrap_or(Timestamp {
-            time: 0,
-            increment: 0,
-        });
-    Ok((entries, time))
+    Ok((entries, stored))
 }
 
-fn write_stored(ctx: &Ctx<'_>, entries: Vec<Entry>, previous: Timestamp) -> Result<()> {
-    let now = bson::DateTime::now().timestamp_millis() / 1000;
-    let now = u32::try_from(now).unwrap_or(u32::MAX);
-    let time = if now > previous.time {
-        Timestamp {
-            time: now,
-            increment: 1,
-        }
-    } else {
-        Timestamp {
-            time: previous.time,
-            increment: previous.increment + 1,
-        }
-    };
-    let stored = doc! {
-        "_id": PARAMETER,
-        "settingsArray": entries,
-        "clusterParameterTime": time,
-    };
-    run_internal(
-        ctx.server,
-        DATABASE,
-        doc! {
-            "update": COLLECTION,
-            "updates": [{ "q": { "_id": PARAMETER }, "u": stored, "upsert": true }],
-        },
-    )?;
-    *ctx.server.query_settings.entries.write() = None;
-    Ok(())
+/// Stores the settings (the write forgets those held, [`note_write`]).
+fn write_stored(ctx: &Ctx<'_>, entries: Vec<Entry>, previous: Option<Document>) -> Result<()> {
+    cluster_parameters::store(
+        ctx,
+        PARAMETER,
+        doc! { "settingsArray": entries },
+        previous.as_ref(),
+    )
 }
 
 /// What a command names its query by: a representative query, or a shape's hash.
@@ -364,7 +336,7 @@ pub fn set_query_settings(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     crate::commands::refuse_unknown_fields("setQuerySettings", body, &["settings"])?;
     let named = named("setQuerySettings", body.get("setQuerySettings"))?;
     let given = parsed_settings(body.get("settings"))?;
-    let (mut entries, time) = read_stored(ctx)?;
+    let (mut entries, stored) = read_stored(ctx)?;
     let existing = entries
         .iter()
         .position(|entry| hash_of(entry) == Some(named.hash()));
@@ -416,7 +388,7 @@ pub fn set_query_settings(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         Some(at) => entries[at] = entry,
         None => entries.push(entry),
     }
-    write_stored(ctx, entries, time)?;
+    write_stored(ctx, entries, stored)?;
     Ok(doc! {
         "queryShapeHash": named.hash(),
         "settings": settings,
@@ -427,11 +399,11 @@ pub fn set_query_settings(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
 pub fn remove_query_settings(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     crate::commands::refuse_unknown_fields("removeQuerySettings", body, &[])?;
     let named = named("removeQuerySettings", body.get("removeQuerySettings"))?;
-    let (mut entries, time) = read_stored(ctx)?;
+    let (mut entries, stored) = read_stored(ctx)?;
     let before = entries.len();
     entries.retain(|entry| hash_of(entry) != Some(named.hash()));
     if entries.len() != before {
-        write_stored(ctx, entries, time)?;
+        write_stored(ctx, entries, stored)?;
     }
     Ok(Document::new())
 }

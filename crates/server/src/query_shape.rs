@@ -79,6 +79,12 @@ pub fn plan_cache_shape_hash(
             shape.extend_from_slice(shaped_literal_tree(spec).to_string().as_bytes());
         }
     }
+    short_hash(&shape)
+}
+
+/// A shape's hash in 8 hexadecimal digits, as mongod gives `queryHash` and
+/// `planCacheKey` (FNV-1a, 32 bits).
+pub fn short_hash(shape: &[u8]) -> String {
     let hash = shape.iter().fold(0x811c_9dc5_u32, |h, b| {
         (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
     });
@@ -338,12 +344,9 @@ fn shaped_term(field: &str, value: &Bson) -> (String, Bson) {
 fn shaped_operand(operator: &str, argument: &Bson) -> Bson {
     match (operator, argument) {
         ("$elemMatch", Bson::Document(inner)) => Bson::Document(shaped_filter(inner)),
-        ("$not", Bson::Document(inner)) if is_operator_document(inner) => Bson::Document(
-            shaped_filter(&doc! { "": inner.clone() })
-                .get_document("")
-                .cloned()
-                .unwrap_or_default(),
-        ),
+        ("$not", inner @ Bson::Document(operators)) if is_operator_document(operators) => {
+            shaped_term("", inner).1
+        }
         // What a predicate tests for, not a value it compares with (one type or a
         // list of them being the same test).
         ("$type", Bson::Array(types)) => Bson::Array(types.clone()),

@@ -26,8 +26,8 @@ use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Bson, Document, Timestamp};
 
 /// Where mongod keeps them.
-const DATABASE: &str = "config";
-const COLLECTION: &str = "clusterParameters";
+pub(crate) const DATABASE: &str = "config";
+pub(crate) const COLLECTION: &str = "clusterParameters";
 
 /// What a field of a parameter holds.
 #[derive(Clone, Copy)]
@@ -107,17 +107,51 @@ fn parameter(name: &str) -> Result<&'static Parameter> {
 
 /// A parameter as it is now: its stored document, or its defaults.
 fn read(ctx: &Ctx<'_>, parameter: &Parameter) -> Result<Document> {
-    let stored = super::read_own_document(ctx.server, DATABASE, COLLECTION, parameter.name)?;
-    Ok(stored.unwrap_or_else(|| {
-        let mut defaults = doc! {
-            "_id": parameter.name,
-            "clusterParameterTime": Timestamp { time: 0, increment: 0 },
-        };
+    Ok(read_stored(ctx, parameter.name)?.unwrap_or_else(|| {
+        let mut defaults = doc! { "_id": parameter.name, "clusterParameterTime": never() };
         for (field, _, default) in parameter.fields {
             defaults.insert(*field, default());
         }
         defaults
     }))
+}
+
+/// The `clusterParameterTime` of a parameter never set.
+fn never() -> Timestamp {
+    Timestamp {
+        time: 0,
+        increment: 0,
+    }
+}
+
+/// The stored document of parameter `name`, if it was ever set (also the
+/// `querySettings` parameter, which `query_settings.rs` keeps).
+pub(crate) fn read_stored(ctx: &Ctx<'_>, name: &str) -> Result<Option<Document>> {
+    super::read_own_document(ctx.server, DATABASE, COLLECTION, name)
+}
+
+/// Stores parameter `name` as `fields`, at a `clusterParameterTime` after `previous`'s.
+pub(crate) fn store(
+    ctx: &Ctx<'_>,
+    name: &str,
+    fields: Document,
+    previous: Option<&Document>,
+) -> Result<()> {
+    let previous_time = previous
+        .and_then(|previous| previous.get_timestamp("clusterParameterTime").ok())
+        .unwrap_or_else(never);
+    let mut stored = doc! { "_id": name };
+    stored.extend(fields);
+    stored.insert("clusterParameterTime", later_than(previous_time));
+    run_internal(
+        ctx.server,
+        DATABASE,
+        doc! {
+            "update": COLLECTION,
+            "updates": [{ "q": { "_id": name }, "u": stored, "upsert": true }],
+        },
+    )
+    .map(drop)
 }
 
 pub fn get_cluster_parameter(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
@@ -185,24 +219,9 @@ pub fn set_cluster_parameter(ctx: &Ctx<'_>, body: &Document) -> Result<Document>
         ));
     }
     let parameter = parameter(name)?;
-    let mut stored = doc! { "_id": parameter.name };
-    stored.extend(parsed(parameter, value)?);
+    let fields = parsed(parameter, value)?;
     let previous = read(ctx, parameter)?;
-    let previous_time = previous
-        .get_timestamp("clusterParameterTime")
-        .unwrap_or(Timestamp {
-            time: 0,
-            increment: 0,
-        });
-    stored.insert("clusterParameterTime", later_than(previous_time));
-    run_internal(
-        ctx.server,
-        DATABASE,
-        doc! {
-            "update": COLLECTION,
-            "updates": [{ "q": { "_id": parameter.name }, "u": stored, "upsert": true }],
-        },
-    )?;
+    store(ctx, parameter.name, fields, Some(&previous))?;
     Ok(Document::new())
 }
 

@@ -8,7 +8,7 @@ mod api_version;
 mod apply_ops;
 mod bulk_write;
 mod capped;
-mod cluster_parameters;
+pub(crate) mod cluster_parameters;
 mod coll_mod;
 mod collection_admin;
 mod compact;

@@ -493,7 +493,17 @@ impl ServerCollections {
             .entries()
             .into_iter()
             .map(|(shape, plan, from)| {
-                let hash = format!("{:08X}", shape_hash(&shape));
+                // The shape explain reports for the same query, so the two can be
+                // matched; the key is the cache's own (with the collation).
+                let sort = Some(&from.sort).filter(|sort| !sort.is_empty());
+                let shape_hash = crate::query_shape::plan_cache_shape_hash(
+                    &from.query,
+                    sort,
+                    None,
+                    None,
+                    &[],
+                );
+                let key = crate::query_shape::short_hash(&shape);
                 let stage = match &plan {
                     basalt_catalog::CachedPlan::CollectionScan => doc! { "stage": "COLLSCAN" },
                     basalt_catalog::CachedPlan::Index(name)
@@ -512,9 +522,9 @@ impl ServerCollections {
                 };
                 doc! {
                     "version": "1",
-                    "queryHash": hash.clone(),
-                    "planCacheShapeHash": hash.clone(),
-                    "planCacheKey": hash,
+                    "queryHash": shape_hash.clone(),
+                    "planCacheShapeHash": shape_hash,
+                    "planCacheKey": key,
                     "isActive": true,
                     "works": 1_i64,
                     "timeOfCreation": from.created,
@@ -646,11 +656,4 @@ impl MergeTarget for MergeInto<'_> {
             }
         }
     }
-}
-
-/// A query shape's hash as `$planCacheStats` shows it (FNV-1a, 32 bits).
-fn shape_hash(shape: &[u8]) -> u32 {
-    shape.iter().fold(0x811c_9dc5_u32, |h, b| {
-        (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
-    })
 }
