@@ -2,6 +2,7 @@
 
 use super::Ctx;
 use crate::request::Fields;
+use basalt_catalog::validate_collection_name;
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Bson, Document};
 
@@ -69,31 +70,13 @@ pub fn drop_database(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     Ok(Document::new())
 }
 
-/// The most bytes a namespace (`db.collection`) may have, and a database name fewer
-/// than.
-const NAMESPACE_BYTES_MAX: usize = 255;
-const DATABASE_NAME_BYTES_MAX: usize = 64;
-
 /// A namespace of renameCollection (`renameCollection` or `to`), checked as mongod
 /// checks it: present (40414) and a string (TypeMismatch); a database and a collection
 /// part with no character a name may not have (InvalidNamespace); no `$`, no more than
 /// 255 bytes, and no system collection or oplog (IllegalOperation).
-fn split_namespace<'a>(value: Option<&'a Bson>, field: &str) -> Result<(&'a str, &'a str)> {
-    let namespace = match value {
-        Some(Bson::String(namespace)) => namespace.as_str(),
-        None | Some(Bson::Null) => {
-            return Err(Error::location(
-                40414,
-                format!("BSON field 'renameCollection.{field}' is missing but a required field"),
-            ))
-        }
-        Some(other) => {
-            return Err(Error::type_mismatch(format!(
-            "BSON field 'renameCollection.{field}' is the wrong type '{}', expected type 'string'",
-            crate::request::type_name(other)
-        )))
-        }
-    };
+fn split_namespace<'a>(body: &'a Document, field: &str) -> Result<(&'a str, &'a str)> {
+    let fields = Fields::new(body);
+    let namespace = fields.required(field, fields.string_opt(field)?)?;
     let invalid = || {
         Error::new(
             ErrorCode::INVALID_NAMESPACE,
@@ -101,27 +84,20 @@ fn split_namespace<'a>(value: Option<&'a Bson>, field: &str) -> Result<(&'a str,
         )
     };
     let (db, collection) = namespace.split_once('.').ok_or_else(invalid)?;
-    if db.is_empty()
-        || collection.is_empty()
-        || collection.starts_with('.')
-        || namespace.contains('\0')
-        || db.contains(['/', '\\', ' ', '"'])
-        || db.len() >= DATABASE_NAME_BYTES_MAX
-    {
-        return Err(invalid());
-    }
     let illegal = |why: &str| {
         Error::new(
             ErrorCode::ILLEGAL_OPERATION,
             format!("error with {field} namespace {namespace}: {why}"),
         )
     };
+    // Refused before the names' own checks, with renameCollection's code.
     if namespace.contains('$') {
         return Err(illegal("a namespace may not contain '$'"));
     }
-    if namespace.len() > NAMESPACE_BYTES_MAX {
+    if namespace.len() > basalt_catalog::NAMESPACE_LENGTH_MAX_BYTES {
         return Err(illegal("the namespace is longer than 255 bytes"));
     }
+    validate_collection_name(db, collection).map_err(|_| invalid())?;
     // The views' definitions move only with their views (`create`, `collMod`, `drop`).
     if collection.starts_with("system.") && collection != crate::views::SYSTEM_VIEWS {
         return Err(illegal("system collections cannot be renamed"));
@@ -167,8 +143,8 @@ pub fn rename_collection(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         body,
         &["to", "dropTarget", "stayTemp", "collectionUUID"],
     )?;
-    let from = split_namespace(body.get("renameCollection"), "renameCollection")?;
-    let to = split_namespace(body.get("to"), "to")?;
+    let from = split_namespace(body, "renameCollection")?;
+    let to = split_namespace(body, "to")?;
     match body.get("stayTemp") {
         None | Some(Bson::Null | Bson::Boolean(_)) => {}
         Some(other) => {
