@@ -143,6 +143,51 @@ def test_sort_provided_by_an_index_matches_the_blocking_sort(db):
         assert list(db.indexed.aggregate(pipeline)) == list(db.plain.aggregate(pipeline))
 
 
+def test_pass_through_pipelines_read_as_find_give_the_row_engines_results(db):
+    """A pipeline that only matches, windows and includes or excludes stored fields is
+    read as a find (stored bytes handed out); its results must be those of the same
+    pipeline run through the stages, and of the equivalent find: field order, nested
+    arrays, numeric types and the _id-range partitions the Spark connector sends."""
+    docs = [
+        {
+            "_id": i,
+            "n": i % 7 if i % 3 else float(i),
+            "s": "Ab"[i % 2] + str(i),
+            "a": [{"b": i, "c": -i}, {"b": i + 1}] if i % 4 else {"b": i, "c": 1},
+            "big": bson.Int64(i) << 40,
+        }
+        for i in range(300)
+    ]
+    db.c.insert_many(docs)
+    # The same pipeline with a stage after it that the row engine must run.
+    row_engine = [{"$set": {"_zz": 1}}, {"$unset": "_zz"}]
+    cases = [
+        ([], {}),
+        ([{"$match": {"_id": {"$lt": 75}}}], {}),
+        ([{"$match": {"_id": {"$gte": 75, "$lt": 150}}}], {}),
+        ([{"$match": {"_id": {"$gte": 225}}}], {}),
+        ([{"$match": {"n": {"$gt": 2}}}, {"$skip": 5}, {"$limit": 40}], {}),
+        ([{"$limit": 50}, {"$skip": 45}], {}),
+        ([{"$match": {"s": "a1"}}], {"collation": {"locale": "en", "strength": 2}}),
+        ([{"$match": {"n": 3}}, {"$project": {"a.b": 1, "s": 1}}], {}),
+        ([{"$project": {"_id": 0, "a": {"c": True}}}, {"$limit": 20}], {}),
+        ([{"$unset": ["a.c", "big"]}, {"$skip": 290}], {}),
+        ([{"$match": {"_id": {"$gte": 10}}}, {"$sort": {"_id": -1}}, {"$limit": 5}], {}),
+        ([{"$match": {"_id": {"$gte": 10}}}], {"hint": {"$natural": 1}}),
+    ]
+    for pipeline, options in cases:
+        passed = list(db.c.aggregate(pipeline, batchSize=7, **options))
+        computed = list(db.c.aggregate(pipeline + row_engine, batchSize=7, **options))
+        assert passed == computed, pipeline
+        assert [list(d) for d in passed] == [list(d) for d in computed], pipeline
+    # The Spark connector's partitions together read every document once, in _id order.
+    partitions = [{"$lt": 75}, {"$gte": 75, "$lt": 150}, {"$gte": 150, "$lt": 225}, {"$gte": 225}]
+    read = [d for bounds in partitions for d in db.c.aggregate([{"$match": {"_id": bounds}}])]
+    assert read == docs
+    assert list(db.c.aggregate([{"$skip": 298}])) == list(db.c.find({}, skip=298))
+    assert list(db.c.aggregate([{"$limit": 5}, {"$skip": 5}])) == []
+
+
 def test_a_result_over_16_mb_is_refused(db):
     big = "x" * (1024 * 1024)
     db.c.insert_many([{"_id": i, "big": big} for i in range(20)])

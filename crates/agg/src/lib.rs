@@ -27,5 +27,5 @@ pub mod time_series {
 }
 pub use pipeline::{
     stage_documents, Collections, DocumentStream, ExecContext, MergeTarget, MergeWrite,
-    NoCollections, Pipeline, SessionUsers,
+    NoCollections, PassThrough, Pipeline, SessionUsers,
 };

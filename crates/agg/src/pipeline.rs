@@ -356,6 +356,15 @@ pub struct Pipeline {
     input_fields: FieldSet,
 }
 
+/// A pipeline a server may run as a `find`: see [`Pipeline::pass_through`].
+#[derive(Debug, PartialEq)]
+pub struct PassThrough {
+    pub skip: u64,
+    pub limit: Option<u64>,
+    /// A `find` projection (plain inclusions or exclusions).
+    pub projection: Option<Document>,
+}
+
 /// How deep sub-pipelines (`$lookup`, `$unionWith`, `$facet`) may nest, as in MongoDB.
 const MAX_SUB_PIPELINE_DEPTH: usize = 20;
 
@@ -521,6 +530,36 @@ impl Pipeline {
         }
     }
 
+    /// What is left of the pipeline when its documents pass through unchanged but for
+    /// `$skip`, `$limit` and a projection that only includes or excludes stored fields
+    /// (after the leading `$match` and an index-provided `$sort` were taken): a server
+    /// then reads them as `find` does, handing out stored bytes, instead of decoding
+    /// every document for stages that change nothing. `None` for any other pipeline.
+    pub fn pass_through(&self) -> Option<PassThrough> {
+        let mut shape = PassThrough {
+            skip: 0,
+            limit: None,
+            projection: None,
+        };
+        for stage in self.stages() {
+            match stage {
+                Stage::Skip(n) => {
+                    shape.skip = shape.skip.saturating_add(*n);
+                    shape.limit = shape.limit.map(|limit| limit.saturating_sub(*n));
+                }
+                Stage::Limit(n) => shape.limit = Some(shape.limit.map_or(*n, |l| l.min(*n))),
+                // One projection: the window does not depend on what it keeps.
+                Stage::Project(projection) if shape.projection.is_none() => {
+                    shape.projection = Some(projection.plain_spec()?);
+                }
+                _ => return None,
+            }
+        }
+        // A window emptied by its own stages (`$limit: 5, $skip: 10`) is left to them:
+        // a find's limit of 0 means none.
+        (shape.limit != Some(0)).then_some(shape)
+    }
+
     /// Runs the pipeline over `input` lazily. Stages that write (`$out`, `$merge`) have
     /// written everything once the stream is exhausted.
     pub fn stream<'a>(
@@ -552,6 +591,76 @@ mod tests {
 
     fn run(stages: Vec<Document>, input: Vec<Document>) -> Result<Vec<Document>> {
         Pipeline::parse(&stages, None)?.run(input.into_iter().map(Ok))
+    }
+
+    /// The pass-through shape left after the leading `$match`, or `None`.
+    fn pass_through(stages: Vec<Document>) -> Option<PassThrough> {
+        let mut pipeline = Pipeline::parse_aggregate(&stages, None, false, None).unwrap();
+        pipeline.take_leading_match().unwrap();
+        pipeline.pass_through()
+    }
+
+    #[test]
+    fn pass_through_windows_and_plain_projections() {
+        let shape = |skip, limit, projection| {
+            Some(PassThrough {
+                skip,
+                limit,
+                projection,
+            })
+        };
+        assert_eq!(pass_through(vec![]), shape(0, None, None));
+        assert_eq!(
+            pass_through(vec![doc! {"$match": {"a": 1}}]),
+            shape(0, None, None)
+        );
+        // $skip then $limit, and $limit then $skip (which shortens the window).
+        assert_eq!(
+            pass_through(vec![doc! {"$skip": 3}, doc! {"$limit": 5}]),
+            shape(3, Some(5), None)
+        );
+        assert_eq!(
+            pass_through(vec![doc! {"$limit": 5}, doc! {"$skip": 3}]),
+            shape(3, Some(2), None)
+        );
+        assert_eq!(
+            pass_through(vec![doc! {"$limit": 5}, doc! {"$skip": 5}]),
+            None
+        );
+        assert_eq!(
+            pass_through(vec![doc! {"$project": {"a": 1, "b": {"c": true}}}]),
+            shape(0, None, Some(doc! {"_id": 1, "a": 1, "b.c": 1}))
+        );
+        assert_eq!(
+            pass_through(vec![doc! {"$unset": ["a", "b.c"]}]),
+            shape(0, None, Some(doc! {"a": 0, "b.c": 0}))
+        );
+        assert_eq!(
+            pass_through(vec![
+                doc! {"$project": {"_id": 0, "a": 1}},
+                doc! {"$limit": 2}
+            ]),
+            shape(0, Some(2), Some(doc! {"_id": 0, "a": 1}))
+        );
+        // Stages that change documents, or a second projection, are not passed through.
+        for stages in [
+            vec![doc! {"$project": {"a": {"$add": [1, 2]}}}],
+            vec![doc! {"$set": {"a": 1}}],
+            vec![doc! {"$sort": {"a": 1}}],
+            vec![
+                doc! {"$match": {"a": 1}},
+                doc! {"$limit": 1},
+                doc! {"$match": {"b": 1}},
+            ],
+            vec![
+                doc! {"$project": {"a": 1}},
+                doc! {"$limit": 1},
+                doc! {"$project": {"a": 0}},
+            ],
+            vec![doc! {"$match": {"$expr": {"$eq": ["$a", 1]}}}],
+        ] {
+            assert_eq!(pass_through(stages.clone()), None, "{stages:?}");
+        }
     }
 
     #[test]

@@ -214,6 +214,37 @@ impl Projection {
         })
     }
 
+    /// The projection as a `find` projection (dotted paths to 1 or 0), when it only
+    /// includes or excludes stored fields: a server may then apply it in the scan, to
+    /// the fields it decodes, instead of to whole documents. `None` when it computes.
+    pub(crate) fn plain_spec(&self) -> Option<Document> {
+        fn walk(tree: &Tree, prefix: &str, spec: &mut Document) -> Option<()> {
+            for (name, node) in &tree.fields {
+                let path = if prefix.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{prefix}.{name}")
+                };
+                match node {
+                    Node::Include => spec.insert(path, 1),
+                    Node::Exclude => spec.insert(path, 0),
+                    Node::Nested(child) => {
+                        walk(child, &path, spec)?;
+                        continue;
+                    }
+                    Node::Computed(_) => return None,
+                };
+            }
+            Some(())
+        }
+        if self.mode == Mode::AddFields || !self.expressions.is_empty() {
+            return None;
+        }
+        let mut spec = Document::new();
+        walk(&self.root, "", &mut spec)?;
+        Some(spec)
+    }
+
     pub fn apply(&self, doc: Document, vars: &Variables) -> Result<Document> {
         let values = self
             .expressions

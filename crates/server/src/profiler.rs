@@ -16,7 +16,7 @@ use crate::operations::Operation;
 use crate::Server;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_query::Matcher;
-use bson::{doc, Bson, Document, RawDocumentBuf};
+use bson::{doc, Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -294,12 +294,16 @@ fn entry(ctx: &Ctx<'_>, name: &str, operation: &Operation, outcome: &Outcome<'_>
         "keysExamined": examined.keys as i64,
         "docsExamined": examined.docs as i64,
     };
-    let reply = match outcome {
-        Outcome::Document(reply) => Some((*reply).clone()),
-        Outcome::Encoded(reply) => Document::try_from(reply.as_ref()).ok(),
+    let encoded;
+    let reply: Option<&RawDocument> = match outcome {
+        Outcome::Document(reply) => {
+            encoded = crate::cursors::encode(reply).ok();
+            encoded.as_deref()
+        }
+        Outcome::Encoded(reply) => Some(reply),
         Outcome::Failed(_) => None,
     };
-    if let Some(reply) = &reply {
+    if let Some(reply) = reply {
         add_reply_figures(name, reply, &mut entry);
     }
     if let Some(summary) = operation.plan_summary() {
@@ -315,12 +319,9 @@ fn entry(ctx: &Ctx<'_>, name: &str, operation: &Operation, outcome: &Outcome<'_>
             entry.insert("errName", error.code.name());
             entry.insert("errCode", error.code.0);
         }
-        Outcome::Document(reply) => {
-            let length = crate::cursors::encode(reply).map_or(0, |bytes| bytes.as_bytes().len());
+        Outcome::Document(_) | Outcome::Encoded(_) => {
+            let length = reply.map_or(0, |reply| reply.as_bytes().len());
             entry.insert("responseLength", length as i64);
-        }
-        Outcome::Encoded(reply) => {
-            entry.insert("responseLength", reply.as_bytes().len() as i64);
         }
     }
     entry.insert("protocol", "op_msg");
@@ -349,33 +350,35 @@ fn entry(ctx: &Ctx<'_>, name: &str, operation: &Operation, outcome: &Outcome<'_>
 }
 
 /// The counts a reply gives: documents returned, written, matched.
-fn add_reply_figures(name: &str, reply: &Document, entry: &mut Document) {
+fn add_reply_figures(name: &str, reply: &RawDocument, entry: &mut Document) {
+    // Read from the encoded reply: a getMore's is up to 16 MB of documents, of which
+    // only the count matters here.
     if let Ok(cursor) = reply.get_document("cursor") {
         let batch = cursor
             .get_array("firstBatch")
             .or_else(|_| cursor.get_array("nextBatch"))
-            .map_or(0, Vec::len);
+            .map_or(0, |batch| batch.into_iter().count());
         if cursor.get_i64("id").ok() == Some(0) {
             entry.insert("cursorExhausted", true);
         }
         entry.insert("nreturned", batch as i64);
         return;
     }
-    let n = reply.get("n").and_then(basalt_value::as_i64).unwrap_or(0);
+    let count = |field: &str| match reply.get(field) {
+        Ok(Some(RawBsonRef::Int32(n))) => i64::from(n),
+        Ok(Some(RawBsonRef::Int64(n))) => n,
+        _ => 0,
+    };
     match name {
         "insert" => {
-            entry.insert("ninserted", n);
+            entry.insert("ninserted", count("n"));
         }
         "update" => {
-            entry.insert("nMatched", n);
-            let modified = reply
-                .get("nModified")
-                .and_then(basalt_value::as_i64)
-                .unwrap_or(0);
-            entry.insert("nModified", modified);
+            entry.insert("nMatched", count("n"));
+            entry.insert("nModified", count("nModified"));
         }
         "delete" => {
-            entry.insert("ndeleted", n);
+            entry.insert("ndeleted", count("n"));
         }
         _ => {}
     }

@@ -80,6 +80,8 @@ pub(crate) fn to_json(report: &Report) -> Value {
                 "export_docs_per_s": tools.rates()[2].1,
                 "parquet_docs_per_s": tools.rates()[3].1,
                 "parquet_bytes": tools.parquet_bytes,
+                "find_partitions_docs_per_s": tools.rates()[4].1,
+                "aggregate_partitions_docs_per_s": tools.rates()[5].1,
             })
         }),
         "conns": report.storm.as_ref().map(|storm| {

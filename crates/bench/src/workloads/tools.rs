@@ -3,7 +3,10 @@
 //! Parquet — each timed, each checked: the restored collection must give the same count
 //! and sums over every document (its `_id`s, vehicle ids and mileages) as the original,
 //! the JSON export must hold one line per document, and the Parquet file, read back,
-//! the same count and sums.
+//! the same count and sums. Beside them, the read the Spark connector makes: every
+//! document in four `_id` ranges on four connections at once, by `aggregate` (a `$match`
+//! per partition, as the connector sends) and by `find` over the same ranges, each
+//! checked by its count and `_id` sum.
 
 use crate::report::{rate, Status};
 use crate::tools::namespaces::Selection;
@@ -25,16 +28,24 @@ pub(crate) struct ToolsResult {
     pub export: Duration,
     pub parquet: Duration,
     pub parquet_bytes: u64,
+    /// The four `_id` partitions read by `find`, and by `aggregate`.
+    pub find: Duration,
+    pub aggregate: Duration,
     pub status: Status,
 }
 
 impl ToolsResult {
-    pub(crate) fn rates(&self) -> [(&'static str, f64); 4] {
+    pub(crate) fn rates(&self) -> [(&'static str, f64); 6] {
         [
             ("dump (archive)", rate(self.documents, self.dump)),
             ("restore", rate(self.documents, self.restore)),
             ("export (JSON lines)", rate(self.documents, self.export)),
             ("export (Parquet)", rate(self.documents, self.parquet)),
+            ("find, 4 _id partitions", rate(self.documents, self.find)),
+            (
+                "aggregate $match, 4 _id partitions",
+                rate(self.documents, self.aggregate),
+            ),
         ]
     }
 }
@@ -99,6 +110,103 @@ fn parquet_fingerprint(path: &Path) -> Result<(i64, i64, i64, i64)> {
         sums.3 += sum64("test_mileage").unwrap_or(0);
     }
     Ok(sums)
+}
+
+/// How a partitioned read asks for a range of `_id`s.
+#[derive(Clone, Copy)]
+enum PartitionRead {
+    Find,
+    Aggregate,
+}
+
+/// Partitions of a partitioned read, as many as the Spark connector's default makes of
+/// a collection this size on a small cluster.
+const PARTITIONS: i64 = 4;
+/// Times each partitioned read runs.
+const PARTITION_ROUNDS: usize = 3;
+
+/// Reads every document of `collection` in [`PARTITIONS`] `_id` ranges on as many
+/// connections at once, as stored bytes (no decoding on this side): the documents read,
+/// the sum of their `_id`s and the time taken. Like the Spark connector's partitioner,
+/// the first range has no lower bound and the last none above.
+fn read_partitions(
+    db: &Database,
+    runtime: &tokio::runtime::Handle,
+    collection: &str,
+    how: PartitionRead,
+) -> Result<(i64, i64, Duration)> {
+    let collection = db.collection::<bson::RawDocumentBuf>(collection);
+    let first_id = |direction: i32| {
+        let collection = collection.clone();
+        async move {
+            let first = collection
+                .find_one(doc! {})
+                .sort(doc! {"_id": direction})
+                .await?;
+            Ok::<_, mongodb::error::Error>(first.and_then(|d| {
+                d.get_i64("_id")
+                    .ok()
+                    .or(d.get_i32("_id").ok().map(i64::from))
+            }))
+        }
+    };
+    let cannot = |e: mongodb::error::Error| crate::io_error("cannot read the partitions", e);
+    let (low, high) = runtime
+        .block_on(async {
+            Ok::<_, mongodb::error::Error>((first_id(1).await?, first_id(-1).await?))
+        })
+        .map_err(cannot)?;
+    let (Some(low), Some(high)) = (low, high) else {
+        return Ok((0, 0, Duration::ZERO));
+    };
+    let step = (high - low) / PARTITIONS + 1;
+    let started = Instant::now();
+    let totals = runtime.block_on(async {
+        let reads = (0..PARTITIONS).map(|i| {
+            let mut range = Document::new();
+            if i > 0 {
+                range.insert("$gte", low + i * step);
+            }
+            if i < PARTITIONS - 1 {
+                range.insert("$lt", low + (i + 1) * step);
+            }
+            let collection = collection.clone();
+            tokio::spawn(async move {
+                let filter = doc! {"_id": range};
+                let mut cursor = match how {
+                    PartitionRead::Find => collection.find(filter).await?,
+                    PartitionRead::Aggregate => {
+                        collection
+                            .aggregate([doc! {"$match": filter}])
+                            .with_type::<bson::RawDocumentBuf>()
+                            .await?
+                    }
+                };
+                let (mut count, mut ids) = (0i64, 0i64);
+                while cursor.advance().await? {
+                    let doc = cursor.current();
+                    count += 1;
+                    ids += doc
+                        .get_i64("_id")
+                        .ok()
+                        .or(doc.get_i32("_id").ok().map(i64::from))
+                        .unwrap_or(0);
+                }
+                Ok::<_, mongodb::error::Error>((count, ids))
+            })
+        });
+        let mut totals = (0i64, 0i64);
+        for read in futures_util::future::join_all(reads).await {
+            let (count, ids) = read
+                .map_err(|e| {
+                    crate::io_error("a partition's read failed", std::io::Error::other(e))
+                })?
+                .map_err(cannot)?;
+            totals = (totals.0 + count, totals.1 + ids);
+        }
+        Ok::<_, basalt_error::Error>(totals)
+    })?;
+    Ok((totals.0, totals.1, started.elapsed()))
 }
 
 pub(crate) fn run(
@@ -184,8 +292,24 @@ pub(crate) fn run(
     let parquet_bytes = std::fs::metadata(&parquet_file).map_or(0, |m| m.len());
     let parquet_sums = parquet_fingerprint(&parquet_file)?;
 
+    // Alternately, best of [`PARTITION_ROUNDS`] each: neither read gets the cache warmed
+    // by the other.
+    let mut find_time = Duration::MAX;
+    let mut aggregate_time = Duration::MAX;
+    let (mut found, mut found_ids, mut aggregated, mut aggregated_ids) = (0, 0, 0, 0);
+    for _ in 0..PARTITION_ROUNDS {
+        let time;
+        (found, found_ids, time) = read_partitions(db, runtime, "w1", PartitionRead::Find)?;
+        find_time = find_time.min(time);
+        let time;
+        (aggregated, aggregated_ids, time) =
+            read_partitions(db, runtime, "w1", PartitionRead::Aggregate)?;
+        aggregate_time = aggregate_time.min(time);
+    }
+
     let original = fingerprint(db, runtime, "w1")?;
     let copy = fingerprint(db, runtime, "w1_restored")?;
+    let ids = original.get("ids").and_then(crate::raw_wire::as_i64);
     let status = if restored.documents != documents || restored.failed != 0 {
         Status::Wrong(format!(
             "restored {} documents ({} failed) of {documents}",
@@ -201,6 +325,15 @@ pub(crate) fn run(
     } else if Some(parquet_sums) != sums_of(&original) {
         Status::Wrong(format!(
             "the Parquet file holds (rows, ids, vehicles, miles) {parquet_sums:?}, expected {original}"
+        ))
+    } else if (found, Some(found_ids)) != (documents as i64, ids)
+        || (aggregated, Some(aggregated_ids)) != (documents as i64, ids)
+    {
+        Status::Wrong(format!(
+            "the partitions gave (documents, _id sum) {:?} by find and {:?} by aggregate, \
+             expected ({documents}, {ids:?})",
+            (found, found_ids),
+            (aggregated, aggregated_ids)
         ))
     } else {
         Status::Correct
@@ -221,6 +354,8 @@ pub(crate) fn run(
         export: export_time,
         parquet: parquet_time,
         parquet_bytes,
+        find: find_time,
+        aggregate: aggregate_time,
         status,
     })
 }

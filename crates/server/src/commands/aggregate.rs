@@ -3,8 +3,11 @@
 //! `$documents`, `$listLocalSessions`, `$currentOp`), and returns a cursor.
 //!
 //! A leading `$match` is pushed into the scan, so its filter also chooses the access
-//! path, and so is a `$sort` after it when an index scan provides its order; the rest of the pipeline runs over the matching documents, of which the scan
-//! decodes only the fields the pipeline reads. When the stages up to the first `$group`
+//! path, and so is a `$sort` after it when an index scan provides its order. A pipeline
+//! that then only windows (`$skip`, `$limit`) and includes or excludes stored fields
+//! runs as a `find`: the scan hands out stored bytes. Otherwise the rest of the pipeline
+//! runs over the matching documents, of which the scan decodes only the fields the
+//! pipeline reads. When the stages up to the first `$group`
 //! or `$count` handle each document on its own and the collection is scanned whole, they
 //! run on all scan workers over ranges of the collection, and the partial groups are
 //! merged (`basalt_agg::Partitioned`, [`crate::parallel_scan`]). Stages that read or
@@ -245,6 +248,10 @@ pub(super) fn results(
                     pipeline.remove_leading_sort();
                 }
                 let matcher = Matcher::new(&filter)?.with_collation(collation.as_ref());
+                if let Some(shape) = pipeline.pass_through() {
+                    let source = pass_through(ctx, collection, matcher, path, shape, &deadline)?;
+                    return Ok((namespace, source, deadline));
+                }
                 let parallel = match pipeline.partitioned() {
                     Some(split) if path == AccessPath::CollectionScan => run_partitioned(
                         ctx,
@@ -292,6 +299,42 @@ pub(super) fn results(
         }
     };
     Ok((namespace, source, deadline))
+}
+
+/// A pipeline whose documents pass through unchanged but for a window and a plain
+/// projection ([`Pipeline::pass_through`]) read as `find` reads: a scan that hands out
+/// the stored bytes (or projects the fields it decodes), on the server's scan workers.
+/// This is what the Spark connector sends for each partition (`$match` on an `_id`
+/// range), and it streams at `find`'s rate.
+fn pass_through(
+    ctx: &Ctx<'_>,
+    collection: std::sync::Arc<Collection>,
+    matcher: Matcher,
+    path: AccessPath,
+    shape: basalt_agg::PassThrough,
+    deadline: &Deadline,
+) -> Result<CursorSource> {
+    let read = shape
+        .projection
+        .as_ref()
+        .and_then(super::find::projected_fields);
+    let projection = shape
+        .projection
+        .as_ref()
+        .map(basalt_query::Projection::new)
+        .transpose()?;
+    let scan = CollectionScan::new(
+        collection,
+        matcher,
+        path,
+        projection,
+        shape.skip,
+        shape.limit,
+        deadline.clone(),
+    )
+    .with_fields(read)
+    .with_workers(ctx.server.scan_workers());
+    Ok(CursorSource::Scan(Box::new(scan)))
 }
 
 /// How much of a too-large result's first element its error shows.
