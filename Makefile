@@ -15,6 +15,7 @@
 #   make documentdb-ft         DocumentDB's ~53,000-test functional suite, checked against the baseline
 #   make documentdb-ft-baseline  the same, then write the new passed count to the baseline file
 #   make documentdb-ft-replicaset  the same suite against a one-member replica set
+#   make spark-test            the MongoDB Spark connector (PySpark) reading, filtering and writing W1
 #   make fuzz                  fuzz the wire decoder and the SCRAM parsers, FUZZ_SECONDS each (nightly + cargo-fuzz)
 #   make soak                  normal and hostile traffic for SOAK_SECONDS against a release build
 #   make cluster               a local three-member replica set (CLUSTER_MEMBERS, CLUSTER_DIR)
@@ -152,6 +153,27 @@ documentdb-ft-replicaset-baseline: build venv ft-venv
 
 fuzz:
 	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# `make spark-test`: the MongoDB Spark connector with PySpark against Basalt, on W1-shaped
+# documents (SPARK_TEST_DOCS, 1 M by default; tests/spark). PySpark (~320 MB) in a venv
+# of its own, the connector's jars from Maven Central (tests/spark/pom.xml); needs Java 17
+# and mvn.
+SPARK_VENV := .venv-spark
+SPARK_JARS := tests/spark/target/jars
+
+$(SPARK_VENV)/.installed: tests/spark/requirements.txt
+	python3 -m venv $(SPARK_VENV)
+	$(SPARK_VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/spark/requirements.txt
+	touch $@
+
+$(SPARK_JARS)/.installed: tests/spark/pom.xml
+	cd tests/spark && mvn --batch-mode --quiet dependency:copy-dependencies \
+		-DoutputDirectory=target/jars -DincludeScope=runtime
+	touch $@
+
+.PHONY: spark-test
+spark-test: build $(SPARK_VENV)/.installed $(SPARK_JARS)/.installed
+	$(SPARK_VENV)/bin/python -m pytest -p no:cacheprovider tests/spark
 
 # `make soak`: scripts/soak.py against a release build (10 minutes by default).
 SOAK_SECONDS ?= 600

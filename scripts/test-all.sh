@@ -24,6 +24,7 @@ STEPS=(
   "node driver + mongosh|node-test|yes"
   "documentdb functional suite (vs baseline)|documentdb-ft|yes"
   "documentdb functional suite, replica set|documentdb-ft-replicaset|yes"
+  "spark connector (PySpark, 1 M documents)|spark-test|yes"
 )
 
 results=()

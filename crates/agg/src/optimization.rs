@@ -2,7 +2,13 @@
 //! specifications before they are parsed (as MongoDB's pipeline optimizer rewrites its
 //! stages).
 //!
-//! The one rewrite so far fuses a `$project` into the `$group` after it: the group's
+//! Adjacent `$match` stages become one (`$and` of their filters), as MongoDB coalesces
+//! them: a leading pair then filters in the scan, where an index can serve both (the
+//! Spark connector sends its partition's `_id` range and the user's filter as two
+//! stages). A stage with a top-level `$expr` (which the scan leaves to the pipeline) or
+//! `$text` is left as it is.
+//!
+//! The other rewrite fuses a `$project` into the `$group` after it: the group's
 //! expressions read the projection's expressions directly instead of a projected
 //! document being built for every input document and then read back. It applies only
 //! where the result is certainly the same:
@@ -19,8 +25,42 @@
 
 use bson::{Bson, Document};
 
-/// The pipeline `specs` with every fusable `$project` + `$group` pair fused.
-pub fn optimize(mut specs: Vec<Document>) -> Vec<Document> {
+/// The pipeline `specs` with adjacent `$match` stages coalesced and every fusable
+/// `$project` + `$group` pair fused.
+pub fn optimize(specs: Vec<Document>) -> Vec<Document> {
+    fuse_groups(coalesce_matches(specs))
+}
+
+/// The filter of a `$match` stage that may be coalesced with its neighbour.
+fn coalescable_match(spec: &Document) -> Option<&Document> {
+    match spec.get("$match") {
+        Some(Bson::Document(filter))
+            if spec.len() == 1 && !filter.contains_key("$expr") && !filter.contains_key("$text") =>
+        {
+            Some(filter)
+        }
+        _ => None,
+    }
+}
+
+fn coalesce_matches(specs: Vec<Document>) -> Vec<Document> {
+    let mut out: Vec<Document> = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let merged = match (out.last().and_then(coalescable_match), coalescable_match(&spec)) {
+            (Some(first), Some(second)) => {
+                Some(bson::doc! {"$match": {"$and": [first.clone(), second.clone()]}})
+            }
+            _ => None,
+        };
+        match merged {
+            Some(merged) => *out.last_mut().expect("a previous stage") = merged,
+            None => out.push(spec),
+        }
+    }
+    out
+}
+
+fn fuse_groups(mut specs: Vec<Document>) -> Vec<Document> {
     let mut i = 1;
     while i < specs.len() {
         let fused = match (specs[i - 1].get("$project"), specs[i].get("$group")) {
@@ -233,6 +273,36 @@ mod tests {
     use super::*;
     use crate::Pipeline;
     use bson::doc;
+
+    #[test]
+    fn adjacent_matches_coalesce() {
+        let range = doc! {"_id": {"$gte": 10}};
+        let filter = doc! {"fuel": "DI"};
+        assert_eq!(
+            optimize(vec![
+                doc! {"$match": range.clone()},
+                doc! {"$match": filter.clone()},
+                doc! {"$match": {}},
+                doc! {"$limit": 1},
+                doc! {"$match": filter.clone()},
+            ]),
+            vec![
+                doc! {"$match": {"$and": [{"$and": [range.clone(), filter.clone()]}, {}]}},
+                doc! {"$limit": 1},
+                doc! {"$match": filter.clone()},
+            ]
+        );
+        // $expr and $text stay in stages of their own.
+        let expr = doc! {"$match": {"$expr": {"$eq": ["$a", 1]}}};
+        let text = doc! {"$match": {"$text": {"$search": "x"}}};
+        for pair in [
+            vec![expr.clone(), doc! {"$match": filter.clone()}],
+            vec![doc! {"$match": filter.clone()}, expr.clone()],
+            vec![text.clone(), doc! {"$match": filter.clone()}],
+        ] {
+            assert_eq!(optimize(pair.clone()), pair);
+        }
+    }
 
     #[test]
     fn projections_fuse_into_the_group() {
