@@ -102,8 +102,4 @@ impl Engine for StampedEngine {
     fn disk_size_bytes(&self) -> u64 {
         self.inner.disk_size_bytes()
     }
-
-    fn compact(&self) -> Result<()> {
-        self.inner.compact()
-    }
 }

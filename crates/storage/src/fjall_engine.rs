@@ -332,15 +332,6 @@ impl Engine for FjallEngine {
     fn disk_size_bytes(&self) -> u64 {
         self.db.disk_space().unwrap_or(0)
     }
-
-    fn compact(&self) -> Result<()> {
-        for keyspace in &self.keyspaces {
-            eprintln!("before: {} tables, {} in L0", keyspace.table_count(), keyspace.l0_table_count());
-            keyspace.major_compact().map_err(|e| self.faults.describe(&e, Activity::Ingestion))?;
-            eprintln!("after: {} tables, {} in L0", keyspace.table_count(), keyspace.l0_table_count());
-        }
-        Ok(())
-    }
 }
 
 impl Snapshot for FjallSnapshot {

@@ -201,13 +201,6 @@ pub trait Engine: Send + Sync {
 
     /// Bytes used on disk (0 for memory).
     fn disk_size_bytes(&self) -> u64;
-
-    /// Rewrites the stored data into as few files as the engine can, dropping replaced
-    /// and deleted entries now rather than when background compaction reaches them (a
-    /// read then consults one file per key range). Nothing to do in memory.
-    fn compact(&self) -> Result<()> {
-        Ok(())
-    }
 }
 
 /// The smallest key greater than every key with this prefix, or `None` when the prefix

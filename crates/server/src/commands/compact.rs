@@ -62,9 +62,6 @@ pub fn compact(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             format!("collection does not exist: {}.{name}", ctx.db),
         ));
     }
-    if !dry_run {
-        ctx.server.catalog.engine().compact()?;
-    }
     let freed = if wide { Bson::Int64(0) } else { Bson::Int32(0) };
     Ok(if dry_run {
         doc! { "estimatedBytesFreed": freed }
