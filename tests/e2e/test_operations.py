@@ -268,6 +268,12 @@ def test_server_status_has_the_sections_mongostat_reads(client, db):
     assert lock["currentQueue"] == {"total": 0, "readers": 0, "writers": 0}
     assert lock["activeClients"]["total"] >= 1  # this serverStatus
     assert set(after["opcountersRepl"]) == set(after["opcounters"])
+    # The cache figures mongostat's `used` and `dirty` read: the write just made sits in a
+    # memtable, which counts as held and dirty.
+    cache = after["wiredTiger"]["cache"]
+    assert cache["maximum bytes configured"] > 0
+    assert cache["tracked dirty bytes in the cache"] > 1000
+    assert cache["bytes currently in the cache"] >= cache["tracked dirty bytes in the cache"]
 
 
 def tools_directory() -> Path | None:
@@ -325,6 +331,9 @@ def test_database_tools_round_trip_and_monitor(server, client, db, tmp_path):
     assert "ns" in top and "total" in top
     stat = run_tool("mongostat", f"--uri={uri}", "--rowcount=2", "1")
     assert "insert" in stat and "net_in" in stat
+    # The cache columns, which mongostat shows by default only for a wiredTiger engine.
+    cache = run_tool("mongostat", f"--uri={uri}", "-o", "dirty,used", "--rowcount=1", "1")
+    assert cache.split()[:2] == ["dirty", "used"] and cache.split()[2].endswith("%")
     exported = tmp_path / "items.csv"
     run_tool(
         "mongoexport", f"--uri={uri}", f"--db={db.name}", "--collection=items",

@@ -38,11 +38,11 @@ MAKES = ["FORD", "VAUXHALL", "VOLKSWAGEN", "BMW", "TOYOTA", "NISSAN", "AUDI", "K
 INSERT_BATCH = 10_000
 
 
-def w1_documents(count: int, seed: int = 7):
-    """W1-shaped vehicle tests, in batches, and per fuel type (tests, miles)."""
+def w1_documents(count: int, totals: dict, seed: int = 7):
+    """W1-shaped vehicle tests, in batches; `totals` gets per fuel type [tests, miles]."""
     rng = random.Random(seed)
     start = datetime(2020, 1, 1, tzinfo=timezone.utc)
-    totals = {fuel: [0, 0] for fuel in FUELS}
+    totals.update({fuel: [0, 0] for fuel in FUELS})
     batch = []
     for i in range(count):
         fuel = rng.choice(FUELS)
@@ -62,9 +62,9 @@ def w1_documents(count: int, seed: int = 7):
             }
         )
         if len(batch) == INSERT_BATCH:
-            yield batch, totals
+            yield batch
             batch = []
-    yield batch, totals
+    yield batch
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def loaded(tmp_path_factory):
     server = BasaltServer(default_binary(), base / "db", base / "server.log").start()
     client = server.client()
     totals = {}
-    for batch, totals in w1_documents(DOCS):
+    for batch in w1_documents(DOCS, totals):
         if batch:
             client[DB].w1.insert_many(batch, ordered=False)
     yield server, client, totals

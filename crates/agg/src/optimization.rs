@@ -35,7 +35,9 @@ pub fn optimize(specs: Vec<Document>) -> Vec<Document> {
 fn coalescable_match(spec: &Document) -> Option<&Document> {
     match spec.get("$match") {
         Some(Bson::Document(filter))
-            if spec.len() == 1 && !filter.contains_key("$expr") && !filter.contains_key("$text") =>
+            if spec.len() == 1
+                && !filter.contains_key("$expr")
+                && !filter.contains_key("$text") =>
         {
             Some(filter)
         }
@@ -46,7 +48,10 @@ fn coalescable_match(spec: &Document) -> Option<&Document> {
 fn coalesce_matches(specs: Vec<Document>) -> Vec<Document> {
     let mut out: Vec<Document> = Vec::with_capacity(specs.len());
     for spec in specs {
-        let merged = match (out.last().and_then(coalescable_match), coalescable_match(&spec)) {
+        let merged = match (
+            out.last().and_then(coalescable_match),
+            coalescable_match(&spec),
+        ) {
             (Some(first), Some(second)) => {
                 Some(bson::doc! {"$match": {"$and": [first.clone(), second.clone()]}})
             }

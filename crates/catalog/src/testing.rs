@@ -59,6 +59,10 @@ impl Engine for CorruptBlocks {
     fn disk_size_bytes(&self) -> u64 {
         self.inner.disk_size_bytes()
     }
+
+    fn cache(&self) -> basalt_storage::CacheFigures {
+        self.inner.cache()
+    }
 }
 
 impl Snapshot for CorruptSnapshot {

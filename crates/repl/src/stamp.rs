@@ -102,4 +102,8 @@ impl Engine for StampedEngine {
     fn disk_size_bytes(&self) -> u64 {
         self.inner.disk_size_bytes()
     }
+
+    fn cache(&self) -> basalt_storage::CacheFigures {
+        self.inner.cache()
+    }
 }

@@ -332,6 +332,17 @@ impl Engine for FjallEngine {
     fn disk_size_bytes(&self) -> u64 {
         self.db.disk_space().unwrap_or(0)
     }
+
+    /// From fjall's figures of its cache and write buffer (public but undocumented in
+    /// fjall 3.1, pinned by the lock file).
+    fn cache(&self) -> crate::CacheFigures {
+        let dirty_bytes = self.db.write_buffer_size();
+        crate::CacheFigures {
+            capacity_bytes: self.db.cache_capacity(),
+            cached_bytes: self.db.cache_size() + dirty_bytes,
+            dirty_bytes,
+        }
+    }
 }
 
 impl Snapshot for FjallSnapshot {

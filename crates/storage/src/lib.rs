@@ -201,6 +201,19 @@ pub trait Engine: Send + Sync {
 
     /// Bytes used on disk (0 for memory).
     fn disk_size_bytes(&self) -> u64;
+
+    /// The engine's cache of blocks and its memtables, as serverStatus reports them.
+    fn cache(&self) -> CacheFigures;
+}
+
+/// What the engine holds in memory: its block cache's configured size; what it holds,
+/// blocks and memtables together; and of that the writes in memtables not yet flushed
+/// to tables (the cache's dirty bytes, in WiredTiger's words).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheFigures {
+    pub capacity_bytes: u64,
+    pub cached_bytes: u64,
+    pub dirty_bytes: u64,
 }
 
 /// The smallest key greater than every key with this prefix, or `None` when the prefix

@@ -61,6 +61,11 @@ impl Engine for MemoryEngine {
     fn disk_size_bytes(&self) -> u64 {
         0
     }
+
+    /// Everything is in memory, and none of it is a cache.
+    fn cache(&self) -> crate::CacheFigures {
+        crate::CacheFigures::default()
+    }
 }
 
 impl Snapshot for MemorySnapshot {

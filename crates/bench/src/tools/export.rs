@@ -196,6 +196,11 @@ fn find<'a>(
     Ok(find)
 }
 
+/// Documents handed from the cursor to the Parquet writer at a time.
+const CHUNK_DOCS: usize = 4096;
+/// Chunks read ahead of the writer.
+const CHUNKS_IN_FLIGHT: usize = 8;
+
 /// `--type parquet`: samples the documents for the schema, then writes them all.
 fn export_parquet(args: &ExportArgs, connection: &Connection) -> Result<u64> {
     let Some(path) = &args.out else {
@@ -223,20 +228,43 @@ fn export_parquet(args: &ExportArgs, connection: &Connection) -> Result<u64> {
     let file =
         File::create(path).map_err(|e| io_error(format!("cannot create {}", path.display()), e))?;
     let mut parquet = ParquetExport::new(BufWriter::with_capacity(1 << 20, file), &sample)?;
-    let mut documents = 0u64;
     let full = find(args, &collection, args.limit)?;
-    connection
-        .block(async {
-            let mut cursor = full.await?;
-            while cursor.advance().await? {
-                if let Err(e) = parquet.append(cursor.current()) {
-                    return Ok(Err(e));
+    // The cursor is read here while another thread writes what was read: the server
+    // scans and sends the next batch while the last one becomes columns, instead of
+    // each waiting for the other.
+    let (chunks, received) = std::sync::mpsc::sync_channel::<Vec<RawDocumentBuf>>(CHUNKS_IN_FLIGHT);
+    let (documents, written) = std::thread::scope(|scope| {
+        let writer = scope.spawn(move || {
+            for chunk in received {
+                for document in &chunk {
+                    parquet.append(document)?;
                 }
-                documents += 1;
             }
-            Ok::<_, mongodb::error::Error>(Ok(()))
-        })
-        .map_err(|e| server_error("cannot read the collection", e))??;
+            Ok::<_, basalt_error::Error>(parquet)
+        });
+        // Moved in: the channel closes however the read ends, which ends the writer.
+        let read = connection.block(async move {
+            let mut cursor = full.await?;
+            let mut documents = 0u64;
+            let mut chunk = Vec::with_capacity(CHUNK_DOCS);
+            while cursor.advance().await? {
+                chunk.push(cursor.current().to_owned());
+                documents += 1;
+                if chunk.len() == CHUNK_DOCS && chunks.send(std::mem::take(&mut chunk)).is_err() {
+                    // The writer stopped; its error is the one to report.
+                    break;
+                }
+            }
+            let _ = chunks.send(chunk);
+            Ok::<_, mongodb::error::Error>(documents)
+        });
+        let written = writer
+            .join()
+            .unwrap_or_else(|_| Err(basalt_error::Error::internal("the Parquet writer panicked")));
+        (read, written)
+    });
+    let parquet = written?;
+    let documents = documents.map_err(|e| server_error("cannot read the collection", e))?;
     let misfits = parquet.misfits;
     let mut out = parquet.finish()?;
     out.flush()

@@ -35,6 +35,7 @@ pub fn server_status(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
         "mem": { "bits": 64, "resident": resident, "virtual": virtual_mb, "supported": true },
         "metrics": { "cursor": { "open": { "total": server.cursors.open_count() as i64 } } },
         "storageEngine": { "name": "fjall", "supportsCommittedReads": true, "persistent": true },
+        "wiredTiger": wired_tiger(server),
         "catalogStats": catalog_stats(server)?,
         "basalt": basalt(server),
     })
@@ -137,6 +138,20 @@ fn network(server: &Server) -> Document {
 }
 
 /// What Basalt reports beyond MongoDB's sections, int64 throughout.
+/// The figures of WiredTiger's section that tools read (mongostat's `used` and `dirty`,
+/// with `-o` since the engine is not named wiredTiger), from the engine's block cache
+/// and memtables.
+fn wired_tiger(server: &Server) -> Document {
+    let cache = server.catalog.engine().cache();
+    doc! {
+        "cache": {
+            "maximum bytes configured": cache.capacity_bytes as i64,
+            "bytes currently in the cache": cache.cached_bytes as i64,
+            "tracked dirty bytes in the cache": cache.dirty_bytes as i64,
+        },
+    }
+}
+
 fn basalt(server: &Server) -> Document {
     doc! {
         "connections": {

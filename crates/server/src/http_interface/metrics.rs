@@ -200,7 +200,8 @@ pub fn render(server: &Server) -> String {
         &mut out,
         "basalt_memory_bytes",
         "gauge",
-        "Memory: the process's resident set, what operations hold of their budget, the budget.",
+        "Memory: the process's resident set, what operations hold of their budget, the budget, \
+         connection buffers, the engine's block cache (configured, held) and memtables.",
     );
     f.sample(
         "basalt_memory_bytes",
@@ -222,6 +223,14 @@ pub fn render(server: &Server) -> String {
         &[("kind", "connection_buffers")],
         get(&connections.buffer_bytes),
     );
+    let cache = server.catalog.engine().cache();
+    for (kind, bytes) in [
+        ("block_cache_capacity", cache.capacity_bytes),
+        ("block_cache_held", cache.cached_bytes),
+        ("memtables", cache.dirty_bytes),
+    ] {
+        f.sample("basalt_memory_bytes", &[("kind", kind)], bytes as f64);
+    }
 
     let mut f = Family::start(
         &mut out,
