@@ -80,6 +80,38 @@ def test_an_aborted_transaction_leaves_no_trace(client):
     assert coll.find_one({"_id": 1}) == {"_id": 1, "n": 11}
 
 
+def test_current_op_lists_an_open_transaction_between_its_statements(client):
+    """$currentOp's idleSessions (on by default, and in the currentOp command): an open
+    transaction that runs no statement now is an `idleSession` with its session and
+    `transaction` figures, until it commits."""
+    coll = client.bank.accounts
+    coll.insert_one({"_id": 1, "n": 10})
+
+    def idle(**options):
+        stage = {"$currentOp": {"allUsers": True, **options}}
+        return [op for op in client.admin.aggregate([stage]) if op["type"] == "idleSession"]
+
+    with client.start_session() as session:
+        session.start_transaction(read_concern=ReadConcern("snapshot"))
+        coll.update_one({"_id": 1}, {"$inc": {"n": 1}}, session=session)
+        time.sleep(0.05)
+        [entry] = idle()
+        assert entry["lsid"]["id"] == session.session_id["id"]
+        assert entry["desc"] == "inactive transaction" and entry["active"] is False
+        transaction = entry["transaction"]
+        assert isinstance(transaction["parameters"]["txnNumber"], int)
+        assert transaction["parameters"]["autocommit"] is False
+        assert transaction["parameters"]["readConcern"] == {"level": "snapshot"}
+        assert transaction["timeInactiveMicros"] >= 50_000
+        assert transaction["timeOpenMicros"] >= transaction["timeInactiveMicros"]
+        assert transaction["expiryTime"] > transaction["startWallClockTime"]
+        assert idle(idleSessions=False) == []
+        listed = client.admin.command("currentOp")["inprog"]
+        assert [op["lsid"] for op in listed if op.get("type") == "idleSession"] == [entry["lsid"]]
+        session.commit_transaction()
+    assert idle() == []
+
+
 def test_a_transaction_reads_one_snapshot(client):
     coll = client.bank.accounts
     coll.insert_one({"_id": 1, "n": 1})

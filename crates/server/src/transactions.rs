@@ -133,6 +133,11 @@ pub struct Transaction {
     txn_number: i64,
     writes: Buffered,
     started: Instant,
+    /// When it started, by the clock, for `$currentOp`.
+    started_at: bson::DateTime,
+    /// Its first statement's read concern, and the user who started it.
+    read_concern: Option<Document>,
+    owner: Option<crate::security::UserName>,
     /// `transactionLifetimeLimitSeconds` when it started.
     lifetime: Duration,
     /// `transactionSizeLimitBytes` when it started.
@@ -154,6 +159,14 @@ impl Transaction {
     fn is_over(&self) -> bool {
         self.ended.load(Ordering::SeqCst) || self.started.elapsed() > self.lifetime
     }
+}
+
+/// An open transaction between its statements (see [`Transactions::open`]).
+pub struct OpenTransaction {
+    pub lsid: Document,
+    pub owner: Option<crate::security::UserName>,
+    /// `$currentOp`'s `transaction` figures.
+    pub transaction: Document,
 }
 
 /// What to do with a command of a transaction.
@@ -311,6 +324,53 @@ impl Transactions {
             }
             session.last_used.elapsed() < SESSION_IDLE_LIMIT
         });
+    }
+
+    /// The open transactions, as `$currentOp` lists them between their statements
+    /// (`idleSessions`): each one's session, user and `transaction` figures.
+    pub fn open(&self) -> Vec<OpenTransaction> {
+        let sessions: Vec<(Vec<u8>, Arc<Mutex<Session>>)> = self
+            .sessions
+            .lock()
+            .iter()
+            .map(|(lsid, session)| (lsid.clone(), session.clone()))
+            .collect();
+        let mut open = Vec::new();
+        for (lsid, session) in sessions {
+            // A session locked now is running a statement, which `$currentOp` lists as
+            // an operation.
+            let Some(session) = session.try_lock() else {
+                continue;
+            };
+            let State::Active(txn) = &session.state else {
+                continue;
+            };
+            let (Ok(lsid), false) = (Document::from_reader(lsid.as_slice()), txn.is_over()) else {
+                continue;
+            };
+            let micros = |d: Duration| i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
+            let open_for = txn.started.elapsed();
+            let mut parameters = doc! {"txnNumber": txn.txn_number, "autocommit": false};
+            if let Some(concern) = &txn.read_concern {
+                parameters.insert("readConcern", concern.clone());
+            }
+            let expiry = txn.started_at.timestamp_millis()
+                + i64::try_from(txn.lifetime.as_millis()).unwrap_or(i64::MAX / 2);
+            let iso = |at: bson::DateTime| at.try_to_rfc3339_string().unwrap_or_default();
+            open.push(OpenTransaction {
+                lsid,
+                owner: txn.owner.clone(),
+                transaction: doc! {
+                    "parameters": parameters,
+                    "startWallClockTime": iso(txn.started_at),
+                    "timeOpenMicros": micros(open_for),
+                    // Since its last statement began (its first began before it opened).
+                    "timeInactiveMicros": micros(session.last_used.elapsed().min(open_for)),
+                    "expiryTime": iso(bson::DateTime::from_millis(expiry)),
+                },
+            });
+        }
+        open
     }
 
     /// Takes `key` for `txn`; false when another open transaction holds it.
@@ -612,6 +672,9 @@ fn begin(
         txn_number,
         writes: Buffered::new(Arc::from(engine.snapshot()), true),
         started: Instant::now(),
+        started_at: bson::DateTime::now(),
+        read_concern: body.get_document("readConcern").ok().cloned(),
+        owner: crate::security::cursor_owner(ctx),
         lifetime: Duration::from_secs(ctx.server.options.transaction_lifetime_limit_secs),
         size_limit: ctx.server.options.transaction_size_limit_bytes,
         unique_indexes,

@@ -11,8 +11,8 @@ use bson::{doc, Bson, Document};
 /// The operations `$currentOp` and `currentOp` report: the commands running and the
 /// index builds under way; without `all_users`, under access control, only those of
 /// the current user. With the options, idle connections (inactive operations) and
-/// idle cursors too. (Open transactions between statements, `idleSessions`, are not
-/// listed yet.)
+/// idle cursors too, and (`idleSessions`, on by default) the open transactions between
+/// their statements.
 pub fn current_ops(ctx: &Ctx<'_>, options: &CurrentOpOptions) -> Vec<Document> {
     let host = super::admin::host_name();
     let user = crate::security::cursor_owner(ctx);
@@ -63,6 +63,23 @@ pub fn current_ops(ctx: &Ctx<'_>, options: &CurrentOpOptions) -> Vec<Document> {
     if options.idle_cursors {
         ops.extend(ctx.server.cursors.idle(&host));
     }
+    if options.idle_sessions {
+        for open in ctx.server.transactions.open() {
+            if !mine(&open.owner) {
+                continue;
+            }
+            ops.push(doc! {
+                "type": "idleSession",
+                "host": &host,
+                "desc": "inactive transaction",
+                "active": false,
+                "lsid": open.lsid,
+                "transaction": open.transaction,
+                "waitingForLock": false,
+                "locks": {},
+            });
+        }
+    }
     ops
 }
 
@@ -94,10 +111,12 @@ fn index_build_op(build: basalt_catalog::IndexBuildProgress) -> Document {
 /// `currentOp`: `{currentOp: 1, $ownOps, $all, <filter>}` on `admin`, as mongod runs
 /// it: the operations (all users' unless `$ownOps`) that match the filter, in `inprog`.
 pub fn current_op(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
-    // Read as booleans whatever their type, as mongod reads them.
+    // Read as booleans whatever their type, as mongod reads them. Idle sessions are
+    // listed as by the stage's default.
     let options = CurrentOpOptions {
         all_users: !basalt_expr::truthy(body.get("$ownOps")),
         idle_connections: basalt_expr::truthy(body.get("$all")),
+        idle_sessions: true,
         ..CurrentOpOptions::default()
     };
     let filter: Document = body
