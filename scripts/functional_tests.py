@@ -23,9 +23,11 @@ import argparse
 import collections
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -79,6 +81,21 @@ def write_baseline(baseline_name: str, passed: int) -> None:
     BASELINE.write_text("\n".join(lines) + "\n")
 
 
+def run_while_alive(command: list[str], suite: Path, member) -> int | None:
+    """Runs the suite's pytest; stops it when the server dies (every test left would
+    wait for its server selection timeout, for hours) or past RUN_LIMIT_S. Returns
+    pytest's status, None when it was stopped."""
+    pytest = subprocess.Popen(command, cwd=suite, stdout=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + RUN_LIMIT_S
+    while pytest.poll() is None:
+        if not member.is_alive() or time.monotonic() > deadline:
+            os.killpg(pytest.pid, signal.SIGKILL)
+            pytest.wait()
+            return None
+        time.sleep(1)
+    return pytest.returncode
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -127,9 +144,7 @@ def main() -> int:
             "--json-report", f"--json-report-file={report}",
         ]  # fmt: skip
         try:
-            status = subprocess.run(
-                command, cwd=suite, timeout=RUN_LIMIT_S, stdout=subprocess.DEVNULL
-            ).returncode
+            status = run_while_alive(command, suite, member)
             survived = member.is_alive()
             panics = member.panics()
             log_tail = member.log_tail()
@@ -137,6 +152,8 @@ def main() -> int:
             member.stop()
         if not report.is_file():
             print(f"documentdb-ft: pytest wrote no report (status {status})")
+            if not survived:
+                print(f"documentdb-ft: basalt died during the run; log tail:\n{log_tail}")
             return 1
         data = json.loads(report.read_text())
     baseline_name = REPLICA_SET_BASELINE_NAME if args.replica_set else BASELINE_NAME

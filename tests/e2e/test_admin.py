@@ -408,3 +408,15 @@ def test_validate_db_metadata_names_what_api_version_1_forbids(client, db):
     assert lenient["apiVersionErrors"] == []
     with raises_code("Location40414"):
         client.admin.command("validateDBMetadata", 1, db=db.name)
+
+
+def test_conn_pool_stats_on_a_standalone_has_no_pools(client, db):
+    """connPoolStats: a standalone opens no connections of its own; the command's value
+    and other fields are ignored, on any database, as mongod ignores them."""
+    for stats in (
+        client.admin.command("connPoolStats"),
+        db.command({"connPoolStats": "x", "foo": [1]}),
+    ):
+        assert stats["pools"] == {} and stats["hosts"] == {}
+        assert stats["totalCreated"] == stats["totalInUse"] == stats["totalAvailable"] == 0
+        assert stats["numClientConnections"] == 0

@@ -442,3 +442,26 @@ def test_operators_added_up_to_mongodb_8(db):
         list(db.c.aggregate([{"$project": {"v": {"$acos": 2}}}]))
     with raises_code("TypeMismatch"):
         list(db.c.aggregate([{"$project": {"v": {"$bitAnd": ["$x", 1]}}}]))
+
+
+def test_decimal_functions_are_computed_at_34_digits(db):
+    """$sqrt, $exp, $ln, $log10, $log, $pow, $mod and $sigmoid of decimals are decimal128
+    arithmetic (34 digits), not a double's 15 digits written as a decimal."""
+    db.c.insert_one({"_id": 1})
+    d = bson.Decimal128
+    cases = {
+        "sqrt": ({"$sqrt": d("2")}, "1.414213562373095048801688724209698"),
+        "exp": ({"$exp": d("1")}, "2.718281828459045235360287471352662"),
+        "ln": ({"$ln": d("10")}, "2.302585092994045684017991454684364"),
+        "log10": ({"$log10": d("2")}, "0.3010299956639811952137388947244930"),
+        "log": ({"$log": [d("100"), d("10")]}, "2"),
+        "pow": ({"$pow": [2, d("0.5")]}, "1.414213562373095048801688724209698"),
+        "exact pow": ({"$pow": [d("2"), 10]}, "1024"),
+        "mod": ({"$mod": [d("10.5"), 3]}, "1.5"),
+        "sigmoid": ({"$sigmoid": d("0")}, "0.5"),
+    }
+    project = {name: expression for name, (expression, _) in cases.items()}
+    [result] = db.c.aggregate([{"$project": {"_id": 0, **project}}])
+    assert {name: str(value) for name, value in result.items()} == {
+        name: expected for name, (_, expected) in cases.items()
+    }

@@ -629,11 +629,26 @@ def test_drop_connections_reopens_a_members_connections(start_replica_set):
 
         before = wait_until(settled, what="connections to settle")
         host = f"127.0.0.1:{secondary.port}"
+
+        def pool_of(host: str) -> dict:
+            stats = direct.admin.command("connPoolStats")
+            assert stats["totalCreated"] >= stats["totalInUse"] + stats["totalAvailable"]
+            return stats["hosts"][host]
+
+        # connPoolStats: the primary's connections to each other member, as one pool.
+        stats = direct.admin.command("connPoolStats")
+        others = {f"127.0.0.1:{m.port}" for m in cluster.secondaries()}
+        assert set(stats["hosts"]) == others
+        assert set(stats["pools"]["NetworkInterfaceTL-Replication"]) >= others
+        pool_before = pool_of(host)
+        assert pool_before["created"] >= 1
+        assert pool_before["inUse"] + pool_before["available"] >= 1
         reply = direct.admin.command("dropConnections", hostAndPort=[host, "noport", None])
         assert reply["ok"] == 1
         client.test.c.insert_one({"after": "drop"})
         wait_until(lambda: created() > before, what="the primary's new connections")
         wait_until(lambda: count_on(secondary) == 2, what="replication after the drop")
+        assert pool_of(host)["created"] > pool_before["created"]
         for bad in ([":1"], ["host:"], ["host:0"], ["a:b:1"], [5]):
             with pytest.raises(OperationFailure) as refused:
                 direct.admin.command("dropConnections", hostAndPort=bad)

@@ -45,23 +45,34 @@ fn coalescable_match(spec: &Document) -> Option<&Document> {
     }
 }
 
+/// Each run of adjacent coalescable `$match` stages as one, whose filter is the `$and`
+/// of theirs: one flat list, so a pipeline of many stages nests no deeper than its
+/// stages do.
 fn coalesce_matches(specs: Vec<Document>) -> Vec<Document> {
     let mut out: Vec<Document> = Vec::with_capacity(specs.len());
+    // The filters of the run of `$match` stages at the end of `out`, when longer than one.
+    let mut run: Vec<Bson> = Vec::new();
+    let flush = |out: &mut Vec<Document>, run: &mut Vec<Bson>| {
+        if run.len() > 1 {
+            *out.last_mut().expect("the run's first stage") =
+                bson::doc! {"$match": {"$and": std::mem::take(run)}};
+        }
+        run.clear();
+    };
     for spec in specs {
-        let merged = match (
-            out.last().and_then(coalescable_match),
-            coalescable_match(&spec),
-        ) {
-            (Some(first), Some(second)) => {
-                Some(bson::doc! {"$match": {"$and": [first.clone(), second.clone()]}})
+        match coalescable_match(&spec) {
+            Some(filter) if !run.is_empty() => run.push(Bson::Document(filter.clone())),
+            Some(filter) => {
+                run.push(Bson::Document(filter.clone()));
+                out.push(spec);
             }
-            _ => None,
-        };
-        match merged {
-            Some(merged) => *out.last_mut().expect("a previous stage") = merged,
-            None => out.push(spec),
+            None => {
+                flush(&mut out, &mut run);
+                out.push(spec);
+            }
         }
     }
+    flush(&mut out, &mut run);
     out
 }
 
@@ -292,11 +303,21 @@ mod tests {
                 doc! {"$match": filter.clone()},
             ]),
             vec![
-                doc! {"$match": {"$and": [{"$and": [range.clone(), filter.clone()]}, {}]}},
+                doc! {"$match": {"$and": [range.clone(), filter.clone(), {}]}},
                 doc! {"$limit": 1},
                 doc! {"$match": filter.clone()},
             ]
         );
+        // However many there are, one level of $and.
+        let many = vec![doc! {"$match": {"a": 1}}; 1000];
+        let coalesced = optimize(many);
+        assert_eq!(coalesced.len(), 1);
+        let and = coalesced[0]
+            .get_document("$match")
+            .unwrap()
+            .get_array("$and")
+            .unwrap();
+        assert_eq!(and.len(), 1000);
         // $expr and $text stay in stages of their own.
         let expr = doc! {"$match": {"$expr": {"$eq": ["$a", 1]}}};
         let text = doc! {"$match": {"$text": {"$search": "x"}}};

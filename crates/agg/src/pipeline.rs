@@ -242,6 +242,18 @@ pub(crate) enum Place {
 /// may have.
 const PIPELINE_STAGES_MAX: usize = 1000;
 
+/// Refuses a pipeline of more than [`PIPELINE_STAGES_MAX`] stages, as the user wrote it
+/// (before any stages are coalesced).
+fn check_length(specs: &[Document]) -> Result<()> {
+    if specs.len() > PIPELINE_STAGES_MAX {
+        return Err(Error::location(
+            7749501,
+            format!("Pipeline length must be no longer than {PIPELINE_STAGES_MAX} stages."),
+        ));
+    }
+    Ok(())
+}
+
 /// Parsed stages that run as one unit: a pipeline's body, or the sub-pipeline of a
 /// `$lookup`, `$unionWith`, `$facet` or `$merge`.
 #[derive(Debug)]
@@ -251,12 +263,7 @@ impl Stages {
     /// Parses `specs`, then checks that each stage may stand where it does.
     pub(crate) fn parse(specs: &[Document], ctx: &ParseContext, place: Place) -> Result<Stages> {
         // Checked before parsing, as MongoDB does, so a huge pipeline costs nothing.
-        if specs.len() > PIPELINE_STAGES_MAX {
-            return Err(Error::location(
-                7749501,
-                format!("Pipeline length must be no longer than {PIPELINE_STAGES_MAX} stages."),
-            ));
-        }
+        check_length(specs)?;
         // Fusing rankings takes the whole input: the first stage only, checked before
         // any stage's own arguments.
         let names: Vec<&str> = specs
@@ -439,6 +446,7 @@ impl Pipeline {
                 ),
             ));
         }
+        check_length(stages)?;
         Pipeline::parse_at(
             &crate::optimize(stages.to_vec()),
             let_vars,

@@ -31,7 +31,7 @@ mod state_machine;
 mod types;
 
 pub use config::{MemberConfig, SetConfig};
-pub use network::{PeerOptions, PAYLOAD_SEQUENCE, RAFT_COMMAND};
+pub use network::{HostConnections, PeerOptions, PAYLOAD_SEQUENCE, RAFT_COMMAND};
 pub use replica_set::{MemberOptions, MemberState, OpTime, ReplicaSet, WriteMembers};
 pub use stamp::StampedEngine;
 pub use state_machine::Applier;

@@ -1,7 +1,7 @@
 //! How members talk: Raft's messages travel as the internal command `replSetRaft` over
 //! MongoDB's wire protocol, to the port clients use, as mongod's members use their one
 //! port for heartbeats and replication. One connection per peer, opened again after any
-//! failure.
+//! failure; [`PeerConnections`] counts them per host, for `connPoolStats`.
 
 use crate::log_store::Record;
 use crate::types::{decode, encode, Member, TypeConfig};
@@ -62,6 +62,12 @@ pub struct Peer {
     drops_seen: u64,
 }
 
+impl Drop for Peer {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
 /// How a member's connections to the others are made and secured.
 #[derive(Clone, Debug, Default)]
 pub struct PeerOptions {
@@ -77,25 +83,74 @@ pub struct PeerOptions {
     /// another member's address (as the set's config names it) → the address this
     /// member connects to instead, a fault-injecting proxy that can cut the two apart.
     pub routes: Arc<BTreeMap<String, String>>,
-    /// `dropConnections`' requests, shared by every connection of the member.
-    pub drops: Arc<ConnectionDrops>,
+    /// Every connection of the member, counted per host, with `dropConnections`'
+    /// requests.
+    pub connections: Arc<PeerConnections>,
 }
 
-/// `dropConnections`: how many times the connections to each host were asked to drop.
-/// A connection opened before the last request closes before its next exchange, and
-/// the exchange opens a new one.
+/// A member's connections to the others, per host (`name:port`, as the set's config
+/// names it): how many were opened, are open and are in an exchange now (what
+/// `connPoolStats` reports), and how many times `dropConnections` asked them to drop.
+/// A connection opened before the last such request closes before its next exchange,
+/// and the exchange opens a new one.
 #[derive(Debug, Default)]
-pub struct ConnectionDrops(parking_lot::Mutex<BTreeMap<String, u64>>);
+pub struct PeerConnections(parking_lot::Mutex<BTreeMap<String, HostConnections>>);
 
-impl ConnectionDrops {
-    /// Asks the connections to `host` (`name:port`, as the set's config names it) to
-    /// close.
+/// The connections to one host (see [`PeerConnections`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostConnections {
+    pub created: u64,
+    pub open: u64,
+    pub in_use: u64,
+    drops: u64,
+}
+
+impl PeerConnections {
+    /// Asks the connections to `host` to close.
     pub fn drop_host(&self, host: &str) {
-        *self.0.lock().entry(host.to_string()).or_default() += 1;
+        self.update(host, |counts| counts.drops += 1);
     }
 
-    fn count(&self, host: &str) -> u64 {
-        self.0.lock().get(host).copied().unwrap_or(0)
+    /// The figures of every host this member has connected to.
+    pub fn hosts(&self) -> Vec<(String, HostConnections)> {
+        self.0
+            .lock()
+            .iter()
+            .map(|(host, counts)| (host.clone(), *counts))
+            .collect()
+    }
+
+    fn drops(&self, host: &str) -> u64 {
+        self.0.lock().get(host).map_or(0, |counts| counts.drops)
+    }
+
+    fn update(&self, host: &str, change: impl FnOnce(&mut HostConnections)) {
+        change(self.0.lock().entry(host.to_string()).or_default());
+    }
+}
+
+/// A connection in an exchange, counted as in use until the exchange ends, however it
+/// ends (its future may be dropped midway by a caller's timeout).
+struct InUse {
+    connections: Arc<PeerConnections>,
+    host: String,
+}
+
+impl InUse {
+    fn new(connections: Arc<PeerConnections>, host: &str) -> InUse {
+        connections.update(host, |counts| counts.in_use += 1);
+        InUse {
+            connections,
+            host: host.to_string(),
+        }
+    }
+}
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        self.connections.update(&self.host, |counts| {
+            counts.in_use = counts.in_use.saturating_sub(1)
+        });
     }
 }
 
@@ -112,6 +167,16 @@ impl Peer {
             request_id: 0,
             options,
             drops_seen: 0,
+        }
+    }
+
+    /// Closes the connection, if one is open.
+    fn close(&mut self) {
+        if self.stream.take().is_some() {
+            let connections = &self.options.connections;
+            connections.update(&self.host, |counts| {
+                counts.open = counts.open.saturating_sub(1)
+            });
         }
     }
 
@@ -156,13 +221,13 @@ impl Peer {
         match outcome {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(e)) => {
-                self.stream = None;
+                self.close();
                 Err(e)
             }
             Err(_) => {
                 // A reply may still come on this stream: it must not answer the next
                 // request.
-                self.stream = None;
+                self.close();
                 Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!(
@@ -182,15 +247,21 @@ impl Peer {
     ) -> io::Result<Document> {
         if std::mem::replace(&mut self.in_flight, true) {
             // Otherwise that reply would answer this request.
-            self.stream = None;
+            self.close();
         }
-        let drops = self.options.drops.count(&self.host);
+        let connections = self.options.connections.clone();
+        let drops = connections.drops(&self.host);
         if drops != self.drops_seen {
-            self.stream = None;
+            self.close();
         }
+        let _in_use = InUse::new(connections.clone(), &self.host);
         if self.stream.is_none() {
             self.drops_seen = drops;
             self.stream = Some(self.connect().await?);
+            connections.update(&self.host, |counts| {
+                counts.created += 1;
+                counts.open += 1;
+            });
             if self.options.x509 {
                 self.authenticate_x509().await?;
             } else if let Some(key) = self.options.key.clone() {

@@ -7,7 +7,7 @@
 use crate::config::SetConfig;
 use crate::initial_sync::{self, SyncFigures};
 use crate::log_store::{get, put, LogStore, Record};
-use crate::network::{CopyPiece, Network, Peer, PeerOptions};
+use crate::network::{CopyPiece, HostConnections, Network, Peer, PeerOptions};
 use crate::oplog::{self, OplogSize};
 use crate::state_machine::{
     config_proposal, stored_config, Applier, StateMachine, INSTALLING_KEY, SNAPSHOT_KEY,
@@ -697,8 +697,13 @@ impl ReplicaSet {
     /// are opened anew when next used.
     pub fn drop_connections(&self, hosts: &[String]) {
         for host in hosts {
-            self.peer_options.drops.drop_host(host);
+            self.peer_options.connections.drop_host(host);
         }
+    }
+
+    /// This member's connections to the others, per host (`connPoolStats`).
+    pub fn peer_connections(&self) -> Vec<(String, HostConnections)> {
+        self.peer_options.connections.hosts()
     }
 
     /// `replSetGetConfig`.

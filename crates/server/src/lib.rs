@@ -253,7 +253,7 @@ impl Server {
                 tls: tls::member_client_config(&self.options.tls)?,
                 x509: self.options.cluster_auth_x509,
                 routes: Arc::new(self.options.peer_routes.clone()),
-                drops: Default::default(),
+                connections: Default::default(),
             },
         };
         let set = basalt_repl::ReplicaSet::open(&name, &member, engine, applier).await?;

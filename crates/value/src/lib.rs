@@ -7,6 +7,7 @@ pub mod clock;
 pub mod collation;
 pub mod compare;
 mod decimal;
+pub mod decimal_math;
 pub mod display;
 pub mod distinct;
 pub mod key_string;

@@ -10,8 +10,11 @@ use crate::env::{Env, Value};
 use crate::expression::{
     is_nullish, parse_fixed, parse_operands, parse_ranged, type_name, Expression,
 };
-use crate::numeric::{combine, decimal_from_f64, display, is_zero, number, split_decimal};
+use crate::numeric::{
+    combine, decimal_from_f64, display, is_zero, number, split_decimal, to_decimal,
+};
 use basalt_error::{Error, ErrorCode, Result};
+use basalt_value::decimal_math;
 use basalt_value::number::ArithmeticOp;
 use basalt_value::Number;
 use bson::{Bson, DateTime};
@@ -298,7 +301,7 @@ fn modulo(a: Option<&Bson>, b: Option<&Bson>) -> Result<Bson> {
             Bson::Int64(p.wrapping_rem(q))
         }
         _ if is_decimal(x) || is_decimal(y) => {
-            Bson::Decimal128(decimal_from_f64(x.to_f64() % y.to_f64()))
+            Bson::Decimal128(decimal_math::rem(to_decimal(x), to_decimal(y)))
         }
         _ => Bson::Double(x.to_f64() % y.to_f64()),
     })
@@ -345,12 +348,16 @@ fn unary(op: Unary, v: Option<&Bson>) -> Result<Bson> {
         Unary::Ceil | Unary::Floor => Ok(match n {
             Number::Int32(_) | Number::Int64(_) => n.to_bson(),
             _ => {
-                let result = float_result(n, |x| {
+                let round = |x: f64| {
                     if op == Unary::Ceil {
                         x.ceil()
                     } else {
                         x.floor()
                     }
+                };
+                // Decimals are rounded through a double.
+                let result = float_result(n, round, |d| {
+                    decimal_from_f64(round(Number::Decimal(d).to_f64()))
                 });
                 // A decimal that is infinite, or too large to round, gives NaN.
                 match result {
@@ -368,11 +375,14 @@ fn unary(op: Unary, v: Option<&Bson>) -> Result<Bson> {
                     "$sqrt's argument must be greater than or equal to 0",
                 ));
             }
-            Ok(float_result(n, f64::sqrt))
+            Ok(float_result(n, f64::sqrt, decimal_math::sqrt))
         }
-        Unary::Exp => Ok(float_result(n, f64::exp)),
-        // Decimals go through a double: 15 significant digits, not 34.
-        Unary::Sigmoid => Ok(float_result(n, |x| 1.0 / (1.0 + (-x).exp()))),
+        Unary::Exp => Ok(float_result(n, f64::exp, decimal_math::exp)),
+        Unary::Sigmoid => Ok(float_result(
+            n,
+            |x| 1.0 / (1.0 + (-x).exp()),
+            decimal_math::sigmoid,
+        )),
         Unary::Ln | Unary::Log10 => {
             if n.to_f64() <= 0.0 {
                 let code = if op == Unary::Ln { 28766 } else { 28761 };
@@ -385,21 +395,25 @@ fn unary(op: Unary, v: Option<&Bson>) -> Result<Bson> {
                     ),
                 ));
             }
-            Ok(float_result(
-                n,
-                if op == Unary::Ln { f64::ln } else { f64::log10 },
-            ))
+            Ok(if op == Unary::Ln {
+                float_result(n, f64::ln, decimal_math::ln)
+            } else {
+                float_result(n, f64::log10, decimal_math::log10)
+            })
         }
     }
 }
 
-/// Applies `f` in double precision; decimals stay decimals.
-fn float_result(n: Number, f: impl Fn(f64) -> f64) -> Bson {
-    let r = f(n.to_f64());
-    if is_decimal(n) {
-        Bson::Decimal128(decimal_from_f64(r))
-    } else {
-        Bson::Double(r)
+/// Applies `float` in double precision, or `decimal` in decimal128 (34 digits) to a
+/// decimal.
+fn float_result(
+    n: Number,
+    float: impl Fn(f64) -> f64,
+    decimal: impl Fn(bson::Decimal128) -> bson::Decimal128,
+) -> Bson {
+    match n {
+        Number::Decimal(d) => Bson::Decimal128(decimal(d)),
+        _ => Bson::Double(float(n.to_f64())),
     }
 }
 
@@ -427,7 +441,10 @@ fn pow(a: Option<&Bson>, b: Option<&Bson>) -> Result<Bson> {
     }
     let float = || base.to_f64().powf(exponent.to_f64());
     if is_decimal(base) || is_decimal(exponent) {
-        return Ok(Bson::Decimal128(decimal_from_f64(float())));
+        return Ok(Bson::Decimal128(decimal_math::pow(
+            to_decimal(base),
+            to_decimal(exponent),
+        )));
     }
     let (Some(x), Some(e)) = (integer(base), integer(exponent)) else {
         return Ok(Bson::Double(float()));
@@ -493,11 +510,10 @@ fn log(a: Option<&Bson>, b: Option<&Bson>) -> Result<Bson> {
             ),
         ));
     }
-    let r = x.to_f64().ln() / bf.ln();
     Ok(if is_decimal(x) || is_decimal(base) {
-        Bson::Decimal128(decimal_from_f64(r))
+        Bson::Decimal128(decimal_math::log(to_decimal(x), to_decimal(base)))
     } else {
-        Bson::Double(r)
+        Bson::Double(x.to_f64().ln() / bf.ln())
     })
 }
 

@@ -100,6 +100,64 @@ pub fn drop_connections(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     Ok(Document::new())
 }
 
+/// `connPoolStats`: this server's outgoing connections, as mongod reports its pools. A
+/// replica set member's only outgoing connections are those to the other members (one
+/// per member, reopened after a failure or `dropConnections`), reported as one pool;
+/// a standalone has none. The command's value and other fields are ignored, as mongod
+/// ignores them.
+pub fn conn_pool_stats(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+    let hosts = ctx
+        .server
+        .replication()
+        .map(|set| set.peer_connections())
+        .unwrap_or_default();
+    let figures = |in_use: u64, available: u64, created: u64| {
+        doc! {
+            "inUse": in_use as i64,
+            "available": available as i64,
+            "leased": 0_i64,
+            "created": created as i64,
+            "refreshing": 0_i64,
+            "refreshed": 0_i64,
+        }
+    };
+    let (mut in_use, mut available, mut created) = (0, 0, 0);
+    let mut by_host = Document::new();
+    for (host, counts) in &hosts {
+        let idle = counts.open.saturating_sub(counts.in_use);
+        in_use += counts.in_use;
+        available += idle;
+        created += counts.created;
+        by_host.insert(host.clone(), figures(counts.in_use, idle, counts.created));
+    }
+    let mut pools = Document::new();
+    if !hosts.is_empty() {
+        let mut pool = doc! {
+            "poolInUse": in_use as i64,
+            "poolAvailable": available as i64,
+            "poolLeased": 0_i64,
+            "poolCreated": created as i64,
+            "poolRefreshing": 0_i64,
+            "poolRefreshed": 0_i64,
+        };
+        pool.extend(by_host.clone());
+        pools.insert("NetworkInterfaceTL-Replication", pool);
+    }
+    Ok(doc! {
+        "numClientConnections": 0_i32,
+        "numAScopedConnections": 0_i32,
+        "totalInUse": in_use as i64,
+        "totalAvailable": available as i64,
+        "totalLeased": 0_i64,
+        "totalCreated": created as i64,
+        "totalRefreshing": 0_i64,
+        "totalRefreshed": 0_i64,
+        "pools": pools,
+        "hosts": by_host,
+        "replicaSets": {},
+    })
+}
+
 /// `host:port` or `[ipv6]:port` checked as mongod parses it: a host, a port from 1 to
 /// 65535, one colon outside brackets (FailedToParse otherwise).
 fn host_and_port(text: &str) -> Result<String> {

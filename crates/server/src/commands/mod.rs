@@ -284,6 +284,11 @@ static COMMANDS: &[Command] = &[
         admin::get_parameter,
         "reads server parameters",
     )),
+    command(
+        "connPoolStats",
+        admin::conn_pool_stats,
+        "this server's outgoing connections (a replica set member's to the others), per host",
+    ),
     admin_only(command(
         "dropConnections",
         admin::drop_connections,

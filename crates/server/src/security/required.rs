@@ -154,6 +154,7 @@ pub fn required(command: &str, db: &str, body: &Document) -> Option<Need> {
         "getClusterParameter" => on_cluster(A::GetClusterParameter),
         "setQuerySettings" | "removeQuerySettings" => on_cluster(A::QuerySettings),
         "dropConnections" => on_cluster(A::DropConnections),
+        "connPoolStats" => on_cluster(A::ConnPoolStats),
         "getCmdLineOpts" => on_cluster(A::GetCmdLineOpts),
         "getLog" => on_cluster(A::GetLog),
         "rotateCertificates" => on_cluster(A::RotateCertificates),
