@@ -45,14 +45,13 @@ fn wide(context: &mut Context<Wide>, x: Decimal128) -> Wide {
 }
 
 fn narrow(x: &Wide) -> Decimal128 {
-    let text = x.to_string();
-    // libdecnumber writes a signed NaN as "-NaN", which bson reads without its sign.
-    Decimal128::from_str(
-        text.trim_start_matches('-')
-            .strip_prefix("NaN")
-            .map_or(&text, |_| "NaN"),
-    )
-    .unwrap_or_else(|_| Decimal128::from_str("NaN").expect("NaN parses"))
+    // libdecnumber writes a signed NaN as "-NaN", which bson does not read.
+    let text = if x.is_nan() {
+        "NaN".to_string()
+    } else {
+        x.to_string()
+    };
+    Decimal128::from_str(&text).unwrap_or_else(|_| Decimal128::from_str("NaN").expect("NaN parses"))
 }
 
 /// Applies `f` to `x` in decimal128's context.

@@ -125,6 +125,15 @@ const PARTITIONS: i64 = 4;
 /// Times each partitioned read runs.
 const PARTITION_ROUNDS: usize = 3;
 
+/// A W1 document's `_id`, an int32 or int64.
+fn integer_id(document: &bson::RawDocument) -> Option<i64> {
+    match document.get("_id") {
+        Ok(Some(bson::RawBsonRef::Int32(id))) => Some(i64::from(id)),
+        Ok(Some(bson::RawBsonRef::Int64(id))) => Some(id),
+        _ => None,
+    }
+}
+
 /// Reads every document of `collection` in [`PARTITIONS`] `_id` ranges on as many
 /// connections at once, as stored bytes (no decoding on this side): the documents read,
 /// the sum of their `_id`s and the time taken. Like the Spark connector's partitioner,
@@ -143,11 +152,7 @@ fn read_partitions(
                 .find_one(doc! {})
                 .sort(doc! {"_id": direction})
                 .await?;
-            Ok::<_, mongodb::error::Error>(first.and_then(|d| {
-                d.get_i64("_id")
-                    .ok()
-                    .or(d.get_i32("_id").ok().map(i64::from))
-            }))
+            Ok::<_, mongodb::error::Error>(first.as_deref().and_then(integer_id))
         }
     };
     let cannot = |e: mongodb::error::Error| crate::io_error("cannot read the partitions", e);
@@ -184,13 +189,8 @@ fn read_partitions(
                 };
                 let (mut count, mut ids) = (0i64, 0i64);
                 while cursor.advance().await? {
-                    let doc = cursor.current();
                     count += 1;
-                    ids += doc
-                        .get_i64("_id")
-                        .ok()
-                        .or(doc.get_i32("_id").ok().map(i64::from))
-                        .unwrap_or(0);
+                    ids += integer_id(cursor.current()).unwrap_or(0);
                 }
                 Ok::<_, mongodb::error::Error>((count, ids))
             })
