@@ -353,6 +353,42 @@ def test_coll_stats(db):
     assert set(stats["indexSizes"]) == {"_id_"}
 
 
+def test_storage_sizes_are_the_tables_on_disk(own_server):
+    """storageSize, indexSizes and sizeOnDisk are the compressed tables under --dbpath
+    (within 10 %), not the BSON bytes: a bulk insert goes straight to tables."""
+    db = own_server.client()["sizes"]
+    docs = [{"_id": i, "name": f"station {i % 500}", "v": i * 0.5} for i in range(100_000)]
+    db["big"].insert_many(docs)
+    db["big"].create_index("name")
+    db["small"].insert_one({"_id": 1})  # in memory only: one allocation unit
+
+    big = db.command("collStats", "big")
+    assert big["size"] == sum(bson_size(d) for d in docs)
+    assert 4096 < big["storageSize"] < big["size"] / 2  # compressed
+    assert big["storageSize"] % 4096 == 0
+    assert set(big["indexSizes"]) == {"_id_", "name_1"}
+    assert big["totalIndexSize"] == sum(big["indexSizes"].values())
+    assert big["totalSize"] == big["storageSize"] + big["totalIndexSize"]
+    small = db.command("collStats", "small")
+    assert (small["storageSize"], small["totalIndexSize"]) == (4096, 4096)
+    assert db.command("collStats", "big", scale=1024)["storageSize"] == big["storageSize"] // 1024
+
+    stats = db.command("dbStats")
+    assert stats["storageSize"] == big["storageSize"] + small["storageSize"]
+    assert stats["indexSize"] == big["totalIndexSize"] + small["totalIndexSize"]
+    listed = own_server.client().admin.command("listDatabases")["databases"]
+    entry = next(d for d in listed if d["name"] == "sizes")
+    assert entry["sizeOnDisk"] == stats["totalSize"]
+
+    # Every table file of the data (fjall's keyspaces; the journal apart) against what
+    # the databases report: all their collections and indexes together.
+    tables = sum(
+        f.stat().st_size for f in own_server.dbpath.glob("keyspaces/*/tables/*") if f.is_file()
+    )
+    reported = sum(d["sizeOnDisk"] for d in listed)
+    assert abs(reported - tables) <= 0.1 * tables, (reported, tables)
+
+
 def test_db_stats(db):
     docs = _sample(7)
     db["a"].insert_many(docs)

@@ -10,7 +10,7 @@ use crate::io_error;
 use crate::machine::Machine;
 use crate::measure::repeat;
 use crate::peers;
-use crate::report::{self, DatasetReport, Outcome, QueryReport, Report, Status};
+use crate::report::{self, DatasetReport, Outcome, QueryReport, Report, Status, StorageFigures};
 use crate::server::ServerProcess;
 use crate::workloads::{self, conns, tools, w4_kv, Dataset, MongoOp, Query, WorkloadId};
 use basalt_error::{Error, ErrorCode, Result};
@@ -303,6 +303,15 @@ fn run_basalt(
             .map_err(|e| io_error(format!("cannot index {name}"), e))?;
         indexes.push((keys.to_string(), building.elapsed()));
     }
+    let stats = runtime
+        .block_on(db.run_command(doc! {"collStats": name}).into_future())
+        .map_err(|e| io_error(format!("cannot read collStats of {name}"), e))?;
+    let figure = |field: &str| stats.get(field).and_then(basalt_value::as_i64).unwrap_or(0) as u64;
+    let storage = StorageFigures {
+        bson_bytes: figure("size"),
+        storage_bytes: figure("storageSize"),
+        index_bytes: figure("totalIndexSize"),
+    };
     let mut queries = Vec::new();
     for query in &dataset.queries {
         eprintln!("basalt: {name} {} ...", query.name);
@@ -321,6 +330,7 @@ fn run_basalt(
         load: summary.elapsed,
         load_failures: summary.failures.len(),
         indexes,
+        storage,
         queries,
     })
 }

@@ -115,6 +115,20 @@ pub struct CollectionStats {
     pub data_size_bytes: u64,
 }
 
+/// A collection's bytes on disk ([`Collection::disk_sizes`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DiskSizes {
+    pub records: u64,
+    /// Each index's name and bytes.
+    pub indexes: Vec<(String, u64)>,
+}
+
+impl DiskSizes {
+    pub fn total_index_bytes(&self) -> u64 {
+        self.indexes.iter().map(|(_, bytes)| bytes).sum()
+    }
+}
+
 impl Collection {
     pub(crate) fn open(engine: Arc<dyn Engine>, meta: CollectionMeta) -> Result<Collection> {
         let snapshot = engine.snapshot();
@@ -371,6 +385,27 @@ impl Collection {
         match snapshot.get(Space::Records, &key)? {
             Some(bytes) => Ok(Some(decode_record(&bytes)?)),
             None => Ok(None),
+        }
+    }
+
+    /// The bytes on disk of the collection's records and of each index's entries (in
+    /// the order of `meta().indexes`), as the engine's tables hold them compressed.
+    pub fn disk_sizes(&self) -> DiskSizes {
+        let meta = self.meta();
+        DiskSizes {
+            records: self
+                .engine
+                .prefix_disk_bytes(Space::Records, &keys::record_prefix(meta.id)),
+            indexes: meta
+                .indexes
+                .iter()
+                .map(|index| {
+                    let size = self
+                        .engine
+                        .prefix_disk_bytes(Space::Indexes, &keys::index_key_prefix(index.id, &[]));
+                    (index.name.clone(), size)
+                })
+                .collect(),
         }
     }
 

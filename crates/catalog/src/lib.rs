@@ -24,7 +24,8 @@ mod validate;
 pub use capped::CappedBounds;
 use collection::{delete_prefix, delete_record_ids};
 pub use collection::{
-    duplicate_key_error, Collection, CollectionMeta, CollectionStats, InsertOutcome, Writer,
+    duplicate_key_error, Collection, CollectionMeta, CollectionStats, DiskSizes, InsertOutcome,
+    Writer,
 };
 pub use geo_index::{is_geo, GeoIndex, GEO_CELL_FIELD, SPHERE_INDEX_VERSION};
 pub use index::{

@@ -60,6 +60,10 @@ impl Engine for CorruptBlocks {
         self.inner.disk_size_bytes()
     }
 
+    fn prefix_disk_bytes(&self, space: Space, prefix: &[u8]) -> u64 {
+        self.inner.prefix_disk_bytes(space, prefix)
+    }
+
     fn cache(&self) -> basalt_storage::CacheFigures {
         self.inner.cache()
     }

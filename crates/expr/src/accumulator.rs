@@ -20,10 +20,9 @@ pub use selection::{Selection, SelectionSpec, Selector};
 use crate::context::ParseContext;
 use crate::expression::{is_nullish, Expression};
 use crate::javascript_accumulator::{JavaScriptAccumulator, JavaScriptState};
-use crate::numeric::combine;
 use crate::operators::object::merge_into;
 use basalt_error::{Error, ErrorCode, Result};
-use basalt_value::number::ArithmeticOp;
+use basalt_value::summation::Summation;
 use basalt_value::{compare_values, value_memory_bytes, Number};
 use bson::{Bson, Document};
 use std::cmp::Ordering;
@@ -168,10 +167,12 @@ enum SpecKind {
 /// The running state of one aggregate.
 #[derive(Clone, Debug)]
 pub enum Accumulator {
-    Sum(Number),
+    Sum(Summation),
     Avg {
-        sum: Number,
+        sum: Summation,
         count: u64,
+        /// The expression form, which adds integers as doubles.
+        integers_as_doubles: bool,
     },
     Min(Option<Bson>),
     Max(Option<Bson>),
@@ -254,12 +255,26 @@ impl Ord for OrderedBson {
 }
 
 impl Accumulator {
+    /// The state of an accumulator used as an expression (`{$avg: [...]}`), which
+    /// differs from `$group`'s only in `$avg` adding integers as doubles.
+    pub(crate) fn for_expression(kind: AccumulatorKind) -> Accumulator {
+        match Accumulator::new(kind) {
+            Accumulator::Avg { sum, count, .. } => Accumulator::Avg {
+                sum,
+                count,
+                integers_as_doubles: true,
+            },
+            other => other,
+        }
+    }
+
     pub fn new(kind: AccumulatorKind) -> Accumulator {
         match kind {
-            AccumulatorKind::Sum => Accumulator::Sum(Number::Int32(0)),
+            AccumulatorKind::Sum => Accumulator::Sum(Summation::default()),
             AccumulatorKind::Avg => Accumulator::Avg {
-                sum: Number::Int32(0),
+                sum: Summation::default(),
                 count: 0,
+                integers_as_doubles: false,
             },
             AccumulatorKind::Min => Accumulator::Min(None),
             AccumulatorKind::Max => Accumulator::Max(None),
@@ -293,13 +308,21 @@ impl Accumulator {
         let grown = match self {
             Accumulator::Sum(sum) => {
                 if let Some(n) = value.and_then(Number::from_bson) {
-                    *sum = combine(ArithmeticOp::Add, *sum, n);
+                    sum.add(n);
                 }
                 0
             }
-            Accumulator::Avg { sum, count } => {
+            Accumulator::Avg {
+                sum,
+                count,
+                integers_as_doubles,
+            } => {
                 if let Some(n) = value.and_then(Number::from_bson) {
-                    *sum = combine(ArithmeticOp::Add, *sum, n);
+                    if *integers_as_doubles {
+                        sum.add_as_double(n);
+                    } else {
+                        sum.add(n);
+                    }
                     *count += 1;
                 }
                 0
@@ -387,15 +410,16 @@ impl Accumulator {
     /// the documents after the ones this one saw.
     pub fn merge(&mut self, later: Accumulator) -> Result<()> {
         match (self, later) {
-            (Accumulator::Sum(a), Accumulator::Sum(b)) => *a = combine(ArithmeticOp::Add, *a, b),
+            (Accumulator::Sum(a), Accumulator::Sum(b)) => a.merge(b),
             (
-                Accumulator::Avg { sum, count },
+                Accumulator::Avg { sum, count, .. },
                 Accumulator::Avg {
                     sum: other_sum,
                     count: other_count,
+                    ..
                 },
             ) => {
-                *sum = combine(ArithmeticOp::Add, *sum, other_sum);
+                sum.merge(other_sum);
                 *count += other_count;
             }
             (Accumulator::Min(best), Accumulator::Min(other)) => {
@@ -473,17 +497,8 @@ impl Accumulator {
     /// The aggregate's value; `$accumulator`'s finalize may fail.
     pub fn finish(self) -> Result<Bson> {
         Ok(match self {
-            Accumulator::Sum(sum) => sum.to_bson(),
-            Accumulator::Avg { count: 0, .. } => Bson::Null,
-            Accumulator::Avg { sum, count } => match sum {
-                // Decimal arithmetic, exact to 34 digits (not through a double).
-                Number::Decimal(_) => basalt_value::number::decimal_divide(
-                    sum,
-                    Number::Int64(i64::try_from(count).unwrap_or(i64::MAX)),
-                )
-                .map_or(Bson::Null, Bson::Decimal128),
-                _ => Bson::Double(sum.to_f64() / count as f64),
-            },
+            Accumulator::Sum(sum) => sum.total(),
+            Accumulator::Avg { sum, count, .. } => sum.mean(count),
             Accumulator::Min(v) | Accumulator::Max(v) => v.unwrap_or(Bson::Null),
             Accumulator::First(v) | Accumulator::Last(v) => v.unwrap_or(Bson::Null),
             Accumulator::Push { items, .. } => Bson::Array(items),
@@ -499,7 +514,10 @@ impl Accumulator {
                 if divisor == 0 {
                     Bson::Null
                 } else {
-                    Bson::Double((moments.m2.max(0.0) / divisor as f64).sqrt())
+                    // Rounding may leave a tiny negative; a NaN (an infinity among the
+                    // values) stays NaN, as `f64::max` would not keep it.
+                    let m2 = if moments.m2 < 0.0 { 0.0 } else { moments.m2 };
+                    Bson::Double((m2 / divisor as f64).sqrt())
                 }
             }
             Accumulator::MergeObjects(doc) => Bson::Document(doc),
@@ -634,6 +652,8 @@ mod tests {
             bson!(1.5)
         );
         assert_eq!(both(Avg, &[None]), Bson::Null);
+        // Compensated whole and merged from halves.
+        assert_eq!(both(Sum, &some(&vec![bson!(0.1); 10])), bson!(1.0));
     }
 
     #[test]
@@ -694,6 +714,9 @@ mod tests {
         assert!((samp - 2.138_089_935_299_395).abs() < 1e-12);
         assert_eq!(both(StdDevSamp, &some(&[bson!(1)])), Bson::Null);
         assert_eq!(both(StdDevPop, &some(&[bson!("x")])), Bson::Null);
+        // An infinity makes the variance NaN (∞ - ∞), as MongoDB's accumulator gives it.
+        let infinite = run(StdDevPop, &some(&[bson!(f64::INFINITY)]));
+        assert!(matches!(infinite, Bson::Double(x) if x.is_nan()));
     }
 
     /// Runs the accumulator of `{$op: arg}` over `values` whole and split in two halves

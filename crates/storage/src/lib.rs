@@ -202,6 +202,14 @@ pub trait Engine: Send + Sync {
     /// Bytes used on disk (0 for memory).
     fn disk_size_bytes(&self) -> u64;
 
+    /// The bytes on disk of the keys of `space` that start with `prefix` (a
+    /// collection's records, an index's entries): every table that holds only such keys,
+    /// and of a table that also holds others the share of its entries that are such
+    /// keys. Writes not yet flushed from memory count nothing, as in WiredTiger's
+    /// `storageSize`; superseded versions and deletions not yet compacted away count,
+    /// as its reusable space does. 0 for memory.
+    fn prefix_disk_bytes(&self, space: Space, prefix: &[u8]) -> u64;
+
     /// The engine's cache of blocks and its memtables, as serverStatus reports them.
     fn cache(&self) -> CacheFigures;
 }

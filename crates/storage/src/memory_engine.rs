@@ -62,6 +62,10 @@ impl Engine for MemoryEngine {
         0
     }
 
+    fn prefix_disk_bytes(&self, _space: Space, _prefix: &[u8]) -> u64 {
+        0
+    }
+
     /// Everything is in memory, and none of it is a cache.
     fn cache(&self) -> crate::CacheFigures {
         crate::CacheFigures::default()

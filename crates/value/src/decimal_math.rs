@@ -17,10 +17,10 @@ use dec::{Context, Decimal, Rounding};
 use std::str::FromStr;
 
 /// libdecnumber's working number: 12 units of 3 digits hold decimal128's 34.
-type Wide = Decimal<12>;
+pub(crate) type Wide = Decimal<12>;
 
 /// Decimal128's arithmetic, as IEEE 754-2008 defines it.
-fn decimal128_context() -> Context<Wide> {
+pub(crate) fn decimal128_context() -> Context<Wide> {
     const DIGITS: usize = 34;
     const MAX_EXPONENT: isize = 6144;
     const MIN_EXPONENT: isize = -6143;
@@ -39,19 +39,54 @@ fn decimal128_context() -> Context<Wide> {
     context
 }
 
-fn wide(context: &mut Context<Wide>, x: Decimal128) -> Wide {
+/// The sign bit of a decimal128 (the top bit of its last byte, BSON being
+/// little-endian), which bson's text of a NaN leaves out.
+const SIGN_BIT: u8 = 0x80;
+
+pub(crate) fn wide(context: &mut Context<Wide>, x: Decimal128) -> Wide {
+    let text = x.to_string();
+    let text = if text == "NaN" && x.bytes()[15] & SIGN_BIT != 0 {
+        "-NaN".to_string()
+    } else {
+        text
+    };
     // Every decimal128 string is a valid decimal number string.
-    context.parse(x.to_string()).unwrap_or_else(|_| Wide::nan())
+    context.parse(text).unwrap_or_else(|_| Wide::nan())
 }
 
-fn narrow(x: &Wide) -> Decimal128 {
-    // libdecnumber writes a signed NaN as "-NaN", which bson does not read.
-    let text = if x.is_nan() {
-        "NaN".to_string()
-    } else {
-        x.to_string()
-    };
-    Decimal128::from_str(&text).unwrap_or_else(|_| Decimal128::from_str("NaN").expect("NaN parses"))
+pub(crate) fn narrow(x: &Wide) -> Decimal128 {
+    if x.is_nan() {
+        // libdecnumber writes a signed NaN as "-NaN", which bson does not read: the
+        // bytes of a quiet NaN, with its sign.
+        let mut bytes = [0; 16];
+        bytes[15] = 0x7C | if x.is_negative() { SIGN_BIT } else { 0 };
+        return Decimal128::from_bytes(bytes);
+    }
+    Decimal128::from_str(&x.to_string())
+        .unwrap_or_else(|_| Decimal128::from_str("NaN").expect("NaN parses"))
+}
+
+/// A double's exact value rounded to 34 digits (MongoDB's conversion for arithmetic with
+/// decimals, unlike `$toDecimal`'s 15): `2.5` is `2.5`, `0.1` is
+/// `0.1000000000000000055511151231257827`.
+pub(crate) fn from_f64(context: &mut Context<Wide>, x: f64) -> Wide {
+    if x.is_nan() {
+        return Wide::nan();
+    }
+    if x.is_infinite() {
+        let mut infinity = Wide::infinity();
+        if x < 0.0 {
+            context.neg(&mut infinity);
+        }
+        return infinity;
+    }
+    // A double's exact decimal expansion has at most 767 significant digits.
+    let exact = format!("{x:.767e}");
+    let (mantissa, exponent) = exact.split_once('e').unwrap_or((&exact, "0"));
+    let mantissa = mantissa.trim_end_matches('0').trim_end_matches('.');
+    context
+        .parse(format!("{mantissa}e{exponent}"))
+        .unwrap_or_else(|_| Wide::nan())
 }
 
 /// Applies `f` to `x` in decimal128's context.
@@ -131,6 +166,10 @@ pub fn rem(x: Decimal128, y: Decimal128) -> Decimal128 {
 /// `1 / (1 + e^-x)`.
 pub fn sigmoid(x: Decimal128) -> Decimal128 {
     unary(x, |context, x| {
+        if x.is_nan() {
+            // The NaN itself, sign kept (the negation below would flip it).
+            return;
+        }
         context.neg(x);
         exp_wide(context, x);
         let one = Wide::from(1);
@@ -187,5 +226,6 @@ mod tests {
         // MongoDB answers).
         assert_eq!(text(sigmoid(d("-Infinity"))), "0E-6176");
         assert_eq!(text(sigmoid(d("Infinity"))), "1");
+        assert_eq!(sigmoid(d("NaN")).bytes(), d("NaN").bytes());
     }
 }

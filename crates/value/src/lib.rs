@@ -16,6 +16,7 @@ pub mod path;
 pub mod pattern;
 pub mod raw;
 pub mod size;
+pub mod summation;
 
 pub use collation::Collation;
 pub use compare::{

@@ -279,12 +279,8 @@ impl SetWindowFields {
                     let Bson::Document(keys) = value else {
                         return Err(wrong_type("sortBy", value, "object"));
                     };
-                    if keys.is_empty() {
-                        return Err(Error::location(
-                            15976,
-                            "$sort stage must have at least one sort key",
-                        ));
-                    }
+                    // An empty `sortBy` is a sort that leaves the order as it is (document
+                    // windows accept it; the rank functions, wanting one field, do not).
                     let spec = SortSpec::new(keys)?.with_collation(ctx.collation());
                     let single_field = match keys.iter().collect::<Vec<_>>().as_slice() {
                         [(_, direction)] => {
@@ -447,6 +443,12 @@ fn parse_function(
     };
     let mut window = None;
     for (key, value) in spec {
+        if key != name && matches!(name.as_str(), "$rank" | "$denseRank" | "$documentNumber") {
+            return Err(Error::location(
+                5371601,
+                "Rank style window functions take no other arguments",
+            ));
+        }
         if key == "window" {
             window = Some(Window::parse(value, sort)?);
         } else if key != name {
@@ -461,14 +463,27 @@ fn parse_function(
     if matches!(name.as_str(), "$accumulator" | "$mergeObjects") {
         return Err(unrecognized(name));
     }
-    let single = bson::doc! {name.clone(): args.clone()};
-    let spec = AccumulatorSpec::parse(name, &Bson::Document(single), ctx).map_err(|e| {
-        if e.code.0 == 15952 {
-            unrecognized(name)
-        } else {
-            e
+    let parse = |args: &Bson| {
+        let single = bson::doc! {name.clone(): args.clone()};
+        AccumulatorSpec::parse(name, &Bson::Document(single), ctx).map_err(|e| {
+            if e.code.0 == 15952 {
+                unrecognized(name)
+            } else {
+                e
+            }
+        })
+    };
+    let spec = match parse(args) {
+        // A window function's operand is one expression, so an array there is an array
+        // value (which `$stdDevPop` and the like skip as not a number), where `$group`
+        // refuses it (40237).
+        Err(e) if e.code.0 == 40237 => {
+            let mut spec = parse(&Bson::Null)?;
+            spec.argument = Expression::parse(args, ctx)?;
+            spec
         }
-    })?;
+        parsed => parsed?,
+    };
     Ok(WindowFunction::Accumulate {
         spec,
         window: window.unwrap_or(Window::WHOLE),
@@ -705,7 +720,15 @@ pub(crate) mod tests {
             ),
             8947401
         );
-        assert_eq!(code(bson!({"sortBy": {}, "output": {}})), 15976);
+        // An empty sortBy is no order: the rank functions want one field.
+        assert_eq!(
+            code(bson!({"sortBy": {}, "output": {"f": {"$documentNumber": {}}}})),
+            5371602
+        );
+        assert_eq!(
+            code(bson!({"sortBy": {"t": 1}, "output": {"f": {"$rank": {}, "unit": "day"}}})),
+            5371601
+        );
         let by_array = run(
             doc! {"$setWindowFields": {"partitionBy": "$list", "output": {"f": {"$sum": 1}}}},
             vec![doc! {"list": [1, 2]}],

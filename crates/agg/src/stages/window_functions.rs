@@ -67,9 +67,11 @@ pub(crate) enum WindowFunction {
         input: Expression,
         alpha: f64,
     },
+    /// `$covariancePop`/`$covarianceSamp` of one expression whose value, per document,
+    /// is the pair `[x, y]` (written as a two-element array of expressions); any other
+    /// value is skipped.
     Covariance {
-        x: Expression,
-        y: Expression,
+        pair: Expression,
         sample: bool,
         window: Window,
     },
@@ -274,24 +276,11 @@ pub(crate) fn parse(
                 alpha,
             }
         }
-        "$covariancePop" | "$covarianceSamp" => {
-            let Bson::Array(items) = args else {
-                return Err(Error::failed_to_parse(format!(
-                    "{name} requires an array of two expressions"
-                )));
-            };
-            let [x, y] = items.as_slice() else {
-                return Err(Error::failed_to_parse(format!(
-                    "{name} requires an array of two expressions"
-                )));
-            };
-            WindowFunction::Covariance {
-                x: Expression::parse(x, ctx)?,
-                y: Expression::parse(y, ctx)?,
-                sample: name == "$covarianceSamp",
-                window: window.unwrap_or(Window::WHOLE),
-            }
-        }
+        "$covariancePop" | "$covarianceSamp" => WindowFunction::Covariance {
+            pair: Expression::parse(args, ctx)?,
+            sample: name == "$covarianceSamp",
+            window: window.unwrap_or(Window::WHOLE),
+        },
         "$locf" => {
             no_window()?;
             WindowFunction::Locf(Expression::parse(args, ctx)?)
@@ -410,21 +399,27 @@ impl WindowFunction {
                     .collect())
             }
             WindowFunction::Covariance {
-                x,
-                y,
+                pair,
                 sample,
                 window,
             } => {
-                let (xs, ys) = (p.evaluate(x)?, p.evaluate(y)?);
+                let points: Vec<Option<(f64, f64)>> = p
+                    .evaluate(pair)?
+                    .iter()
+                    .map(|v| match v {
+                        Some(Bson::Array(xy)) => match xy.as_slice() {
+                            [x, y] => Some((number(Some(x))?, number(Some(y))?)),
+                            _ => None,
+                        },
+                        _ => None,
+                    })
+                    .collect();
                 let spans = window.spans(len, &p.sort_values())?;
                 Ok(spans
                     .into_iter()
                     .map(|(start, end)| {
-                        let pairs: Vec<(f64, f64)> = (start..end)
-                            .filter_map(|j| {
-                                Some((number(xs[j].as_ref())?, number(ys[j].as_ref())?))
-                            })
-                            .collect();
+                        let pairs: Vec<(f64, f64)> =
+                            points[start..end].iter().flatten().copied().collect();
                         covariance(&pairs, *sample)
                     })
                     .collect())
@@ -767,6 +762,15 @@ mod tests {
         let samp =
             sorted(bson!({"$covarianceSamp": ["$t", "$v"], "window": {"documents": [0, 0]}}));
         assert!(samp.iter().all(|v| *v == Bson::Null));
+        // One expression whose value is not a pair of numbers: skipped, as is an array
+        // operand of a one-operand function.
+        for f in [
+            bson!({"$covariancePop": "$v"}),
+            bson!({"$covariancePop": ["$t", "$v", "$t"]}),
+            bson!({"$stdDevPop": ["$t", "$v"]}),
+        ] {
+            assert!(sorted(f).iter().all(|v| *v == Bson::Null));
+        }
     }
 
     #[test]
@@ -866,7 +870,6 @@ mod tests {
             sorted(bson!({"$expMovingAvg": {"input": "$v", "alpha": 1}})),
             9
         );
-        assert_eq!(sorted(bson!({"$covariancePop": "$v"})), 9);
         assert_eq!(sorted(bson!({"$accumulator": {}})), 9);
         assert_eq!(code(doc! {"output": {"f": {"$linearFill": "$v"}}}), 9);
     }

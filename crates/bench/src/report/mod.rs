@@ -76,7 +76,18 @@ pub(crate) struct DatasetReport {
     pub load_failures: usize,
     /// Index keys and the time to build them after loading.
     pub indexes: Vec<(String, Duration)>,
+    /// The collection's `collStats` after the load and its indexes.
+    pub storage: StorageFigures,
     pub queries: Vec<QueryReport>,
+}
+
+/// What `collStats` says a loaded collection takes: its documents' BSON bytes, and on
+/// disk its records' tables and its indexes'.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct StorageFigures {
+    pub bson_bytes: u64,
+    pub storage_bytes: u64,
+    pub index_bytes: u64,
 }
 
 pub(crate) struct QueryReport {

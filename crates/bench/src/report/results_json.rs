@@ -42,6 +42,11 @@ pub(crate) fn to_json(report: &Report) -> Value {
                 "basalt_docs_per_s": rate(d.docs, d.load),
                 "failures": d.load_failures,
                 "indexes": d.indexes.iter().map(|(keys, took)| json!({"keys": keys, "build_s": took.as_secs_f64()})).collect::<Vec<_>>(),
+                "storage": {
+                    "bson_bytes": d.storage.bson_bytes,
+                    "storage_size_bytes": d.storage.storage_bytes,
+                    "total_index_size_bytes": d.storage.index_bytes,
+                },
                 "peers": report.peers.runs.iter().filter_map(|r| {
                     let (load, setup) = r.loads.get(d.id.name())?;
                     Some((r.engine.clone(), json!({

@@ -148,6 +148,15 @@ fn loads(report: &Report) -> String {
                 format_duration(*took)
             ));
         }
+        let storage = d.storage;
+        notes.push(format!(
+            "  {}: on disk {:.1} MB of records ({} of its {:.1} MB of BSON) and {:.1} MB of indexes (collStats)",
+            d.id.name(),
+            storage.storage_bytes as f64 / 1e6,
+            format_ratio(storage.storage_bytes as f64 / storage.bson_bytes.max(1) as f64),
+            storage.bson_bytes as f64 / 1e6,
+            storage.index_bytes as f64 / 1e6,
+        ));
         if d.load_failures > 0 {
             notes.push(format!(
                 "  {}: {} lines failed to load",

@@ -51,7 +51,7 @@ impl GroupOp {
             GroupOp::Selection(op) => return Ok(Some(Cow::Owned(op.eval(env)?))),
             GroupOp::Quantile(op) => return Ok(Some(Cow::Owned(op.eval(env)?))),
         };
-        let mut acc = Accumulator::new(kind);
+        let mut acc = Accumulator::for_expression(kind);
         if let [only] = args.as_slice() {
             match only.eval(env)?.as_deref() {
                 Some(Bson::Array(items)) => {

@@ -1,13 +1,15 @@
 //! `collStats` and `dbStats`: document counts and sizes.
 //!
-//! Sizes are the BSON bytes of the documents (`size`/`dataSize`); the engine's
-//! compressed bytes on disk are shared by all collections, so `storageSize` repeats the
-//! data size rather than inventing a per-collection file figure. The figures are the
-//! collection's kept counters (`Collection::stats`), not a scan per call.
+//! `size`/`dataSize` are the BSON bytes of the documents, from the collection's kept
+//! counters (`Collection::stats`), not a scan per call. `storageSize`, `indexSizes`,
+//! `totalIndexSize` and `totalSize` are bytes on disk: the compressed tables that hold
+//! the collection's records and each index's entries (`Collection::disk_sizes`; writes
+//! still in memory count once flushed), rounded up to WiredTiger's 4 KiB allocation
+//! unit with one unit at least, as mongod reports a new collection's file.
 
 use super::Ctx;
 use crate::request::Fields;
-use basalt_catalog::CollectionStats;
+use basalt_catalog::{CollectionStats, DiskSizes};
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Document};
 
@@ -45,19 +47,22 @@ pub fn coll_stats(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     };
     let stats = collection.stats()?;
     let meta = collection.meta();
+    let disk = allocated(collection.disk_sizes());
     let mut index_sizes = Document::new();
-    for index in &meta.indexes {
-        index_sizes.insert(index.name.clone(), 0_i64);
+    for (name, bytes) in &disk.indexes {
+        index_sizes.insert(name.clone(), *bytes as i64 / scale);
     }
     let size = stats.data_size_bytes as i64 / scale;
+    let storage_size = disk.records as i64 / scale;
+    let index_size = disk.total_index_bytes() as i64 / scale;
     let mut reply = doc! {
         "ns": namespace,
         "count": stats.count as i64,
         "size": size,
         "avgObjSize": average(&stats),
-        "storageSize": size,
-        "totalIndexSize": 0_i64,
-        "totalSize": size,
+        "storageSize": storage_size,
+        "totalIndexSize": index_size,
+        "totalSize": storage_size + index_size,
         "indexSizes": index_sizes,
         "nindexes": meta.indexes.len() as i32,
         "scaleFactor": scale as i32,
@@ -99,13 +104,30 @@ fn time_series_stats(ctx: &Ctx<'_>, body: &Document, name: &str) -> Result<Docum
     Ok(stats)
 }
 
-/// The BSON bytes of every document of a database.
-pub fn database_size_bytes(ctx: &Ctx<'_>, db: &str) -> Result<i64> {
-    let mut total = 0;
-    for collection in ctx.server.catalog.collections_of(db) {
-        total += collection.stats()?.data_size_bytes as i64;
+/// WiredTiger's allocation unit: its files grow by it.
+const ALLOCATION_BYTES: u64 = 4096;
+
+/// Disk sizes as mongod reports them: in whole allocation units, one at least.
+fn allocated(mut sizes: DiskSizes) -> DiskSizes {
+    let round = |bytes: u64| bytes.max(1).div_ceil(ALLOCATION_BYTES) * ALLOCATION_BYTES;
+    sizes.records = round(sizes.records);
+    for (_, bytes) in &mut sizes.indexes {
+        *bytes = round(*bytes);
     }
-    Ok(total)
+    sizes
+}
+
+/// A database's bytes on disk: its collections' records and indexes.
+pub fn database_disk_bytes(ctx: &Ctx<'_>, db: &str) -> i64 {
+    ctx.server
+        .catalog
+        .collections_of(db)
+        .iter()
+        .map(|collection| {
+            let disk = allocated(collection.disk_sizes());
+            (disk.records + disk.total_index_bytes()) as i64
+        })
+        .sum()
 }
 
 pub fn db_stats(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
@@ -114,13 +136,18 @@ pub fn db_stats(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let collections = ctx.server.catalog.collections_of(ctx.db);
     let mut total = CollectionStats::default();
     let mut indexes = 0;
+    let (mut storage_size, mut index_size) = (0, 0);
     for collection in &collections {
         let stats = collection.stats()?;
         total.count += stats.count;
         total.data_size_bytes += stats.data_size_bytes;
         indexes += collection.meta().indexes.len() as i64;
+        let disk = allocated(collection.disk_sizes());
+        storage_size += disk.records;
+        index_size += disk.total_index_bytes();
     }
     let size = total.data_size_bytes as i64 / scale;
+    let (storage_size, index_size) = (storage_size as i64 / scale, index_size as i64 / scale);
     Ok(doc! {
         "db": ctx.db,
         "collections": collections.len() as i64,
@@ -128,10 +155,10 @@ pub fn db_stats(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         "objects": total.count as i64,
         "avgObjSize": average(&total) as f64,
         "dataSize": size as f64,
-        "storageSize": size as f64,
+        "storageSize": storage_size as f64,
         "indexes": indexes,
-        "indexSize": 0.0,
-        "totalSize": size as f64,
+        "indexSize": index_size as f64,
+        "totalSize": (storage_size + index_size) as f64,
         // A long here, an int in collStats, as mongod has them.
         "scaleFactor": scale,
         "fsUsedSize": ctx.server.catalog.engine().disk_size_bytes() as f64,
