@@ -169,6 +169,71 @@ def test_hint_by_name_key_and_natural(coll):
     assert len(list(coll.find({"a": 3}).hint("a_1"))) == 1
 
 
+def test_min_and_max_bound_a_scan_of_the_hinted_index(coll):
+    """min (inclusive) and max (exclusive) are whole keys of the hinted index, in its
+    order (descending fields reversed), blind to types; MongoDB's errors otherwise."""
+    coll.create_index([("a", 1), ("b", -1)])
+    coll.insert_many([{"a": a, "b": b} for a in (1, 2) for b in (1, 2)])
+    hint = [("a", 1), ("b", -1)]
+
+    def ab(cursor):
+        return [(d["a"], d["b"]) for d in cursor]
+
+    # Index order: (1, 2), (1, 1), (2, 2), (2, 1).
+    assert ab(coll.find().hint(hint).min(list({"a": 1, "b": 1}.items()))) == [
+        (1, 1),
+        (2, 2),
+        (2, 1),
+    ]
+    assert ab(coll.find().hint(hint).max(list({"a": 2, "b": 2}.items()))) == [(1, 2), (1, 1)]
+    assert ab(
+        coll.find({"b": 2})
+        .hint(hint)
+        .min(list({"a": 1, "b": 2}.items()))
+        .max(list({"a": 2, "b": 1}.items()))
+    ) == [
+        (1, 2),
+        (2, 2),
+    ]
+    explained = coll.find().hint(hint).min(list({"a": 2, "b": 2}.items())).explain()["queryPlanner"]
+    assert explained["winningPlan"]["inputStage"]["indexName"] == "a_1_b_-1"
+
+    with raises_code("Location51173"):  # (pymongo checks this itself: sent as a command)
+        coll.database.command("find", coll.name, min={"a": 1, "b": 1})
+    with raises_code("Location51174"):
+        list(coll.find().hint(hint).min(list({"a": 1}.items())))
+    with raises_code("Location51176"):
+        list(coll.find().hint(hint).min(list({"a": 1, "b": 1}.items())).max(list({"a": 2}.items())))
+    with raises_code("Location51175"):
+        list(
+            coll.find()
+            .hint(hint)
+            .min(list({"a": 2, "b": 1}.items()))
+            .max(list({"a": 1, "b": 1}.items()))
+        )
+    with raises_code("NoQueryExecutionPlans"):
+        list(coll.find().hint([("$natural", 1)]).min(list({"a": 1, "b": 1}.items())))
+
+
+def test_min_max_ranges_of_id_cover_every_type(coll):
+    """Ranges of _id cut at any keys cover every document once, whatever its _id's type:
+    how a reader splits a collection into partitions."""
+    ids = [1, 2.5, "a", "b", {"x": 1}, {"y": [1, 2]}, None, True, 10**12]
+    coll.insert_many([{"_id": i} for i in ids])
+    cuts = [2, "a", {"x": 0}]
+    ranges = [(None, cuts[0])] + list(zip(cuts[:-1], cuts[1:], strict=True)) + [(cuts[-1], None)]
+    seen = []
+    for low, high in ranges:
+        cursor = coll.find().hint([("_id", 1)])
+        if low is not None:
+            cursor = cursor.min(list({"_id": low}.items()))
+        if high is not None:
+            cursor = cursor.max(list({"_id": high}.items()))
+        seen += [d["_id"] for d in cursor]
+    assert len(seen) == len(ids)
+    assert sorted(map(repr, seen)) == sorted(repr(d["_id"]) for d in coll.find())
+
+
 def test_bad_hint_is_bad_value(coll):
     coll.insert_one({"a": 1})
     message = "hint provided does not correspond to an existing index"

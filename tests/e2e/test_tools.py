@@ -276,6 +276,27 @@ def test_export_parquet_read_back_by_duckdb(db, shop, tmp_path):
     assert total == [(sum(range(300)), 300)]
 
 
+def test_export_parquet_of_a_large_collection_builds_row_groups_in_parallel(server, db, tmp_path):
+    """Chunks of the cursor are dealt to a row-group builder per core: every document
+    is written exactly once, in row groups of 65,536 rows at most."""
+    import duckdb
+
+    n = 150_000
+    db.big.insert_many([{"_id": i, "n": i, "s": f"s{i % 7}"} for i in range(n)])
+    path = tmp_path / "big.parquet"
+    basalt("export", f"--uri={server.uri}", f"--db={db.name}", "--collection=big",
+           "--type=parquet", f"--out={path}", "--quiet")  # fmt: skip
+    connection = duckdb.connect()
+    count, total, distinct = connection.sql(
+        f"SELECT count(*), sum(n), count(DISTINCT _id) FROM read_parquet('{path}')"
+    ).fetchall()[0]
+    assert (count, total, distinct) == (n, sum(range(n)), n)
+    groups = connection.sql(
+        f"SELECT row_group_id, max(row_group_num_rows) FROM parquet_metadata('{path}') GROUP BY 1"
+    ).fetchall()
+    assert len(groups) >= 3 and all(rows <= 65_536 for _, rows in groups)
+
+
 def test_oplog_dump_and_replay_on_a_replica_set(one_member_set, tmp_path):
     uri = one_member_set.uri
     client = one_member_set.client()

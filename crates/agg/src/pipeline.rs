@@ -531,6 +531,21 @@ impl Pipeline {
         }
     }
 
+    /// The size of a leading `$sample`.
+    pub fn leading_sample(&self) -> Option<u64> {
+        match self.stages.0.first() {
+            Some(Stage::Sample(size)) => Some(*size),
+            _ => None,
+        }
+    }
+
+    /// Drops the leading `$sample`, for a server that drew the sample itself.
+    pub fn remove_leading_sample(&mut self) {
+        if let Some(Stage::Sample(_)) = self.stages.0.first() {
+            self.stages.0.remove(0);
+        }
+    }
+
     /// Drops the leading `$sort`, for a server whose scan returns documents in its order.
     pub fn remove_leading_sort(&mut self) {
         if let Some(Stage::Sort(_)) = self.stages.0.first() {

@@ -273,6 +273,56 @@ impl Collection {
         })
     }
 
+    /// `size` distinct documents drawn at random without scanning the collection (a
+    /// random cursor, as `$sample` first in a pipeline reads a large collection): each
+    /// draw picks a record id between the first and the last and takes the first record
+    /// from there. Records after a gap of deleted ids are likelier, as with MongoDB's
+    /// random cursor. `None` when that many distinct records do not come within a few
+    /// draws each (a collection that is small or mostly gaps: sample it by scanning).
+    pub fn random_records(
+        &self,
+        snapshot: &dyn Snapshot,
+        size: usize,
+    ) -> Result<Option<Vec<Document>>> {
+        const DRAWS_PER_RECORD: usize = 8;
+        let id = self.meta().id;
+        let prefix = keys::record_prefix(id);
+        let mut first = None;
+        self.scan(snapshot, None, &mut |record_id, _| {
+            first = Some(record_id);
+            Ok(ControlFlow::Break(()))
+        })?;
+        let (Some(first), Some(last)) = (first, last_record_id(snapshot, &self.meta())?) else {
+            return Ok(Some(Vec::new()));
+        };
+        let mut chosen = std::collections::HashSet::with_capacity(size);
+        let mut documents = Vec::with_capacity(size);
+        for _ in 0..size.saturating_mul(DRAWS_PER_RECORD) {
+            if documents.len() == size {
+                return Ok(Some(documents));
+            }
+            let drawn = rand::random_range(first..=last);
+            let mut found = None;
+            let start = drawn
+                .checked_sub(1)
+                .map(|before| keys::record_key(id, before));
+            let start = match &start {
+                Some(key) => ScanStart::After(key),
+                None => ScanStart::Beginning,
+            };
+            snapshot.scan_prefix(Space::Records, &prefix, start, &mut |key, value| {
+                found = Some((keys::trailing_record_id(key), decode_record(value)?));
+                Ok(ControlFlow::Break(()))
+            })?;
+            if let Some((Some(record_id), document)) = found {
+                if chosen.insert(record_id) {
+                    documents.push(document);
+                }
+            }
+        }
+        Ok((documents.len() == size).then_some(documents))
+    }
+
     /// The record ids whose key in `index` equals `values` (an equality lookup).
     pub fn lookup_index(
         &self,

@@ -88,6 +88,12 @@ impl AccumulatorSpec {
                 format!("The field '{field}' must be an accumulator object"),
             ));
         };
+        if doc.keys().next().is_none_or(|name| !name.starts_with('$')) {
+            return Err(Error::location(
+                40234,
+                format!("The field '{field}' must be an accumulator object"),
+            ));
+        }
         if doc.len() != 1 {
             return Err(Error::location(
                 40238,
@@ -116,6 +122,14 @@ impl AccumulatorSpec {
                 argument,
             });
         }
+        // The others take one argument: an array is refused before the name is looked
+        // up, as MongoDB does.
+        if matches!(arg, Bson::Array(_)) {
+            return Err(Error::location(
+                40237,
+                format!("The {name} accumulator is a unary operator"),
+            ));
+        }
         let kind = AccumulatorKind::from_name(name)
             .ok_or_else(|| Error::location(15952, format!("unknown group operator '{name}'")))?;
         let argument = if name == "$count" {
@@ -129,12 +143,6 @@ impl AccumulatorSpec {
                 }
             }
         } else {
-            if matches!(arg, Bson::Array(_)) {
-                return Err(Error::location(
-                    40237,
-                    format!("The {name} accumulator is a unary operator"),
-                ));
-            }
             Expression::parse(arg, ctx)?
         };
         Ok(AccumulatorSpec {
@@ -385,7 +393,7 @@ impl Accumulator {
                 }
                 0
             }
-            Accumulator::MergeObjects(doc) => merge_into(doc, value)?,
+            Accumulator::MergeObjects(doc) => merge_into(doc, value, 5911200)?,
             Accumulator::Selection(state) => state.accumulate(value)?,
             Accumulator::Quantile(state) => state.accumulate(value),
             Accumulator::JavaScript(state) => state.accumulate(value)?,
@@ -693,7 +701,7 @@ mod tests {
             bson!({"a": 3, "b": 2})
         );
         let mut acc = Accumulator::new(MergeObjects);
-        assert_eq!(acc.accumulate(Some(&bson!(1))).unwrap_err().code.0, 40400);
+        assert_eq!(acc.accumulate(Some(&bson!(1))).unwrap_err().code.0, 5911200);
     }
 
     #[test]
@@ -797,7 +805,7 @@ mod tests {
             .argument
             .evaluate(&bson::doc! {"k": 0, "v": 1}, &Variables::new())
             .unwrap();
-        assert_eq!(acc.accumulate(arg.as_ref()).unwrap_err().code.0, 5787908);
+        assert_eq!(acc.accumulate(arg.as_ref()).unwrap_err().code.0, 7548606);
     }
 
     #[test]
@@ -896,8 +904,8 @@ mod tests {
             code(bson!({"$top": {"sortBy": {"a": "x"}, "output": 1}})),
             15974
         );
-        assert_eq!(code(bson!({"$firstN": {"n": -1, "input": 1}})), 5787908);
-        assert_eq!(code(bson!({"$firstN": {"n": "a", "input": 1}})), 5787902);
+        assert_eq!(code(bson!({"$firstN": {"n": -1, "input": 1}})), 7548606);
+        assert_eq!(code(bson!({"$firstN": {"n": "a", "input": 1}})), 7548606);
         assert_eq!(code(bson!({"$median": {"input": 1}})), 40414);
         assert_eq!(code(bson!({"$median": []})), 7436100);
         assert_eq!(
@@ -919,5 +927,9 @@ mod tests {
         assert_eq!(code(bson!({"$foo": 1})), 15952);
         assert_eq!(code(bson!({"$sum": [1, 2]})), 40237);
         assert_eq!(code(bson!({"$count": 1})), 14);
+        assert_eq!(code(bson!({})), 40234);
+        assert_eq!(code(bson!({"sum": 1})), 40234);
+        assert_eq!(code(bson!({"$foo": [1]})), 40237);
+        assert_eq!(code(bson!({"$count": []})), 40237);
     }
 }

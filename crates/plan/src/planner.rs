@@ -44,7 +44,7 @@ pub struct IndexScanPlan {
 }
 
 impl IndexScanPlan {
-    fn new(index: &IndexSpec, bounds: IndexBounds) -> IndexScanPlan {
+    pub(crate) fn new(index: &IndexSpec, bounds: IndexBounds) -> IndexScanPlan {
         let (ranges, key_filter) = if bounds.is_empty() {
             (Vec::new(), bounds.key_ranges().1)
         } else {

@@ -89,6 +89,15 @@ pub(crate) fn from_f64(context: &mut Context<Wide>, x: f64) -> Wide {
         .unwrap_or_else(|_| Wide::nan())
 }
 
+/// The integer nearest `x`, halves to even (how `$sample` reads a decimal size), as a
+/// double: NaN for NaN, infinities kept.
+pub fn round_half_even(x: Decimal128) -> f64 {
+    let mut context = decimal128_context();
+    let mut x = wide(&mut context, x);
+    context.round(&mut x);
+    x.to_string().parse().unwrap_or(f64::NAN)
+}
+
 /// Applies `f` to `x` in decimal128's context.
 fn unary(x: Decimal128, f: impl FnOnce(&mut Context<Wide>, &mut Wide)) -> Decimal128 {
     let mut context = decimal128_context();
@@ -227,5 +236,9 @@ mod tests {
         assert_eq!(text(sigmoid(d("-Infinity"))), "0E-6176");
         assert_eq!(text(sigmoid(d("Infinity"))), "1");
         assert_eq!(sigmoid(d("NaN")).bytes(), d("NaN").bytes());
+        assert_eq!(round_half_even(d("2.5")), 2.0);
+        assert_eq!(round_half_even(d("0.51")), 1.0);
+        assert_eq!(round_half_even(d("-Infinity")), f64::NEG_INFINITY);
+        assert!(round_half_even(d("NaN")).is_nan());
     }
 }

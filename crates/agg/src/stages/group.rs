@@ -92,6 +92,7 @@ impl Group {
         let mut fields = Vec::new();
         for (name, value) in doc {
             if name == "_id" {
+                check_id_fields(value)?;
                 id = Some(Expression::parse(value, ctx)?);
                 continue;
             }
@@ -352,6 +353,44 @@ impl Iterator for OverflowGroups<'_> {
     }
 }
 
+/// A compound `_id` (an object of fields, not an operator) takes expressions: no empty
+/// field name (15998), no number or boolean, which would read as `$project`'s
+/// inclusion (17390).
+fn check_id_fields(id: &Bson) -> Result<()> {
+    let Bson::Document(fields) = id else {
+        return Ok(());
+    };
+    if fields
+        .keys()
+        .next()
+        .is_some_and(|name| name.starts_with('$'))
+    {
+        return Ok(());
+    }
+    for (name, value) in fields {
+        if name.is_empty() {
+            return Err(Error::location(
+                15998,
+                "FieldPath field names may not be empty strings.",
+            ));
+        }
+        if matches!(
+            value,
+            Bson::Int32(_)
+                | Bson::Int64(_)
+                | Bson::Double(_)
+                | Bson::Decimal128(_)
+                | Bson::Boolean(_)
+        ) {
+            return Err(Error::location(
+                17390,
+                "$group does not support inclusion-style expressions",
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use crate::pipeline::Pipeline;
@@ -473,6 +512,9 @@ mod tests {
         assert_eq!(code(doc! {"_id": null, "$a": {"$sum": 1}}), 40236);
         assert_eq!(code(doc! {"_id": null, "a": 1}), 40234);
         assert_eq!(code(doc! {"_id": null, "a": {"$bogus": 1}}), 15952);
+        assert_eq!(code(doc! {"_id": {"a": 1}}), 17390);
+        assert_eq!(code(doc! {"_id": {"a": "$x", "b": true}}), 17390);
+        assert_eq!(code(doc! {"_id": {"": "$x"}}), 15998);
         assert_eq!(
             run(vec![doc! {"$group": 1}], vec![]).unwrap_err().code.0,
             15947
@@ -481,6 +523,6 @@ mod tests {
             vec![doc! {"$group": {"_id": null, "m": {"$mergeObjects": "$x"}}}],
             vec![doc! {"x": 1}],
         );
-        assert_eq!(err.unwrap_err().code.0, 40400);
+        assert_eq!(err.unwrap_err().code.0, 5911200);
     }
 }

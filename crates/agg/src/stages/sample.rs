@@ -9,6 +9,10 @@ use basalt_value::display::type_name;
 use basalt_value::Number;
 use bson::Bson;
 
+/// `{size: n}`, its fields checked in order: an unknown option (28748), a size that is
+/// not a number (28746); then a missing size (28749), and one that is not positive once
+/// a double is truncated and a decimal rounded half to even (28747: zero, NaN and
+/// negatives too).
 pub(crate) fn parse(spec: &Bson) -> Result<u64> {
     let Bson::Document(spec) = spec else {
         return Err(Error::location(
@@ -33,16 +37,21 @@ pub(crate) fn parse(spec: &Bson) -> Result<u64> {
                 ),
             )
         })?;
-        let n = n.to_f64();
-        if n < 0.0 {
-            return Err(Error::location(
-                28747,
-                "size argument to $sample must not be negative",
-            ));
-        }
-        size = Some(n as u64);
+        size = Some(match n {
+            Number::Decimal(d) => basalt_value::decimal_math::round_half_even(d),
+            other => other.to_f64().trunc(),
+        });
     }
-    size.ok_or_else(|| Error::location(28749, "$sample stage must specify a size"))
+    let size = size.ok_or_else(|| Error::location(28749, "$sample stage must specify a size"))?;
+    // NaN is not positive either.
+    if size.is_nan() || size < 1.0 {
+        return Err(Error::location(
+            28747,
+            "size argument to $sample must be a positive integer",
+        ));
+    }
+    // Saturating: a size past every collection's count takes every document.
+    Ok(size as u64)
 }
 
 pub(crate) fn apply<'a>(size: u64, input: DocumentStream<'a>) -> DocumentStream<'a> {
@@ -95,9 +104,17 @@ mod tests {
                 .len(),
             3
         );
-        assert!(run(doc! {"$sample": {"size": 0}}, numbered(3))
-            .unwrap()
-            .is_empty());
+        let sized = |size: bson::Bson| {
+            run(doc! {"$sample": {"size": size}}, numbered(5)).map(|out| out.len())
+        };
+        assert_eq!(sized(1.9.into()).unwrap(), 1);
+        let decimal = |s: &str| bson::Bson::Decimal128(s.parse().unwrap());
+        assert_eq!(sized(decimal("1.5")).unwrap(), 2);
+        assert_eq!(sized(decimal("2.5")).unwrap(), 2);
+        assert_eq!(sized(f64::MAX.into()).unwrap(), 5);
+        for zero in [0.into(), 0.5.into(), f64::NAN.into(), decimal("0.5")] {
+            assert_eq!(sized(zero).unwrap_err().code.0, 28747);
+        }
     }
 
     #[test]
@@ -118,6 +135,8 @@ mod tests {
         assert_eq!(code(1.into()), 28745);
         assert_eq!(code(doc! {"size": "a"}.into()), 28746);
         assert_eq!(code(doc! {"size": -1}.into()), 28747);
+        assert_eq!(code(doc! {"size": -1, "extra": 1}.into()), 28748);
+        assert_eq!(code(doc! {"size": "a", "extra": 1}.into()), 28746);
         assert_eq!(code(doc! {"size": 1, "x": 1}.into()), 28748);
         assert_eq!(code(doc! {}.into()), 28749);
     }

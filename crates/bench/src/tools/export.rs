@@ -5,7 +5,7 @@
 //! `--skip` and `--limit`.
 
 use super::namespaces::usage;
-use super::parquet::ParquetExport;
+use super::parquet::EncodedRowGroup;
 use super::{json_document, server_error, Connection};
 use crate::io_error;
 use basalt_error::Result;
@@ -196,12 +196,20 @@ fn find<'a>(
     Ok(find)
 }
 
-/// Documents handed from the cursor to the Parquet writer at a time.
+/// Documents handed from the cursor to a row-group builder at a time.
 const CHUNK_DOCS: usize = 4096;
-/// Chunks read ahead of the writer.
+/// Chunks read ahead of each builder, and row groups encoded ahead of the file's writer.
 const CHUNKS_IN_FLIGHT: usize = 8;
+/// Row-group builders at most (one per core below that).
+const PARQUET_BUILDERS_MAX: usize = 4;
 
-/// `--type parquet`: samples the documents for the schema, then writes them all.
+/// `--type parquet`: samples the documents for the schema, then writes them all. One
+/// cursor reads the collection (a collection scan, the server's cheapest read) and deals
+/// its documents, in chunks, to row-group builders on as many threads as there are
+/// cores, which build, encode and compress row groups while the next chunks arrive; a
+/// writer thread appends the row groups to the file. With `--sort`, `--skip` or
+/// `--limit` one builder keeps the cursor's order; without, the chunks of the builders'
+/// row groups interleave in the file.
 fn export_parquet(args: &ExportArgs, connection: &Connection) -> Result<u64> {
     let Some(path) = &args.out else {
         return Err(usage("a Parquet export needs --out FILE"));
@@ -227,46 +235,82 @@ fn export_parquet(args: &ExportArgs, connection: &Connection) -> Result<u64> {
         .map_err(|e| server_error("cannot sample the collection", e))?;
     let file =
         File::create(path).map_err(|e| io_error(format!("cannot create {}", path.display()), e))?;
-    let mut parquet = ParquetExport::new(BufWriter::with_capacity(1 << 20, file), &sample)?;
+    let (mut file, encoder) =
+        super::parquet::create(BufWriter::with_capacity(1 << 20, file), &sample)?;
+    let ordered = args.sort.is_some() || args.skip.is_some() || args.limit.is_some();
+    let builder_count = match ordered {
+        true => 1,
+        false => std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(PARQUET_BUILDERS_MAX),
+    };
     let full = find(args, &collection, args.limit)?;
-    // The cursor is read here while another thread writes what was read: the server
-    // scans and sends the next batch while the last one becomes columns, instead of
-    // each waiting for the other.
-    let (chunks, received) = std::sync::mpsc::sync_channel::<Vec<RawDocumentBuf>>(CHUNKS_IN_FLIGHT);
-    let (documents, written) = std::thread::scope(|scope| {
+    let (groups, encoded) = std::sync::mpsc::sync_channel::<EncodedRowGroup>(CHUNKS_IN_FLIGHT);
+    let (documents, misfits, written) = std::thread::scope(|scope| {
         let writer = scope.spawn(move || {
-            for chunk in received {
-                for document in &chunk {
-                    parquet.append(document)?;
-                }
+            for group in encoded {
+                file.append(group)?;
             }
-            Ok::<_, basalt_error::Error>(parquet)
+            Ok::<_, basalt_error::Error>(file)
         });
-        // Moved in: the channel closes however the read ends, which ends the writer.
-        let read = connection.block(async move {
+        let mut feeds = Vec::with_capacity(builder_count);
+        let mut builders = Vec::with_capacity(builder_count);
+        for _ in 0..builder_count {
+            let (feed, chunks) =
+                std::sync::mpsc::sync_channel::<Vec<RawDocumentBuf>>(CHUNKS_IN_FLIGHT);
+            let (groups, encoder) = (groups.clone(), &encoder);
+            builders.push(scope.spawn(move || {
+                let mut builder = encoder.builder();
+                for chunk in chunks {
+                    for document in &chunk {
+                        if let Some(group) = builder.append(document)? {
+                            // A closed channel: the writer failed, and reports why.
+                            let _ = groups.send(group);
+                        }
+                    }
+                }
+                if let Some(group) = builder.finish()? {
+                    let _ = groups.send(group);
+                }
+                Ok::<_, basalt_error::Error>(builder.misfits)
+            }));
+            feeds.push(feed);
+        }
+        drop(groups);
+        // The feeds are moved in: they close however the read ends, which ends the
+        // builders.
+        let documents = connection.block(async move {
             let mut cursor = full.await?;
             let mut documents = 0u64;
             let mut chunk = Vec::with_capacity(CHUNK_DOCS);
+            let mut turn = 0;
             while cursor.advance().await? {
                 chunk.push(cursor.current().to_owned());
                 documents += 1;
-                if chunk.len() == CHUNK_DOCS && chunks.send(std::mem::take(&mut chunk)).is_err() {
-                    // The writer stopped; its error is the one to report.
-                    break;
+                if chunk.len() == CHUNK_DOCS {
+                    let feed = &feeds[turn % feeds.len()];
+                    turn += 1;
+                    if feed.send(std::mem::take(&mut chunk)).is_err() {
+                        // The builder stopped; its error is the one to report.
+                        break;
+                    }
                 }
             }
-            let _ = chunks.send(chunk);
+            let _ = feeds[turn % feeds.len()].send(chunk);
             Ok::<_, mongodb::error::Error>(documents)
         });
-        let written = writer
-            .join()
-            .unwrap_or_else(|_| Err(basalt_error::Error::internal("the Parquet writer panicked")));
-        (read, written)
+        let panicked = || basalt_error::Error::internal("a Parquet writer thread panicked");
+        let misfits: Result<u64> = builders
+            .into_iter()
+            .map(|builder| builder.join().unwrap_or_else(|_| Err(panicked())))
+            .sum();
+        let written = writer.join().unwrap_or_else(|_| Err(panicked()));
+        (documents, misfits, written)
     });
-    let parquet = written?;
+    let file = written?;
+    let misfits = misfits?;
     let documents = documents.map_err(|e| server_error("cannot read the collection", e))?;
-    let misfits = parquet.misfits;
-    let mut out = parquet.finish()?;
+    let mut out = file.finish()?;
     out.flush()
         .map_err(|e| io_error("cannot write the Parquet file", e))?;
     if !args.quiet && misfits > 0 {

@@ -19,15 +19,17 @@ use arrow_array::builder::{
     BinaryBuilder, BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, StringBuilder,
     TimestampMillisecondBuilder,
 };
-use arrow_array::{ArrayRef, ListArray, RecordBatch, StructArray};
+use arrow_array::{ArrayRef, ListArray, StructArray};
 use arrow_buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, TimeUnit};
 use basalt_error::Result;
 use bson::raw::{RawBsonRef, RawDocument};
 use bson::Bson;
+use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowRowGroupWriterFactory};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Arc;
@@ -502,67 +504,134 @@ fn json_text(value: RawBsonRef<'_>) -> String {
     }
 }
 
-/// Writes documents to a Parquet file with the schema a sample of them gives.
-pub struct ParquetExport<W: Write + Send> {
-    rows: StructColumn,
-    schema: Arc<Schema>,
-    writer: ArrowWriter<W>,
-    pending: usize,
-    pub misfits: u64,
+/// Starts a Parquet file with the schema a sample of the documents gives: the file, to
+/// which encoded row groups are appended, and the encoder that row-group builders share
+/// (several can build and compress row groups at once, on as many threads).
+pub fn create<W: Write + Send>(
+    out: W,
+    sample: &[bson::RawDocumentBuf],
+) -> Result<(ParquetFile<W>, RowGroupEncoder)> {
+    let mut shape = Shape::default();
+    for document in sample {
+        shape.observe(document);
+    }
+    let kinds = shape.kinds();
+    let schema = Arc::new(Schema::new(fields_of(&kinds)));
+    let properties = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_max_row_group_size(ROWS_PER_GROUP)
+        .build();
+    let (writer, factory) = ArrowWriter::try_new(out, schema.clone(), Some(properties))
+        .and_then(ArrowWriter::into_serialized_writer)
+        .map_err(|e| io_error("cannot start the Parquet file", e))?;
+    Ok((
+        ParquetFile { writer },
+        RowGroupEncoder {
+            kinds,
+            schema,
+            factory,
+        },
+    ))
 }
 
-impl<W: Write + Send> ParquetExport<W> {
-    /// A writer whose columns are those `sample` shows.
-    pub fn new(out: W, sample: &[bson::RawDocumentBuf]) -> Result<ParquetExport<W>> {
-        let mut shape = Shape::default();
-        for document in sample {
-            shape.observe(document);
-        }
-        let kinds = shape.kinds();
-        let schema = Arc::new(Schema::new(fields_of(&kinds)));
-        let properties = WriterProperties::builder()
-            .set_compression(Compression::SNAPPY)
-            .set_max_row_group_size(ROWS_PER_GROUP)
-            .build();
-        let writer = ArrowWriter::try_new(out, schema.clone(), Some(properties))
-            .map_err(|e| io_error("cannot start the Parquet file", e))?;
-        Ok(ParquetExport {
-            rows: StructColumn::new(&kinds),
-            schema,
-            writer,
-            pending: 0,
-            misfits: 0,
-        })
-    }
+/// A Parquet file being written, a row group at a time.
+pub struct ParquetFile<W: Write + Send> {
+    writer: SerializedFileWriter<W>,
+}
 
-    pub fn append(&mut self, document: &RawDocument) -> Result<()> {
-        self.misfits += self.rows.append_document(document);
-        self.pending += 1;
-        if self.pending == ROWS_PER_GROUP {
-            self.flush()?;
+/// A row group's columns, encoded and compressed, ready to be appended to the file.
+pub struct EncodedRowGroup(Vec<ArrowColumnChunk>);
+
+impl<W: Write + Send> ParquetFile<W> {
+    pub fn append(&mut self, group: EncodedRowGroup) -> Result<()> {
+        let failed = |e| io_error("cannot write the Parquet file", e);
+        let mut row_group = self.writer.next_row_group().map_err(failed)?;
+        for chunk in group.0 {
+            chunk.append_to_row_group(&mut row_group).map_err(failed)?;
         }
+        row_group.close().map_err(failed)?;
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<()> {
-        if self.pending == 0 {
-            return Ok(());
-        }
-        self.pending = 0;
-        self.rows.valid.clear();
-        let columns = self.rows.finish_arrays();
-        let batch = RecordBatch::try_new(self.schema.clone(), columns)
-            .map_err(|e| io_error("cannot build a row group", e))?;
-        self.writer
-            .write(&batch)
-            .map_err(|e| io_error("cannot write the Parquet file", e))
-    }
-
-    pub fn finish(mut self) -> Result<W> {
-        self.flush()?;
+    pub fn finish(self) -> Result<W> {
         self.writer
             .into_inner()
             .map_err(|e| io_error("cannot finish the Parquet file", e))
+    }
+}
+
+/// What every row-group builder of one file shares: the columns and how to encode them.
+pub struct RowGroupEncoder {
+    kinds: Vec<(String, Kind)>,
+    schema: Arc<Schema>,
+    factory: ArrowRowGroupWriterFactory,
+}
+
+impl RowGroupEncoder {
+    pub fn builder(&self) -> RowGroupBuilder<'_> {
+        RowGroupBuilder {
+            rows: StructColumn::new(&self.kinds),
+            pending: 0,
+            encoder: self,
+            misfits: 0,
+        }
+    }
+}
+
+/// Turns documents into row groups of [`ROWS_PER_GROUP`] rows: columns built, then
+/// encoded and compressed (the costly part), on the thread that owns the builder.
+pub struct RowGroupBuilder<'e> {
+    rows: StructColumn,
+    pending: usize,
+    encoder: &'e RowGroupEncoder,
+    /// Values that did not fit their column and were written as null.
+    pub misfits: u64,
+}
+
+impl RowGroupBuilder<'_> {
+    /// Adds a document; a row group when this one completes it.
+    pub fn append(&mut self, document: &RawDocument) -> Result<Option<EncodedRowGroup>> {
+        self.misfits += self.rows.append_document(document);
+        self.pending += 1;
+        if self.pending < ROWS_PER_GROUP {
+            return Ok(None);
+        }
+        self.encode().map(Some)
+    }
+
+    /// The last, partial row group, if any rows are left.
+    pub fn finish(&mut self) -> Result<Option<EncodedRowGroup>> {
+        if self.pending == 0 {
+            return Ok(None);
+        }
+        self.encode().map(Some)
+    }
+
+    fn encode(&mut self) -> Result<EncodedRowGroup> {
+        self.pending = 0;
+        self.rows.valid.clear();
+        let failed = |e| io_error("cannot encode a row group", e);
+        let columns = self.rows.finish_arrays();
+        // The row group's position only matters to encryption, which is not used.
+        let mut writers = self
+            .encoder
+            .factory
+            .create_column_writers(0)
+            .map_err(failed)?;
+        let mut next_writer = writers.iter_mut();
+        for (array, field) in columns.iter().zip(self.encoder.schema.fields()) {
+            for leaf in compute_leaves(field, array).map_err(failed)? {
+                let writer = next_writer.next().ok_or_else(|| {
+                    basalt_error::Error::internal("a Parquet column without a writer")
+                })?;
+                writer.write(&leaf).map_err(failed)?;
+            }
+        }
+        let chunks = writers
+            .into_iter()
+            .map(|writer| writer.close().map_err(failed))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(EncodedRowGroup(chunks))
     }
 }
 
@@ -606,12 +675,19 @@ mod tests {
     #[test]
     fn values_that_do_not_fit_become_nulls_and_are_counted() {
         let sample = [raw(doc! {"n": 1, "d": {"a": 1}})];
-        let mut export = ParquetExport::new(Vec::new(), &sample).unwrap();
-        export.append(&raw(doc! {"n": 2, "d": {"a": 2}})).unwrap();
-        export.append(&raw(doc! {"n": "two", "d": 5})).unwrap();
-        export.append(&raw(doc! {"d": {"a": 1_i64 << 40}})).unwrap();
-        assert_eq!(export.misfits, 3);
-        let bytes = export.finish().unwrap();
+        let (mut file, encoder) = create(Vec::new(), &sample).unwrap();
+        let mut builder = encoder.builder();
+        for document in [
+            doc! {"n": 2, "d": {"a": 2}},
+            doc! {"n": "two", "d": 5},
+            doc! {"d": {"a": 1_i64 << 40}},
+        ] {
+            assert!(builder.append(&raw(document)).unwrap().is_none());
+        }
+        assert_eq!(builder.misfits, 3);
+        file.append(builder.finish().unwrap().unwrap()).unwrap();
+        assert!(builder.finish().unwrap().is_none());
+        let bytes = file.finish().unwrap();
         assert_eq!(&bytes[..4], b"PAR1");
     }
 }

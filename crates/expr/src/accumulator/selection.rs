@@ -154,7 +154,7 @@ impl SelectionSpec {
         let (n, argument) = match parsed.n {
             None => (Some(1), parsed.argument),
             Some(n_spec) => match Expression::parse(&n_spec, ctx)?.as_constant() {
-                Some(n) => (Some(validate_n(Some(n))?), parsed.argument),
+                Some(n) => (Some(accumulator_n(Some(n))?), parsed.argument),
                 None => (None, Bson::Array(vec![n_spec, parsed.argument])),
             },
         };
@@ -326,6 +326,12 @@ fn validate_n(value: Option<&Bson>) -> Result<usize> {
     Ok(n.min(usize::MAX as f64) as usize)
 }
 
+/// [`validate_n`] for the accumulators (`$group`, windows), which report every invalid
+/// `n` under one code in MongoDB 8.0 (the array expressions keep the detailed ones).
+fn accumulator_n(value: Option<&Bson>) -> Result<usize> {
+    validate_n(value).map_err(|e| Error::location(7548606, e.message))
+}
+
 /// The running state: the kept entries, each a sort key and the value to output.
 #[derive(Clone, Debug)]
 pub struct Selection {
@@ -361,7 +367,7 @@ impl Selection {
             (Some(_), value) => value,
             (None, Some(Bson::Array(pair))) if pair.len() == 2 => {
                 if self.n.is_none() {
-                    self.n = Some(validate_n(Some(&pair[0]))?);
+                    self.n = Some(accumulator_n(Some(&pair[0]))?);
                 }
                 Some(&pair[1])
             }

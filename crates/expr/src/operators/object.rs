@@ -50,7 +50,7 @@ impl ObjectOp {
             ObjectOp::MergeObjects(args) => {
                 let mut out = Document::new();
                 for arg in args {
-                    merge_into(&mut out, arg.eval(env)?.as_deref())?;
+                    merge_into(&mut out, arg.eval(env)?.as_deref(), 40400)?;
                 }
                 Ok(Some(Cow::Owned(Bson::Document(out))))
             }
@@ -155,8 +155,10 @@ impl ObjectOp {
 }
 
 /// Adds the fields of `value` to `out` (later fields win), as `$mergeObjects` does;
-/// null and missing add nothing. Returns the bytes of memory `out` grew by.
-pub(crate) fn merge_into(out: &mut Document, value: Option<&Bson>) -> Result<isize> {
+/// null and missing add nothing, any other value that is not a document fails with
+/// `code` (40400 for the expression, 5911200 for the accumulator). Returns the bytes of
+/// memory `out` grew by.
+pub(crate) fn merge_into(out: &mut Document, value: Option<&Bson>, code: i32) -> Result<isize> {
     match value {
         v if is_nullish(v) => Ok(0),
         Some(Bson::Document(d)) => {
@@ -170,7 +172,7 @@ pub(crate) fn merge_into(out: &mut Document, value: Option<&Bson>) -> Result<isi
             Ok(grown)
         }
         Some(other) => Err(Error::location(
-            40400,
+            code,
             format!(
                 "$mergeObjects requires object inputs, but input {} is of type {}",
                 display(other),

@@ -205,7 +205,15 @@ fn set_of(
     error: impl FnOnce(&str) -> (i32, String),
 ) -> Result<BTreeSet<OrderedBson>> {
     match value {
-        Some(Bson::Array(items)) => Ok(items.iter().cloned().map(OrderedBson).collect()),
+        // Inserted one by one, so of equal values (1, 1.0, NumberLong(1)) the first
+        // seen stays, as in MongoDB (collecting would keep the last).
+        Some(Bson::Array(items)) => {
+            let mut set = BTreeSet::new();
+            for item in items {
+                set.insert(OrderedBson(item.clone()));
+            }
+            Ok(set)
+        }
         other => {
             let (code, message) = error(type_name(other));
             Err(Error::location(code, message))

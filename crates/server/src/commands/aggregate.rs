@@ -201,6 +201,15 @@ pub(super) fn results(
 
     let collections = ServerCollections::new(ctx, body, &namespace, deadline.clone(), durability);
     let collection = name.and_then(|name| ctx.server.catalog.get(ctx.db, name));
+    if let Some(sampled) = collection
+        .as_ref()
+        .map(|collection| random_sample(&mut pipeline, collection, &deadline))
+        .transpose()?
+        .flatten()
+    {
+        let source = stream_pipeline(pipeline, collections, sampled.into_iter().map(Ok));
+        return Ok((namespace, source, deadline));
+    }
     // The leading $match becomes the scan's filter (and picks its access path); a
     // leading $geoNear's query too, once its geo field is known.
     let filter = match (name, pipeline.leading_geo_near()) {
@@ -390,6 +399,32 @@ impl Iterator for PipelineCursor {
     fn next(&mut self) -> Option<Result<Document>> {
         self.with_dependent_mut(|_, results| results.next())
     }
+}
+
+/// A leading `$sample` of under 5 % of a collection of more than 100 documents, drawn
+/// by a random cursor (as MongoDB does) instead of scanning the whole collection into a
+/// reservoir: the documents, the stage then taken out of the pipeline. `None` leaves
+/// the pipeline to sample as it reads.
+fn random_sample(
+    pipeline: &mut Pipeline,
+    collection: &Collection,
+    deadline: &Deadline,
+) -> Result<Option<Vec<Document>>> {
+    const RANDOM_CURSOR_MIN_DOCS: u64 = 100;
+    const RANDOM_CURSOR_MAX_SHARE: u64 = 20;
+    let Some(size) = pipeline.leading_sample() else {
+        return Ok(None);
+    };
+    let count = collection.stats()?.count;
+    if count <= RANDOM_CURSOR_MIN_DOCS || size.saturating_mul(RANDOM_CURSOR_MAX_SHARE) >= count {
+        return Ok(None);
+    }
+    let sampled = collection.random_records(&*collection.snapshot(), size as usize)?;
+    if let Some(documents) = &sampled {
+        pipeline.remove_leading_sample();
+        deadline.progress().add_examined(0, documents.len() as u64);
+    }
+    Ok(sampled)
 }
 
 /// `pipeline` over `input`, as a cursor's source.

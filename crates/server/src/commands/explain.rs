@@ -43,6 +43,8 @@ struct Query<'a> {
     /// The top-level fields the command reads of each match (`None`: whole documents),
     /// which decide whether an index scan is covered.
     reads: Option<Vec<String>>,
+    /// A find's `min` and `max`, which fix its plan to a scan of the hinted index.
+    min_max: Option<super::find::MinMax<'a>>,
 }
 
 pub fn explain(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
@@ -117,14 +119,23 @@ pub fn explain(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 query.projection,
             );
             planner.insert("indexFilterSet", filtered.is_some());
-            let (choice, index_sorted) = plan_choice(
-                &collection,
-                &query.filter,
-                collation.as_ref(),
-                query.hint,
-                query.sort,
-                query.projection,
-            )?;
+            let (choice, index_sorted) = match query.min_max {
+                Some((min, max)) => {
+                    let indexes = &collection.meta().indexes;
+                    let scan = basalt_plan::min_max_scan(indexes, query.hint, min, max)?;
+                    let winner = Plan::IndexScan(Box::new(scan));
+                    let rejected = Vec::new();
+                    (basalt_plan::PlanChoice { winner, rejected }, false)
+                }
+                None => plan_choice(
+                    &collection,
+                    &query.filter,
+                    collation.as_ref(),
+                    query.hint,
+                    query.sort,
+                    query.projection,
+                )?,
+            };
             if index_sorted {
                 // The index scan returns documents in order: no SORT stage.
                 query.sort = None;
@@ -234,6 +245,7 @@ fn parse_query(inner: &Document) -> Result<Query<'_>> {
         root: None,
         rest_of_pipeline: None,
         reads: None,
+        min_max: None,
     };
     match command.as_str() {
         "find" => {
@@ -248,6 +260,7 @@ fn parse_query(inner: &Document) -> Result<Query<'_>> {
                 .filter(|n| *n > 0)
                 .map(|n| n as u64);
             query.reads = query.projection.and_then(super::find::projected_fields);
+            query.min_max = super::find::min_max(&fields)?;
         }
         "count" | "distinct" => {
             query.filter = fields.document_opt("query")?.cloned().unwrap_or_default();

@@ -35,11 +35,13 @@ const FIND_FIELDS: &[&str] = &[
     "term",
     "includeQueryStatsMetrics",
     "maxTimeMSOpOnly",
+    "min",
+    "max",
 ];
 
 /// Find options not built yet: refused when asked for rather than ignored, since the
 /// results would silently differ.
-const UNSUPPORTED_FIND_FIELDS: &[&str] = &["returnKey", "showRecordId", "min", "max"];
+const UNSUPPORTED_FIND_FIELDS: &[&str] = &["returnKey", "showRecordId"];
 
 /// Refuses unknown fields (40415, as mongod's parser does), options not built yet, and
 /// tailable cursors on collections that are not capped.
@@ -76,6 +78,20 @@ pub(super) fn check_fields(body: &Document, namespace: &str, capped: bool) -> Re
         }
     }
     Ok(())
+}
+
+/// A find's `min` and `max` (an empty one is none), when it has either: the bounds of
+/// a scan of the hinted index (`basalt_plan::min_max_scan`).
+pub(super) type MinMax<'a> = (Option<&'a Document>, Option<&'a Document>);
+
+pub(super) fn min_max<'a>(fields: &Fields<'a>) -> Result<Option<MinMax<'a>>> {
+    let bound = |name| -> Result<Option<&'a Document>> {
+        Ok(fields.document_opt(name)?.filter(|d| !d.is_empty()))
+    };
+    Ok(match (bound("min")?, bound("max")?) {
+        (None, None) => None,
+        bounds => Some(bounds),
+    })
 }
 
 /// How a find orders its results.
@@ -395,14 +411,21 @@ fn collection_source(
     let (skip, limit) = (window.skip, window.limit);
     let sort = fields.document_opt("sort")?;
     let hint = fields.body.get("hint");
-    let (path, index_sorted) = AccessPath::choose_sorted(
-        &collection,
-        filter,
-        collation,
-        hint,
-        sort,
-        fields.document_opt("projection")?,
-    )?;
+    let (path, index_sorted) = match min_max(fields)? {
+        Some((min, max)) => {
+            let scan = basalt_plan::min_max_scan(&collection.meta().indexes, hint, min, max)?;
+            collection.note_index_use(scan.index.id);
+            (AccessPath::IndexScan(Box::new(scan)), false)
+        }
+        None => AccessPath::choose_sorted(
+            &collection,
+            filter,
+            collation,
+            hint,
+            sort,
+            fields.document_opt("projection")?,
+        )?,
+    };
     // An index scan in sort order streams like a natural-order scan: no blocking sort.
     let order = if index_sorted { Order::Natural } else { order };
     // The top-level fields the projection reads, when it names stored fields only.
