@@ -87,6 +87,20 @@ def test_three_members_replicate_and_serve_secondary_reads(start_replica_set):
             assert "i_1" in names
     secondary_reads = client.test.get_collection("c", read_preference=ReadPreference.SECONDARY)
     assert secondary_reads.count_documents({}) == 90
+    # Secondaries count what they applied in opcountersRepl (an insert per document, an
+    # update or delete per statement, createIndexes as a command), not in opcounters.
+    primary = cluster.primary()
+    with reader_of(primary) as direct:
+        status = direct.admin.command("serverStatus")
+    assert set(status["opcountersRepl"].values()) == {0}
+    assert status["opcounters"]["insert"] >= 100 and status["opcounters"]["delete"] >= 1
+    for member in cluster.secondaries():
+        with reader_of(member) as direct:
+            status = direct.admin.command("serverStatus")
+        applied, own = status["opcountersRepl"], status["opcounters"]
+        assert applied["insert"] >= 100 and applied["update"] >= 1, applied
+        assert applied["delete"] >= 1 and applied["command"] >= 1, applied
+        assert own["insert"] == own["update"] == own["delete"] == 0, own
 
     def states():
         status = client.admin.command("replSetGetStatus")

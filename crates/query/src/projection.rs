@@ -161,14 +161,7 @@ impl Parser<'_> {
             }
             return self.parse_sub_object(name, sub, parent_path, siblings);
         }
-        let is_flag = matches!(
-            value,
-            Bson::Boolean(_)
-                | Bson::Int32(_)
-                | Bson::Int64(_)
-                | Bson::Double(_)
-                | Bson::Decimal128(_)
-        );
+        let is_flag = basalt_value::number::is_number(value) || matches!(value, Bson::Boolean(_));
         if !is_flag {
             if positional.is_some() {
                 return Err(Error::location(

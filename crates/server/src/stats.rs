@@ -6,12 +6,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Default)]
 pub struct Stats {
     pub connections: ConnectionStats,
-    pub insert: AtomicU64,
-    pub query: AtomicU64,
-    pub update: AtomicU64,
-    pub delete: AtomicU64,
-    pub getmore: AtomicU64,
-    pub command: AtomicU64,
+    /// serverStatus's `opcounters`: clients' operations.
+    pub operations: OpCounters,
+    /// serverStatus's `opcountersRepl`: the operations a secondary applied from its
+    /// primary (zero on a primary and a standalone, as in mongod).
+    pub replicated: OpCounters,
     /// serverStatus's `network`: bytes of messages received and sent, and messages
     /// received.
     pub bytes_in: AtomicU64,
@@ -57,19 +56,41 @@ impl ConnectionStats {
     }
 }
 
-impl Stats {
-    /// serverStatus's `opcounters` (the status page's too).
-    pub fn opcounters(&self) -> bson::Document {
-        bson::doc! {
-            "insert": Stats::get(&self.insert),
-            "query": Stats::get(&self.query),
-            "update": Stats::get(&self.update),
-            "delete": Stats::get(&self.delete),
-            "getmore": Stats::get(&self.getmore),
-            "command": Stats::get(&self.command),
-        }
+/// Operations by type, as serverStatus counts them (an insert per document, an update
+/// or delete per statement).
+#[derive(Default)]
+pub struct OpCounters {
+    pub insert: AtomicU64,
+    pub query: AtomicU64,
+    pub update: AtomicU64,
+    pub delete: AtomicU64,
+    pub getmore: AtomicU64,
+    pub command: AtomicU64,
+}
+
+impl OpCounters {
+    /// The counters by name, in serverStatus's order.
+    pub fn by_type(&self) -> [(&'static str, &AtomicU64); 6] {
+        [
+            ("insert", &self.insert),
+            ("query", &self.query),
+            ("update", &self.update),
+            ("delete", &self.delete),
+            ("getmore", &self.getmore),
+            ("command", &self.command),
+        ]
     }
 
+    /// serverStatus's `opcounters` or `opcountersRepl` (the status page's too).
+    pub fn document(&self) -> bson::Document {
+        self.by_type()
+            .into_iter()
+            .map(|(name, counter)| (name.to_string(), bson::Bson::Int64(Stats::get(counter))))
+            .collect()
+    }
+}
+
+impl Stats {
     pub fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }

@@ -374,14 +374,7 @@ fn check_id_fields(id: &Bson) -> Result<()> {
                 "FieldPath field names may not be empty strings.",
             ));
         }
-        if matches!(
-            value,
-            Bson::Int32(_)
-                | Bson::Int64(_)
-                | Bson::Double(_)
-                | Bson::Decimal128(_)
-                | Bson::Boolean(_)
-        ) {
+        if basalt_value::number::is_number(value) || matches!(value, Bson::Boolean(_)) {
             return Err(Error::location(
                 17390,
                 "$group does not support inclusion-style expressions",

@@ -110,7 +110,7 @@ pub fn delete(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             }
         }
     }
-    Stats::add(&ctx.server.stats.delete, removed);
+    Stats::add(&ctx.op_counters().delete, removed);
     let mut reply = doc! { "n": removed as i32 };
     errors.add_to(&mut reply);
     Ok(reply)

@@ -75,7 +75,7 @@ pub fn find_and_modify(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 }
                 None => delete_matching(ctx, name, &deletion, durability, deadline)?,
             };
-            Stats::add(&ctx.server.stats.delete, deleted.len() as u64);
+            Stats::add(&ctx.op_counters().delete, deleted.len() as u64);
             let n = deleted.len() as i32;
             (deleted.into_iter().next(), doc! { "n": n })
         }
@@ -96,7 +96,7 @@ pub fn find_and_modify(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 bypass_validation: fields.bool_or("bypassDocumentValidation", false)?,
             };
             let outcome = execute(ctx, name, &statement, durability, deadline)?;
-            Stats::add(&ctx.server.stats.update, 1);
+            Stats::add(&ctx.op_counters().update, 1);
             match (outcome.first, outcome.upserted) {
                 (Some((before, after)), _) => (
                     Some(if return_new { after } else { before }),

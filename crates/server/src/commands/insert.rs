@@ -74,7 +74,7 @@ pub fn insert(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             |writer, docs| writer.insert_many(docs, ordered, durability),
         )?,
     };
-    Stats::add(&ctx.server.stats.insert, inserted as u64);
+    Stats::add(&ctx.op_counters().insert, inserted as u64);
     let mut reply = doc! { "n": inserted as i32 };
     errors.add_to(&mut reply);
     Ok(reply)
@@ -98,7 +98,7 @@ fn insert_measurements(
             Err(e) => errors.push(position, e),
         }
     }
-    Stats::add(&ctx.server.stats.insert, inserted as u64);
+    Stats::add(&ctx.op_counters().insert, inserted as u64);
     let mut reply = doc! { "n": inserted as i32 };
     errors.add_to(&mut reply);
     Ok(reply)

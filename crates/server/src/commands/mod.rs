@@ -82,6 +82,25 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// Whether this is a secondary applying its primary's log entry (whose operations
+    /// count in `opcountersRepl`, as mongod's secondaries count them).
+    fn applying_as_secondary(&self) -> bool {
+        replication::applying()
+            && self
+                .server
+                .replication()
+                .is_some_and(|set| set.state() != basalt_repl::MemberState::Primary)
+    }
+
+    /// The counters this command's operations add to: a secondary's replicated ones
+    /// while it applies its primary's entries, the clients' otherwise.
+    pub fn op_counters(&self) -> &crate::stats::OpCounters {
+        match self.applying_as_secondary() {
+            true => &self.server.stats.replicated,
+            false => &self.server.stats.operations,
+        }
+    }
+
     /// The command's time limit and progress, shared by everything it runs (its scans,
     /// stages and cursor); `killOp` stops what runs under it.
     pub fn deadline(&self) -> crate::exec::Deadline {
@@ -1020,12 +1039,14 @@ fn run_command(ctx: &Ctx<'_>, command: &Command, body: &Document) -> Result<Repl
     );
     // The server's own reads of its settings (`read_own_document`) are not clients'
     // operations: serverStatus and /metrics count clients'.
-    let stats = &ctx.server.stats;
+    // A secondary's applied commands count apart, in `opcountersRepl`; the primary's
+    // were counted when its client sent them.
+    let counters = ctx.op_counters();
     match command.counter {
-        _ if ctx.connection.is_internal() => {}
-        Counter::Command => crate::stats::Stats::add(&stats.command, 1),
-        Counter::Query => crate::stats::Stats::add(&stats.query, 1),
-        Counter::GetMore => crate::stats::Stats::add(&stats.getmore, 1),
+        _ if ctx.connection.is_internal() && !ctx.applying_as_secondary() => {}
+        Counter::Command => crate::stats::Stats::add(&counters.command, 1),
+        Counter::Query => crate::stats::Stats::add(&counters.query, 1),
+        Counter::GetMore => crate::stats::Stats::add(&counters.getmore, 1),
         Counter::OwnCount => {}
     }
     match ctx.server.replication() {

@@ -26,12 +26,8 @@ pub fn server_status(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
         "globalLock": global_lock(server),
         "locks": {},
         "network": network(server),
-        "opcounters": stats.opcounters(),
-        // Replicated operations are not counted apart: a member applies whole entries.
-        "opcountersRepl": {
-            "insert": 0_i64, "query": 0_i64, "update": 0_i64, "delete": 0_i64,
-            "getmore": 0_i64, "command": 0_i64,
-        },
+        "opcounters": stats.operations.document(),
+        "opcountersRepl": stats.replicated.document(),
         "mem": { "bits": 64, "resident": resident, "virtual": virtual_mb, "supported": true },
         "metrics": { "cursor": { "open": { "total": server.cursors.open_count() as i64 } } },
         "storageEngine": { "name": "fjall", "supportsCommittedReads": true, "persistent": true },

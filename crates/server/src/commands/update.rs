@@ -395,7 +395,7 @@ pub fn update(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             }
         }
     }
-    Stats::add(&ctx.server.stats.update, statements.len() as u64);
+    Stats::add(&ctx.op_counters().update, statements.len() as u64);
     let mut reply = doc! { "n": matched as i32, "nModified": modified as i32 };
     if !upserted.is_empty() {
         reply.insert("upserted", upserted);

@@ -63,14 +63,7 @@ pub fn render(server: &Server) -> String {
         "counter",
         "Operations since start by type, as serverStatus opcounters.",
     );
-    for (kind, counter) in [
-        ("insert", &stats.insert),
-        ("query", &stats.query),
-        ("update", &stats.update),
-        ("delete", &stats.delete),
-        ("getmore", &stats.getmore),
-        ("command", &stats.command),
-    ] {
+    for (kind, counter) in stats.operations.by_type() {
         f.sample("basalt_opcounters_total", &[("type", kind)], get(counter));
     }
 

@@ -158,7 +158,7 @@ fn status(server: &Arc<Server>) -> Document {
             "totalCreated": Stats::get(&stats.connections.total_created),
             "active": Stats::get(&stats.connections.active),
         },
-        "opcounters": stats.opcounters(),
+        "opcounters": stats.operations.document(),
         "latencies": latencies,
         "memory": {
             "residentBytes": metrics::resident_bytes() as i64,
