@@ -7,6 +7,7 @@ browser test is skipped with a message where it is not installed.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shutil
@@ -33,9 +34,13 @@ CHROMIUM_FLAGS = [
 ]
 
 
-def get(port: int, path: str) -> tuple[int, str, str]:
+def get(port: int, path: str, login: tuple[str, str] | None = None) -> tuple[int, str, str]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
+    if login is not None:
+        token = base64.b64encode(":".join(login).encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, response.headers["Content-Type"], response.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.headers["Content-Type"], error.read().decode()
@@ -111,6 +116,36 @@ def test_status_json_and_errors(http_server):
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=10)
     assert refused.value.code == 405
+
+
+def test_under_access_control_the_http_interface_asks_for_a_monitors_password(start_server):
+    """With --auth, every path needs HTTP Basic credentials of a user whose roles grant
+    serverStatus (clusterMonitor): 401 and a Basic challenge without them or with a wrong
+    password, 403 for a user without the privilege."""
+    port = free_port()
+    srv = start_server("--auth", "--httpPort", str(port))
+    srv.client().admin.command("createUser", "root", pwd="pw-root", roles=["root"])
+    admin = srv.client(username="root", password="pw-root")
+    admin.admin.command("createUser", "monitor", pwd="pw-monitor", roles=["clusterMonitor"])
+    admin.admin.command("createUser", "reader", pwd="pw-reader", roles=["readAnyDatabase"])
+    admin.ops.command(
+        "createUser", "watch", pwd="pw-watch", roles=[{"role": "clusterMonitor", "db": "admin"}]
+    )
+    for path in ["/", "/status.js", "/status.json", "/metrics"]:
+        status, _, _ = get(port, path)
+        assert status == 401, path
+        assert get(port, path, ("monitor", "wrong"))[0] == 401
+        assert get(port, path, ("nobody", "pw-monitor"))[0] == 401
+        assert get(port, path, ("reader", "pw-reader"))[0] == 403
+        assert get(port, path, ("monitor", "pw-monitor"))[0] == 200, path
+    assert get(port, "/metrics", ("watch@ops", "pw-watch"))[0] == 200
+    assert get(port, "/metrics", ("watch", "pw-watch"))[0] == 401  # not a user of admin
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10)
+    except urllib.error.HTTPError as error:
+        assert error.headers["WWW-Authenticate"].startswith('Basic realm="basalt"')
+    status, kind, body = get(port, "/status.json", ("root", "pw-root"))
+    assert status == 200 and json.loads(body)["uptimeSeconds"] >= 0
 
 
 def test_replica_set_member_reports_lag(start_replica_set):

@@ -139,6 +139,18 @@ impl Credentials {
         ))
     }
 
+    /// Whether `password` is `user`'s, checked as a SCRAM proof would check it (the key
+    /// it derives hashes to the stored key; compared in constant time). For logins that
+    /// send the password itself, over HTTP Basic authentication.
+    pub fn matches_password(&self, mechanism: Mechanism, user: &str, password: &str) -> bool {
+        let Ok(input) = mechanism.password_input(user, password) else {
+            return false;
+        };
+        let salted = mechanism.salted_password(input.as_bytes(), &self.salt, self.iterations);
+        let client_key = mechanism.hmac(&salted, b"Client Key");
+        bool::from(mechanism.hash(&client_key).ct_eq(&self.stored_key))
+    }
+
     fn from_salted(mechanism: Mechanism, salted: &[u8], salt: Vec<u8>, iterations: u32) -> Self {
         let client_key = mechanism.hmac(salted, b"Client Key");
         Credentials {
@@ -445,6 +457,18 @@ pub fn fuzz_one(data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_password_matches_the_credentials_derived_from_it() {
+        for m in Mechanism::ALL {
+            let credentials = Credentials::derive(m, "ann", "pencil").unwrap();
+            assert!(credentials.matches_password(m, "ann", "pencil"));
+            assert!(!credentials.matches_password(m, "ann", "pencil2"));
+        }
+        // SCRAM-SHA-1 salts a digest of user and password: another user's name fails.
+        let sha1 = Credentials::derive(Mechanism::Sha1, "ann", "pencil").unwrap();
+        assert!(!sha1.matches_password(Mechanism::Sha1, "bob", "pencil"));
+    }
 
     /// RFC 7677's example, whose salt and nonces are fixed: the server side must produce
     /// its server-first and verify its proof.

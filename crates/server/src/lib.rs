@@ -298,12 +298,6 @@ impl Server {
                     ))
                 })?;
             tracing::info!("status page and metrics on http port {listeners}");
-            if self.security.enabled {
-                tracing::warn!(
-                    "the HTTP interface on port {listeners} has no access control: whoever \
-                     reaches it sees the operations running and the collections"
-                );
-            }
         }
         let reaper = self.clone();
         tokio::spawn(async move {

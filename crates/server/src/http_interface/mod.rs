@@ -9,6 +9,14 @@
 //!   binary) that polls `/status.json`.
 //! - `/status.json` — what the page shows, as relaxed Extended JSON.
 //! - `/metrics` — Prometheus' text format (`metrics.rs`).
+//!
+//! Under access control (`--auth`, `--keyFile`) every request must carry HTTP Basic
+//! credentials of a user (`name` of `admin`, or `name@db`) whose roles grant
+//! `serverStatus` on the cluster (`clusterMonitor`, `clusterAdmin`, `root`): the
+//! password is checked against the user's stored SCRAM credentials, as a driver's
+//! proof would be (a derivation per request: the page polls once a second). Anything
+//! else gets 401 with a Basic challenge, so a browser asks for them; a user without the
+//! privilege gets 403.
 
 mod metrics;
 
@@ -17,12 +25,15 @@ use crate::commands::Ctx;
 use crate::stats::Stats;
 use crate::Server;
 use basalt_agg::CurrentOpOptions;
+use basalt_auth::{Action, Resource};
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
 use bson::{doc, Bson, Document};
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Request, Response, StatusCode};
 use std::convert::Infallible;
-use std::net::TcpListener;
+use std::net::{IpAddr, TcpListener};
 use std::sync::Arc;
 
 const PAGE: &str = include_str!("status.html");
@@ -37,14 +48,14 @@ pub fn start(server: &Arc<Server>, listeners: Vec<TcpListener>) -> std::io::Resu
         let server = server.clone();
         tokio::spawn(async move {
             loop {
-                let Ok((stream, _)) = listener.accept().await else {
+                let Ok((stream, peer)) = listener.accept().await else {
                     continue;
                 };
                 let server = server.clone();
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |request| {
                         let server = server.clone();
-                        async move { Ok::<_, Infallible>(respond(&server, &request).await) }
+                        async move { Ok::<_, Infallible>(respond(&server, &request, peer.ip()).await) }
                     });
                     let io = hyper_util::rt::TokioIo::new(stream);
                     let _ = hyper::server::conn::http1::Builder::new()
@@ -57,13 +68,22 @@ pub fn start(server: &Arc<Server>, listeners: Vec<TcpListener>) -> std::io::Resu
     Ok(())
 }
 
-async fn respond<B>(server: &Arc<Server>, request: &Request<B>) -> Response<Full<Bytes>> {
+async fn respond<B>(
+    server: &Arc<Server>,
+    request: &Request<B>,
+    client: IpAddr,
+) -> Response<Full<Bytes>> {
     if request.method() != hyper::Method::GET {
         return reply(
             StatusCode::METHOD_NOT_ALLOWED,
             "text/plain",
             "GET only\n".into(),
         );
+    }
+    if server.security.enabled {
+        if let Some(refusal) = refuse_unauthorized(server, request, client).await {
+            return refusal;
+        }
     }
     match request.uri().path() {
         "/" => reply(StatusCode::OK, "text/html; charset=utf-8", PAGE.into()),
@@ -89,6 +109,61 @@ async fn respond<B>(server: &Arc<Server>, request: &Request<B>) -> Response<Full
         }
         _ => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
     }
+}
+
+/// Under access control, the reply to a request without the credentials of a user who
+/// may see the server's status; `None` lets it through.
+async fn refuse_unauthorized<B>(
+    server: &Arc<Server>,
+    request: &Request<B>,
+    client: IpAddr,
+) -> Option<Response<Full<Bytes>>> {
+    let challenge = || {
+        let mut response = reply(
+            StatusCode::UNAUTHORIZED,
+            "text/plain",
+            "authentication required\n".into(),
+        );
+        if let Ok(value) = "Basic realm=\"basalt\", charset=\"UTF-8\"".parse() {
+            response
+                .headers_mut()
+                .insert(hyper::header::WWW_AUTHENTICATE, value);
+        }
+        response
+    };
+    let Some((name, password)) = basic_credentials(request) else {
+        return Some(challenge());
+    };
+    let server = server.clone();
+    // Deriving the key from the password takes thousands of hashes: off the async
+    // threads.
+    let login = tokio::task::spawn_blocking(move || {
+        crate::security::password_login(&server, &name, &password, client)
+    })
+    .await;
+    match login {
+        Ok(Ok(Some(user))) if user.allows(&Resource::Cluster, Action::ServerStatus) => None,
+        Ok(Ok(Some(_))) => Some(reply(
+            StatusCode::FORBIDDEN,
+            "text/plain",
+            "not authorized: the status page needs serverStatus on the cluster (clusterMonitor)\n"
+                .into(),
+        )),
+        _ => Some(challenge()),
+    }
+}
+
+/// The user and password of an `Authorization: Basic` header.
+fn basic_credentials<B>(request: &Request<B>) -> Option<(String, String)> {
+    let value = request
+        .headers()
+        .get(hyper::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let encoded = value.strip_prefix("Basic ")?.trim();
+    let decoded = String::from_utf8(BASE64.decode(encoded).ok()?).ok()?;
+    let (name, password) = decoded.split_once(':')?;
+    Some((name.to_string(), password.to_string()))
 }
 
 fn reply(status: StatusCode, kind: &str, body: String) -> Response<Full<Bytes>> {

@@ -172,6 +172,44 @@ pub fn credentials(
     }))
 }
 
+/// A login with the password itself (HTTP Basic authentication of the status page and
+/// metrics): `name` is `user` (of `admin`) or `user@db`. The password is checked against
+/// the user's stored credentials (SCRAM-SHA-256's, else SCRAM-SHA-1's) as a SCRAM proof
+/// is, and the user's `authenticationRestrictions` must admit `client`. The user's
+/// privileges, or `None` for a failed login.
+pub fn password_login(
+    server: &Arc<Server>,
+    name: &str,
+    password: &str,
+    client: std::net::IpAddr,
+) -> Result<Option<Resolved>> {
+    let user = match name.rsplit_once('@') {
+        Some((user, db)) => UserName::new(user, db),
+        None => UserName::new(name, users::ADMIN),
+    };
+    if user.is_internal() {
+        return Ok(None);
+    }
+    let Some(document) = users::find_user(server, &user)? else {
+        return Ok(None);
+    };
+    let proved = [Mechanism::Sha256, Mechanism::Sha1]
+        .into_iter()
+        .find_map(|mechanism| {
+            let stored = document
+                .get_document("credentials")
+                .ok()?
+                .get_document(mechanism.name())
+                .ok()?;
+            let credentials = Credentials::from_document(stored)?;
+            Some(credentials.matches_password(mechanism, &user.user, password))
+        });
+    if proved != Some(true) || !users::restrictions_allow(server, &document, client, None)? {
+        return Ok(None);
+    }
+    users::resolve_user(server, &user).map(Some)
+}
+
 /// The privileges of the connection's user, resolved anew when users or roles changed
 /// since; `None` before authentication.
 pub fn privileges(
