@@ -63,8 +63,8 @@ def raw_documents(collection) -> list[bytes]:
 
 @pytest.fixture
 def shop(server, client, db):
-    """A database with every BSON type, indexes, a capped collection, a validator and a
-    view; its URI."""
+    """A database with every BSON type, indexes, a capped collection, a validator, a
+    view and a time-series collection (20 measurements in two buckets); its URI."""
     db.items.insert_many([{"_id": i, "n": i, **EVERY_TYPE} for i in range(300)])
     db.items.create_index([("n", -1)], name="n_down")
     db.items.create_index(
@@ -75,6 +75,14 @@ def shop(server, client, db):
     db.create_collection("checked", validator={"$jsonSchema": {"required": ["x"]}})
     db.checked.insert_one({"x": 1})
     db.command("create", "recent", viewOn="items", pipeline=[{"$match": {"n": {"$gte": 250}}}])
+    db.create_collection("weather", timeseries={"timeField": "ts", "metaField": "station"})
+    start = datetime.datetime(2024, 5, 1, 12, tzinfo=datetime.UTC)
+    db.weather.insert_many(
+        [
+            {"ts": start + datetime.timedelta(minutes=i), "station": i % 2, "t": 20.5 + i}
+            for i in range(20)
+        ]
+    )
     return f"mongodb://127.0.0.1:{server.port}"
 
 
@@ -89,6 +97,13 @@ def assert_restored(client, source, target) -> None:
     assert log["capped"] is True and log["max"] == 50
     assert "$jsonSchema" in client[target].checked.options()["validator"]
     assert client[target].recent.count_documents({}) == 50
+    # The time-series collection: its buckets as they were, so its measurements too.
+    assert client[target].weather.options()["timeseries"]["metaField"] == "station"
+    buckets = "system.buckets.weather"
+    assert raw_documents(client[target][buckets]) == raw_documents(client[source][buckets])
+    assert list(client[target].weather.find().sort("ts", 1)) == list(
+        client[source].weather.find().sort("ts", 1)
+    )
     assert (
         client[target].command("listCollections", filter={"name": "recent"})["cursor"][
             "firstBatch"
@@ -110,7 +125,13 @@ def test_dump_and_restore_round_trip(client, db, shop, tmp_path, layout):
         assert files == [
             "checked.bson", "checked.metadata.json", "items.bson", "items.metadata.json",
             "log.bson", "log.metadata.json", "recent.metadata.json",
+            "system.buckets.weather.bson", "weather.metadata.json",
         ]  # fmt: skip
+        # A time-series collection as mongodump writes it: its buckets' documents.
+        weather = json.loads((place / db.name / "weather.metadata.json").read_text())
+        assert weather["type"] == "timeseries" and weather["collectionName"] == "weather"
+        buckets = (place / db.name / "system.buckets.weather.bson").read_bytes()
+        assert buckets == b"".join(raw_documents(db["system.buckets.weather"]))
         metadata = json.loads((place / db.name / "items.metadata.json").read_text())
         assert metadata["collectionName"] == "items" and metadata["type"] == "collection"
         assert re.fullmatch(r"[0-9a-f]{32}", metadata["uuid"])
@@ -122,7 +143,7 @@ def test_dump_and_restore_round_trip(client, db, shop, tmp_path, layout):
             "restore", f"--uri={shop}", *where, *gzip,
             f"--nsFrom={db.name}.*", f"--nsTo={target}.*",
         )  # fmt: skip
-        assert b"351 document(s) restored successfully. 0 document(s) failed" in restored.stderr
+        assert b"353 document(s) restored successfully. 0 document(s) failed" in restored.stderr
         assert_restored(client, db.name, target)
         # --drop restores over what is there; without it, duplicates are failures.
         basalt("restore", f"--uri={shop}", *where, *gzip, f"--nsFrom={db.name}.*",
@@ -157,6 +178,41 @@ def test_namespace_selection(client, db, shop, tmp_path):
                f"--nsFrom={db.name}.items", f"--nsTo={target}.things", "--quiet")  # fmt: skip
         assert client[target].list_collection_names() == ["things"]
         assert client[target].things.count_documents({}) == 300
+    finally:
+        client.drop_database(target)
+
+
+def test_a_time_series_dump_takes_queries_on_its_meta_field(db, shop, tmp_path):
+    """As mongodump: a --query on a time-series collection selects buckets by the meta
+    field (which buckets hold as `meta`); a condition on anything else is refused."""
+    out = tmp_path / "dump"
+    basalt("dump", f"--uri={shop}", f"--db={db.name}", "--collection=weather",
+           '--query={"station": 1}', f"--out={out}", "--quiet")  # fmt: skip
+    dumped = bson.decode_all((out / db.name / "system.buckets.weather.bson").read_bytes())
+    assert len(dumped) == 1 and dumped[0]["meta"] == 1
+    done = subprocess.run(
+        [str(default_binary()), "dump", f"--uri={shop}", f"--db={db.name}",
+         "--collection=weather", '--query={"t": {"$gt": 0}}', f"--out={out}"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0 and "only conditions on its metaField" in done.stderr
+
+
+def test_older_time_series_dumps_restore(client, db, shop, tmp_path):
+    """Basalt dumped a time-series collection's measurements before it dumped buckets:
+    such a dump restores them into the collection."""
+    out = tmp_path / "dump"
+    basalt("dump", f"--uri={shop}", f"--db={db.name}", "--collection=weather", f"--out={out}",
+           "--quiet")  # fmt: skip
+    (out / db.name / "system.buckets.weather.bson").unlink()
+    measurements = b"".join(raw_documents(db.weather))
+    (out / db.name / "weather.bson").write_bytes(measurements)
+    target = f"{db.name}_old"
+    try:
+        basalt("restore", f"--uri={shop}", str(out), f"--nsFrom={db.name}.*",
+               f"--nsTo={target}.*", "--quiet")  # fmt: skip
+        assert client[target].weather.options()["timeseries"]["timeField"] == "ts"
+        assert raw_documents(client[target].weather) == raw_documents(db.weather)
     finally:
         client.drop_database(target)
 

@@ -6,7 +6,9 @@
 
 use super::archive::{ArchiveWriter, CollectionEntry};
 use super::namespaces::{usage, NamespaceFilter, Selection};
-use super::{canonical_json, in_parallel, json_document, server_error, Connection};
+use super::{
+    canonical_json, data_collection, in_parallel, json_document, server_error, Connection,
+};
 use crate::import::progress::Progress;
 use crate::io_error;
 use basalt_error::Result;
@@ -74,6 +76,11 @@ struct Source {
     name: String,
     kind: String,
     metadata: String,
+    /// The collection its documents are read from and written as: its own, or a
+    /// time-series collection's buckets ([`data_collection`]).
+    data: String,
+    /// A time-series collection's meta field, which its buckets hold as `meta`.
+    meta_field: Option<String>,
 }
 
 enum Output {
@@ -169,6 +176,8 @@ pub fn run(args: &DumpArgs) -> Result<DumpSummary> {
             name: OPLOG.into(),
             kind: OPLOG.into(),
             metadata: String::new(),
+            data: OPLOG.into(),
+            meta_field: None,
         };
         // From the last entry before the dump, as mongodump: never empty, and replaying
         // what the copy already holds is harmless.
@@ -249,6 +258,11 @@ fn sources(
                     .map(Bson::Document)
                     .collect(),
             };
+            let meta_field = options
+                .get_document("timeseries")
+                .and_then(|timeseries| timeseries.get_str("metaField"))
+                .ok()
+                .map(str::to_string);
             let mut metadata = doc! { "options": options, "indexes": indexes };
             if let Some(uuid) = &uuid {
                 metadata.insert("uuid", uuid);
@@ -257,6 +271,8 @@ fn sources(
             metadata.insert("type", &kind);
             sources.push(Source {
                 db: db.clone(),
+                data: data_collection(&name, &kind),
+                meta_field,
                 name,
                 kind,
                 metadata: canonical_json(metadata),
@@ -319,6 +335,7 @@ fn dump_one(
             let stem = dir.join(file_stem(&source.name));
             let suffix = if *gzip { ".gz" } else { "" };
             let mut metadata = create(&stem, &format!(".metadata.json{suffix}"), *gzip)?;
+            let stem = dir.join(file_stem(&source.data));
             metadata
                 .write_all(source.metadata.as_bytes())
                 .and_then(|()| metadata.flush())
@@ -345,7 +362,7 @@ fn dump_one(
                 writer.end(&source.db, &source.name)?;
                 return Ok((0, 0));
             }
-            let (db, name) = (source.db.clone(), source.name.clone());
+            let (db, name) = (source.db.clone(), source.data.clone());
             Box::new(move |bytes: &[u8]| {
                 let mut writer = writer
                     .lock()
@@ -365,13 +382,17 @@ fn dump_one(
         _ => connection
             .client
             .database(&source.db)
-            .collection::<RawDocumentBuf>(&source.name),
+            .collection::<RawDocumentBuf>(&source.data),
+    };
+    let query = match source.kind.as_str() {
+        "timeseries" => bucket_query(source, query)?,
+        _ => query.clone(),
     };
     let (mut documents, mut bytes, mut pending) = (0u64, 0u64, 0u64);
     let mut buffer = Vec::with_capacity(SEGMENT_BYTES + (64 << 10));
     connection
         .block(async {
-            let mut cursor = collection.find(query.clone()).await?;
+            let mut cursor = collection.find(query).await?;
             while cursor.advance().await? {
                 let raw = cursor.current().as_bytes();
                 buffer.extend_from_slice(raw);
@@ -397,6 +418,28 @@ fn dump_one(
     // An empty slice closes the output: flushes a file, ends the archive's namespace.
     sink(&[])?;
     Ok((documents, bytes))
+}
+
+/// A `--query` on a time-series collection as a query on its buckets: as mongodump,
+/// only conditions on the meta field, which buckets hold as `meta`.
+fn bucket_query(source: &Source, query: &Document) -> Result<Document> {
+    let mut buckets = Document::new();
+    for (path, condition) in query {
+        let (top, rest) = match path.split_once('.') {
+            Some((top, rest)) => (top, Some(rest)),
+            None => (path.as_str(), None),
+        };
+        if Some(top) != source.meta_field.as_deref() {
+            return Err(usage(format!(
+                "cannot process query {query} for timeseries collection {}.{}: only \
+                 conditions on its metaField can be dumped",
+                source.db, source.name
+            )));
+        }
+        let path = rest.map_or("meta".to_string(), |rest| format!("meta.{rest}"));
+        buckets.insert(path, condition.clone());
+    }
+    Ok(buckets)
 }
 
 /// A new file `<stem><suffix>`, gzipped with `gzip`.

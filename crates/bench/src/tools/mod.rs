@@ -8,6 +8,11 @@
 //! Reads go through the official Rust driver; a restore writes through the importer's
 //! sink (`import/sink.rs`: OP_MSG document sequences straight over the wire where the
 //! URI allows).
+//!
+//! A time-series collection is dumped as mongodump dumps it: its metadata (type
+//! `timeseries`, its options) under its own name, its data as the bucket documents of
+//! `system.buckets.<name>` ([`data_collection`]); a restore creates the collection and
+//! inserts the buckets as they were.
 
 pub mod archive;
 pub mod dump;
@@ -24,6 +29,18 @@ use mongodb::options::ClientOptions;
 use mongodb::Client;
 use std::future::IntoFuture;
 use std::time::Duration;
+
+/// Where a time-series collection's buckets are.
+pub const BUCKETS_PREFIX: &str = "system.buckets.";
+
+/// The collection whose documents a dump holds for collection `name` of type `kind`
+/// (listCollections' `type`): its buckets' for a time-series collection.
+pub fn data_collection(name: &str, kind: &str) -> String {
+    match kind {
+        "timeseries" => format!("{BUCKETS_PREFIX}{name}"),
+        _ => name.to_string(),
+    }
+}
 
 /// A driver client and the runtime its calls are run on from plain threads.
 pub(crate) struct Connection {

@@ -8,7 +8,7 @@
 use super::archive::{read_next, ArchiveReader, Event, Next};
 use super::dump::OPLOG;
 use super::namespaces::{usage, NamespaceFilter, Selection};
-use super::{in_parallel, Connection};
+use super::{data_collection, in_parallel, Connection, BUCKETS_PREFIX};
 use crate::import::progress::Progress;
 use crate::import::sink::{Mode, Sink};
 use crate::io_error;
@@ -105,9 +105,39 @@ struct Item {
     metadata: Document,
     /// A directory dump's data file.
     data: Option<PathBuf>,
+    /// The collection its documents go into: its own, or a time-series collection's
+    /// buckets (`data_collection`; an older Basalt dump of one holds measurements,
+    /// which go into the collection itself).
+    data_name: String,
 }
 
 impl Item {
+    fn new(db: String, name: String, metadata: Document, data: Option<PathBuf>) -> Item {
+        Item {
+            data_name: name.clone(),
+            db,
+            name,
+            metadata,
+            data,
+        }
+    }
+
+    /// mongorestore's test: the type, or options that name a time series.
+    fn is_time_series(&self) -> bool {
+        self.metadata.get_str("type").ok() == Some("timeseries")
+            || self
+                .metadata
+                .get_document("options")
+                .is_ok_and(|o| o.contains_key("timeseries"))
+    }
+
+    /// The item whose documents are the buckets of this time-series collection.
+    fn with_buckets(mut self, data: Option<PathBuf>) -> Item {
+        self.data_name = data_collection(&self.name, "timeseries");
+        self.data = data;
+        self
+    }
+
     fn is_view(&self) -> bool {
         self.metadata.get_str("type").ok() == Some("view")
             || self
@@ -179,7 +209,11 @@ fn directory_items(args: &RestoreArgs, filter: &NamespaceFilter) -> Result<Vec<I
                 names.entry(unescape(name)).or_default().1 = Some(path);
             }
         }
-        for (name, (metadata_path, data)) in names {
+        for (name, (metadata_path, data)) in &names {
+            // A time-series collection's buckets are read with its metadata.
+            if name.starts_with(BUCKETS_PREFIX) && metadata_path.is_none() {
+                continue;
+            }
             if !filter.takes(&format!("{db}.{name}")) {
                 continue;
             }
@@ -190,12 +224,14 @@ fn directory_items(args: &RestoreArgs, filter: &NamespaceFilter) -> Result<Vec<I
                 }
                 None => Document::new(),
             };
-            let (target_db, target_name) = target(filter, &db, &name)?;
-            items.push(Item {
-                db: target_db,
-                name: target_name,
-                metadata,
-                data,
+            let (target_db, target_name) = target(filter, &db, name)?;
+            let item = Item::new(target_db, target_name, metadata, data.clone());
+            let buckets = names
+                .get(&data_collection(name, "timeseries"))
+                .and_then(|(_, buckets)| buckets.clone());
+            items.push(match buckets {
+                Some(buckets) if item.is_time_series() => item.with_buckets(Some(buckets)),
+                _ => item,
             });
         }
     }
@@ -312,7 +348,7 @@ impl Loader {
         let sink = Arc::new(Sink::connect(
             &args.uri,
             &item.db,
-            &item.name,
+            &item.data_name,
             Mode::Insert,
             &[],
             args.stop_on_error,
@@ -635,6 +671,7 @@ fn restore_archive(
 ) -> Result<RestoreSummary> {
     let (mut reader, _, entries) = ArchiveReader::open(open_input(path, args.gzip)?)?;
     let mut items: HashMap<(String, String), Item> = HashMap::new();
+    let mut legacy: HashMap<(String, String), Item> = HashMap::new();
     let mut views = Vec::new();
     for entry in entries {
         // The oplog (no database) is no collection to create.
@@ -647,14 +684,21 @@ fn restore_archive(
             false => parse_metadata(&entry.metadata, &what)?,
         };
         let (db, name) = target(filter, &entry.db, &entry.collection)?;
-        let item = Item {
-            db,
-            name,
-            metadata,
-            data: None,
-        };
+        let item = Item::new(db, name, metadata, None);
         if item.is_view() {
             views.push(item);
+        } else if item.is_time_series() {
+            // Its data is its buckets' namespace; an older Basalt archive's measurements
+            // come under its own name, for which a loader starts when they do.
+            let buckets = data_collection(&entry.collection, "timeseries");
+            let measurements = Item::new(
+                item.db.clone(),
+                item.name.clone(),
+                item.metadata.clone(),
+                None,
+            );
+            legacy.insert((entry.db.clone(), entry.collection), measurements);
+            items.insert((entry.db, buckets), item.with_buckets(None));
         } else {
             items.insert((entry.db, entry.collection), item);
         }
@@ -678,7 +722,12 @@ fn restore_archive(
                 collection,
                 documents,
             } => {
-                if let Some(loader) = loaders.get_mut(&(db, collection)) {
+                let key = (db, collection);
+                if let Some(item) = legacy.remove(&key) {
+                    loaders.insert(key.clone(), Loader::new(args, &item, progress)?);
+                    items.insert(key.clone(), item);
+                }
+                if let Some(loader) = loaders.get_mut(&key) {
                     for document in documents {
                         loader.push(document)?;
                     }
