@@ -16,11 +16,8 @@ pub fn list_collections(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocum
     let matcher = Matcher::new(fields.document_opt("filter")?.unwrap_or(&Document::new()))?;
     let batch_size = fields.cursor_batch_size()?;
     // A bool and nothing else, as mongod 8 types it (null is not given).
-    let authorized_only = match body.get("authorizedCollections") {
-        Some(Bson::Null) => false,
-        Some(_) => fields.strict_bool_or("authorizedCollections", false)?,
-        None => false,
-    };
+    // A bool (or null) by now (`arguments.rs`).
+    let authorized_only = matches!(body.get("authorizedCollections"), Some(Bson::Boolean(true)));
     // Under access control a user without listCollections may list the names of the
     // collections it has privileges on, when it asks for just that (as mongosh does).
     let visible =

@@ -6,6 +6,7 @@ pub(crate) mod admin;
 mod aggregate;
 mod api_version;
 mod apply_ops;
+mod arguments;
 mod bulk_write;
 mod capped;
 pub(crate) mod cluster_parameters;
@@ -902,6 +903,7 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
         hello::record_client(ctx.connection, body);
     }
     crate::security::check(ctx, command.name, body)?;
+    arguments::check(command.name, body)?;
     // While an fsync lock is held, clients' writes wait (within their maxTimeMS); the
     // server's own work (expiring documents) goes on. Replica set members take no
     // fsync lock (`commands/fsync.rs`).
