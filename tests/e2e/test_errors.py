@@ -120,10 +120,14 @@ def test_find_options_unknown_unsupported_and_tailable(db, coll):
     with pytest.raises(OperationFailure) as info:
         db.command("explain", {"find": "c", "bogus": 1})
     assert info.value.code == 40415
-    for option, value in [("returnKey", True), ("showRecordId", True), ("max", {"a": 5})]:
+    for option, value in [("returnKey", True), ("showRecordId", True)]:
         with pytest.raises(OperationFailure) as info:
             db.command("find", "c", **{option: value})
         assert info.value.code == 115, option
+    # min and max are built: they need a hint, as in mongod.
+    with pytest.raises(OperationFailure) as info:
+        db.command("find", "c", max={"a": 5})
+    assert info.value.code == 51173
     with raises_code("BadValue"):
         db.command("find", "c", tailable=True)
     with raises_code("FailedToParse"):
