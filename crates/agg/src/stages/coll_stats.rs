@@ -33,6 +33,10 @@ impl CollStats {
         };
         let mut stats = CollStats::default();
         for (name, value) in spec {
+            // A null option is one not asked for.
+            if *value == Bson::Null {
+                continue;
+            }
             let Bson::Document(options) = value else {
                 return Err(Error::new(
                     ErrorCode::TYPE_MISMATCH,

@@ -11,13 +11,18 @@ use super::Ctx;
 use crate::request::Fields;
 use basalt_catalog::{CollectionStats, DiskSizes};
 use basalt_error::{Error, ErrorCode, Result};
-use bson::{doc, Document};
+use bson::{doc, Bson, Document};
 
 fn scale(fields: &Fields<'_>) -> Result<i64> {
     match fields.body.get("scale") {
         None | Some(bson::Bson::Null) => Ok(1),
         Some(value) => basalt_value::number::scale_factor(value).map(i64::from),
     }
+}
+
+/// A figure as mongod's `appendNumber` writes it: an int while it fits, a long past.
+fn number(n: i64) -> Bson {
+    i32::try_from(n).map_or(Bson::Int64(n), Bson::Int32)
 }
 
 fn average(stats: &CollectionStats) -> i64 {
@@ -50,19 +55,19 @@ pub fn coll_stats(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let disk = allocated(collection.disk_sizes());
     let mut index_sizes = Document::new();
     for (name, bytes) in &disk.indexes {
-        index_sizes.insert(name.clone(), *bytes as i64 / scale);
+        index_sizes.insert(name.clone(), number(*bytes as i64 / scale));
     }
     let size = stats.data_size_bytes as i64 / scale;
     let storage_size = disk.records as i64 / scale;
     let index_size = disk.total_index_bytes() as i64 / scale;
     let mut reply = doc! {
         "ns": namespace,
-        "count": stats.count as i64,
-        "size": size,
-        "avgObjSize": average(&stats),
-        "storageSize": storage_size,
-        "totalIndexSize": index_size,
-        "totalSize": storage_size + index_size,
+        "count": number(stats.count as i64),
+        "size": number(size),
+        "avgObjSize": number(average(&stats)),
+        "storageSize": number(storage_size),
+        "totalIndexSize": number(index_size),
+        "totalSize": number(storage_size + index_size),
         "indexSizes": index_sizes,
         "nindexes": meta.indexes.len() as i32,
         "scaleFactor": scale as i32,
@@ -70,9 +75,9 @@ pub fn coll_stats(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     };
     if let Some(bounds) = meta.capped() {
         if let Some(max) = bounds.max_documents {
-            reply.insert("max", max as i64);
+            reply.insert("max", number(max as i64));
         }
-        reply.insert("maxSize", bounds.size_bytes as i64 / scale);
+        reply.insert("maxSize", number(bounds.size_bytes as i64 / scale));
     }
     Ok(reply)
 }
