@@ -371,6 +371,8 @@ def test_storage_sizes_are_the_tables_on_disk(own_server):
     assert big["totalSize"] == big["storageSize"] + big["totalIndexSize"]
     small = db.command("collStats", "small")
     assert (small["storageSize"], small["totalIndexSize"]) == (4096, 4096)
+    # Figures are ints while they fit, as mongod's appendNumber writes them.
+    assert type(small["count"]) is int and type(small["storageSize"]) is int
     assert db.command("collStats", "big", scale=1024)["storageSize"] == big["storageSize"] // 1024
 
     stats = db.command("dbStats")

@@ -285,14 +285,15 @@ impl Collection {
         size: usize,
     ) -> Result<Option<Vec<Document>>> {
         const DRAWS_PER_RECORD: usize = 8;
-        let id = self.meta().id;
+        let meta = self.meta();
+        let id = meta.id;
         let prefix = keys::record_prefix(id);
         let mut first = None;
         self.scan(snapshot, None, &mut |record_id, _| {
             first = Some(record_id);
             Ok(ControlFlow::Break(()))
         })?;
-        let (Some(first), Some(last)) = (first, last_record_id(snapshot, &self.meta())?) else {
+        let (Some(first), Some(last)) = (first, last_record_id(snapshot, &meta)?) else {
             return Ok(Some(Vec::new()));
         };
         let mut chosen = std::collections::HashSet::with_capacity(size);

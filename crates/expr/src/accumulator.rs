@@ -82,18 +82,33 @@ pub struct AccumulatorSpec {
 impl AccumulatorSpec {
     /// Parses the value of one `$group` output field named `field`.
     pub fn parse(field: &str, spec: &Bson, ctx: &ParseContext) -> Result<AccumulatorSpec> {
-        let Bson::Document(doc) = spec else {
-            return Err(Error::location(
-                40234,
-                format!("The field '{field}' must be an accumulator object"),
-            ));
+        AccumulatorSpec::parse_with(field, spec, ctx, false)
+    }
+
+    /// Parses an accumulator used as a window function (`name` and its argument, of a
+    /// `$setWindowFields` output): there the operand is one expression, so an array is
+    /// an array value (which `$stdDevPop` and the like skip as not a number) where
+    /// `$group` refuses it (40237).
+    pub fn parse_window(name: &str, arg: &Bson, ctx: &ParseContext) -> Result<AccumulatorSpec> {
+        let spec = Bson::Document(bson::doc! {name: arg.clone()});
+        AccumulatorSpec::parse_with(name, &spec, ctx, true)
+    }
+
+    fn parse_with(
+        field: &str,
+        spec: &Bson,
+        ctx: &ParseContext,
+        array_operand: bool,
+    ) -> Result<AccumulatorSpec> {
+        let doc = match spec {
+            Bson::Document(doc) if doc.keys().next().is_some_and(|n| n.starts_with('$')) => doc,
+            _ => {
+                return Err(Error::location(
+                    40234,
+                    format!("The field '{field}' must be an accumulator object"),
+                ))
+            }
         };
-        if doc.keys().next().is_none_or(|name| !name.starts_with('$')) {
-            return Err(Error::location(
-                40234,
-                format!("The field '{field}' must be an accumulator object"),
-            ));
-        }
         if doc.len() != 1 {
             return Err(Error::location(
                 40238,
@@ -124,7 +139,7 @@ impl AccumulatorSpec {
         }
         // The others take one argument: an array is refused before the name is looked
         // up, as MongoDB does.
-        if matches!(arg, Bson::Array(_)) {
+        if !array_operand && matches!(arg, Bson::Array(_)) {
             return Err(Error::location(
                 40237,
                 format!("The {name} accumulator is a unary operator"),

@@ -182,13 +182,14 @@ impl Summation {
     /// `$sum`'s result, in the widest type of the inputs (an integer sum out of its
     /// type's range widens).
     pub fn total(&self) -> Bson {
-        let integer = || self.non_decimal.to_i64();
         match self.widest {
-            Widest::Int32 => match integer() {
-                Some(i) => i32::try_from(i).map_or(Bson::Int64(i), Bson::Int32),
+            Widest::Int32 | Widest::Int64 => match self.non_decimal.to_i64() {
+                Some(i) if self.widest == Widest::Int32 => {
+                    i32::try_from(i).map_or(Bson::Int64(i), Bson::Int32)
+                }
+                Some(i) => Bson::Int64(i),
                 None => Bson::Double(self.non_decimal.to_f64()),
             },
-            Widest::Int64 => integer().map_or(Bson::Double(self.non_decimal.to_f64()), Bson::Int64),
             Widest::Double => Bson::Double(self.non_decimal.to_f64()),
             Widest::Decimal => {
                 let mut context = decimal_math::decimal128_context();

@@ -179,6 +179,12 @@ mod tests {
         );
         let out = run(vec![doc! {"$collStats": {}}]).unwrap();
         assert!(!out[0].contains_key("storageStats"));
+        // A null section is one not asked for.
+        let out = run(vec![
+            doc! {"$collStats": {"count": null, "storageStats": null}},
+        ])
+        .unwrap();
+        assert!(!out[0].contains_key("count") && !out[0].contains_key("storageStats"));
     }
 
     #[test]

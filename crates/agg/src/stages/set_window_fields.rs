@@ -463,27 +463,13 @@ fn parse_function(
     if matches!(name.as_str(), "$accumulator" | "$mergeObjects") {
         return Err(unrecognized(name));
     }
-    let parse = |args: &Bson| {
-        let single = bson::doc! {name.clone(): args.clone()};
-        AccumulatorSpec::parse(name, &Bson::Document(single), ctx).map_err(|e| {
-            if e.code.0 == 15952 {
-                unrecognized(name)
-            } else {
-                e
-            }
-        })
-    };
-    let spec = match parse(args) {
-        // A window function's operand is one expression, so an array there is an array
-        // value (which `$stdDevPop` and the like skip as not a number), where `$group`
-        // refuses it (40237).
-        Err(e) if e.code.0 == 40237 => {
-            let mut spec = parse(&Bson::Null)?;
-            spec.argument = Expression::parse(args, ctx)?;
-            spec
+    let spec = AccumulatorSpec::parse_window(name, args, ctx).map_err(|e| {
+        if e.code.0 == 15952 {
+            unrecognized(name)
+        } else {
+            e
         }
-        parsed => parsed?,
-    };
+    })?;
     Ok(WindowFunction::Accumulate {
         spec,
         window: window.unwrap_or(Window::WHOLE),

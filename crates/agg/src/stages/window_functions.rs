@@ -113,13 +113,8 @@ pub(crate) fn parse(
         ))),
     };
     let function = match name {
+        // `$setWindowFields` refuses any other argument beside them (5371601).
         "$rank" | "$denseRank" | "$documentNumber" => {
-            if window.is_some() {
-                return Err(Error::location(
-                    5371601,
-                    "Rank style window functions take no other arguments",
-                ));
-            }
             if !matches!(args, Bson::Document(d) if d.is_empty()) {
                 return Err(Error::location(
                     5371603,
