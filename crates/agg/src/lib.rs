@@ -4,6 +4,7 @@
 //! `basalt_query`. Stages that reach beyond their input (other collections, server
 //! state) do so through the [`Collections`] the server provides.
 
+mod column_scan;
 mod dependencies;
 mod field_path;
 mod join;
@@ -17,6 +18,7 @@ mod stages;
 #[cfg(test)]
 mod testing;
 
+pub use column_scan::{ColumnPlan, RowGroupColumns};
 pub use optimization::optimize;
 pub use partitioned::{Partial, Partitioned};
 pub use stages::current_op::CurrentOpOptions;

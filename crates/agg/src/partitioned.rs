@@ -22,9 +22,9 @@ pub struct Partitioned<'p> {
 }
 
 /// What one or more partitions produced, to be merged.
-pub struct Partial(State);
+pub struct Partial(pub(crate) State);
 
-enum State {
+pub(crate) enum State {
     Group(Groups),
     Count(i64),
 }
@@ -125,6 +125,14 @@ impl<'p> Partitioned<'p> {
             Box::new(merged.into_iter().map(Ok)),
             ctx,
         ))
+    }
+
+    pub(crate) fn variables(&self) -> &'p basalt_expr::Variables {
+        self.pipeline.variables()
+    }
+
+    pub(crate) fn head_stage(&self) -> &'p Stage {
+        self.head()
     }
 
     fn head(&self) -> &'p Stage {

@@ -358,6 +358,8 @@ pub(crate) fn stream_stages<'a>(
 #[derive(Debug)]
 pub struct Pipeline {
     stages: Stages,
+    /// The stages' specifications as parsed (after optimization), for a column plan.
+    specs: Vec<Document>,
     vars: Variables,
     /// The top-level fields of its input documents the pipeline reads.
     input_fields: FieldSet,
@@ -479,6 +481,7 @@ impl Pipeline {
         )?;
         Ok(Pipeline {
             stages: parsed,
+            specs: stages.to_vec(),
             input_fields: crate::dependencies::pipeline_fields(stages, &scope),
             vars: scope.values.with_collation(collation),
         })
@@ -489,6 +492,10 @@ impl Pipeline {
     /// decode only these. `None` when it may read any field.
     pub fn input_fields(&self) -> Option<&[String]> {
         self.input_fields.fields()
+    }
+
+    pub(crate) fn specs(&self) -> &[Document] {
+        &self.specs
     }
 
     pub(crate) fn stages(&self) -> &[Stage] {

@@ -86,7 +86,7 @@ impl CollectionMeta {
 }
 
 pub struct Collection {
-    engine: Arc<dyn Engine>,
+    pub(crate) engine: Arc<dyn Engine>,
     meta: RwLock<Arc<CollectionMeta>>,
     write_lock: Mutex<()>,
     next_record_id: AtomicU64,
@@ -179,6 +179,7 @@ impl Collection {
                     batch.put(Space::Indexes, entry, stored.clone());
                 }
             }
+            crate::column_store::mark_written(&mut batch, &meta, record_id);
             completed += 1;
             Ok(ControlFlow::Continue(()))
         })?;
@@ -687,7 +688,10 @@ impl Writer<'_> {
                 .collect(),
             multikey: HashSet::new(),
             greatest: meta.indexes.iter().map(|_| None).collect(),
-            id_index_only: meta.indexes.iter().all(IndexSpec::keyed_by_id_alone),
+            id_index_only: meta
+                .indexes
+                .iter()
+                .all(|i| i.keyed_by_id_alone() || i.column_store().is_some()),
         };
         let mut outcomes = Vec::with_capacity(docs.size_hint().0);
         let mut bytes = 0;
@@ -814,6 +818,9 @@ impl Writer<'_> {
         let mut entries = Vec::new();
         let mut turned_multikey = Vec::new();
         for (position, index) in meta.indexes.iter().enumerate() {
+            if index.column_store().is_some() {
+                continue;
+            }
             let (keys, stored) = if index.keyed_by_id_alone() {
                 let key = index.id_key(id.clone());
                 index.check_key_size(&key)?;
@@ -853,6 +860,7 @@ impl Writer<'_> {
         let batch = &mut staging.batch;
         crate::oplog::insert(batch, meta, &bytes);
         batch.put(Space::Records, keys::record_key(meta.id, record_id), bytes);
+        crate::column_store::mark_written(batch, meta, record_id);
         for (position, prefix, stored) in entries {
             let mut entry = prefix.clone();
             entry.extend_from_slice(&record_id.to_be_bytes());
@@ -962,6 +970,7 @@ impl Writer<'_> {
         let new_raw = RawDocument::from_bytes(&new_bytes)
             .map_err(|e| Error::internal(format!("an updated document: {e}")))?;
         crate::oplog::update(&mut batch, &meta, old, new, new_raw);
+        crate::column_store::mark_written(&mut batch, &meta, record_id);
         let size_change = new_bytes.len() as i64 - basalt_value::document_size_bytes(old) as i64;
         batch.put(
             Space::Records,
@@ -987,6 +996,7 @@ impl Writer<'_> {
         }
         batch.delete(Space::Records, keys::record_key(meta.id, record_id));
         crate::oplog::delete(&mut batch, &meta, old);
+        crate::column_store::mark_written(&mut batch, &meta, record_id);
         self.collection.engine.write(batch, durability)?;
         self.collection
             .count_change(-1, -(basalt_value::document_size_bytes(old) as i64));
@@ -1002,6 +1012,10 @@ impl Writer<'_> {
         index: &IndexSpec,
         progress: &mut dyn FnMut(u64),
     ) -> Result<bool> {
+        if let Some(projection) = index.column_store() {
+            self.build_column_store(index, &projection, progress)?;
+            return Ok(false);
+        }
         let meta = self.collection.meta();
         let snapshot = self.collection.engine.snapshot();
         let mut seen: HashSet<Vec<u8>> = HashSet::new();

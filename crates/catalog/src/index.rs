@@ -362,7 +362,10 @@ impl IndexSpec {
     /// A wildcard index's definition (its key pattern is `{"$**": d}` or
     /// `{"path.$**": d}`); `None` for any other index.
     pub fn wildcard(&self) -> Option<Wildcard> {
-        let (field, _) = self.key.iter().next().filter(|_| self.key.len() == 1)?;
+        let (field, kind) = self.key.iter().next().filter(|_| self.key.len() == 1)?;
+        if crate::column_store::is_column_store(kind) {
+            return None;
+        }
         let prefix = match field.as_str() {
             "$**" => None,
             scoped => Some(scoped.strip_suffix(".$**")?.to_string()),
@@ -572,6 +575,13 @@ impl IndexSpec {
 
     /// The keys of `doc` and whether they made the index multikey.
     pub fn document_keys(&self, doc: &Document) -> Result<DocumentKeys> {
+        if self.column_store().is_some() {
+            // Its entries are row groups, written apart (`column_store.rs`).
+            return Ok(DocumentKeys {
+                keys: Vec::new(),
+                multikey: false,
+            });
+        }
         if let Some(text) = self.text() {
             return self.text_keys(&text, doc);
         }

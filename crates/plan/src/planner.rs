@@ -218,7 +218,9 @@ pub(crate) fn candidate(
     }
     // A geo index's keys are cells, not values: it serves geo queries alone, planned
     // through its cells (`IndexSpec::geo_cells_index`).
-    if index.geo().is_some() {
+    // A column store index has row groups, not keys: aggregations read it apart
+    // (`basalt_server`'s column scan).
+    if index.geo().is_some() || index.column_store().is_some() {
         return None;
     }
     // A text index holds only documents with words: it serves `$text` alone (whose
@@ -350,7 +352,10 @@ pub fn plan_hinted(
     hint: &Bson,
 ) -> Result<PlanChoice> {
     let winner = match resolve_hint(indexes, hint)? {
+        // A column store index has no keys to scan: what it does not serve as a column
+        // scan (an aggregation it covers, chosen by the server) reads the documents.
         None => Plan::CollectionScan,
+        Some(index) if index.column_store().is_some() => Plan::CollectionScan,
         Some(index) => {
             let predicates = Predicates::parse(filter);
             let bounds =

@@ -9,6 +9,7 @@
 mod blocking_sort;
 mod change_streams;
 mod cluster_time;
+mod column_scan;
 mod commands;
 mod connection;
 mod cursors;
@@ -67,6 +68,8 @@ pub const MAX_WIRE_VERSION: i32 = 25;
 pub const COMPATIBLE_MONGODB_VERSION: &str = "8.0.0";
 /// How often idle cursors are looked for.
 const CURSOR_REAP_INTERVAL_MS: u64 = 60_000;
+/// Time between column store merge passes.
+const COLUMN_STORE_MERGE_INTERVAL_MS: u64 = 1_000;
 
 /// How the server was started, for getCmdLineOpts and logs.
 #[derive(Clone, Debug)]
@@ -309,6 +312,23 @@ impl Server {
         });
         let ttl = self.clone();
         tokio::spawn(ttl_monitor::run(ttl, self.options.ttl_monitor_interval_ms));
+        let merger = self.clone();
+        tokio::spawn(async move {
+            // Written records fold into their column store row groups (see
+            // `basalt_catalog::Collection::merge_column_store`).
+            let mut tick =
+                tokio::time::interval(Duration::from_millis(COLUMN_STORE_MERGE_INTERVAL_MS));
+            loop {
+                tick.tick().await;
+                let pass = merger.clone();
+                match tokio::task::spawn_blocking(move || pass.catalog.merge_column_stores()).await
+                {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => tracing::warn!("column store merge failed: {e}"),
+                    Err(e) => tracing::warn!("column store merge panicked: {e}"),
+                }
+            }
+        });
         tokio::spawn(sessions::run(self.clone()));
         tokio::spawn(cluster_time::run(self.clone()));
         shutdown.await;

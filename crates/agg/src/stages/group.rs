@@ -184,7 +184,7 @@ impl Group {
         Ok(self.id.evaluate(doc, vars)?.unwrap_or(Bson::Null))
     }
 
-    fn new_accumulators(&self) -> Vec<Accumulator> {
+    pub(crate) fn new_accumulators(&self) -> Vec<Accumulator> {
         self.fields
             .iter()
             .map(|(_, spec)| spec.new_accumulator())
@@ -238,18 +238,29 @@ impl Group {
         // The later groups' memory moves over; an excess shows in `over_limit`.
         let _ = groups.memory.charge(later.memory.used_bytes() as isize);
         for (key, accumulators) in later.groups {
-            match groups.groups.entry(key) {
-                Entry::Vacant(slot) => {
-                    slot.insert(accumulators);
-                }
-                Entry::Occupied(mut slot) => {
-                    for (acc, later) in slot.get_mut().iter_mut().zip(accumulators) {
-                        acc.merge(later)?;
-                    }
-                }
-            }
+            merge_group(groups, key, accumulators)?;
         }
         Ok(())
+    }
+
+    /// Merges one group's state, from input that came after the input of `groups`
+    /// (a column scan's row group), charging a new group's memory.
+    pub(crate) fn absorb(
+        &self,
+        groups: &mut Groups,
+        key: Bson,
+        accumulators: Vec<Accumulator>,
+    ) -> Result<()> {
+        let key = self.group_key(key);
+        if !groups.groups.contains_key(&key) {
+            let _ = groups.memory.charge(
+                (basalt_value::value_memory_bytes(&key.value)
+                    + GROUP_OVERHEAD_BYTES
+                    + std::mem::size_of::<Accumulator>() * self.fields.len())
+                    as isize,
+            );
+        }
+        merge_group(groups, key, accumulators)
     }
 
     /// One output document per group, in `_id` order.
@@ -269,6 +280,20 @@ impl Group {
         }
         Ok(out)
     }
+}
+
+fn merge_group(groups: &mut Groups, key: GroupKey, accumulators: Vec<Accumulator>) -> Result<()> {
+    match groups.groups.entry(key) {
+        Entry::Vacant(slot) => {
+            slot.insert(accumulators);
+        }
+        Entry::Occupied(mut slot) => {
+            for (acc, later) in slot.get_mut().iter_mut().zip(accumulators) {
+                acc.merge(later)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// MongoDB's `internalDocumentSourceGroupMaxMemoryBytes`.

@@ -88,12 +88,27 @@ pub(crate) struct StorageFigures {
     pub bson_bytes: u64,
     pub storage_bytes: u64,
     pub index_bytes: u64,
+    /// The column store index's, when one was built.
+    pub column_store_bytes: Option<u64>,
 }
 
 pub(crate) struct QueryReport {
     pub name: &'static str,
+    /// Run again after a column store index was built (its label says so).
+    pub column_store: bool,
     pub scanned_docs: Option<u64>,
     pub basalt: Outcome,
+}
+
+impl QueryReport {
+    /// The query's name in tables and charts: workload, query, and the column store
+    /// when it read one.
+    pub(crate) fn label(&self, workload: WorkloadId) -> String {
+        match self.column_store {
+            true => format!("{} {} [columnstore]", workload.name(), self.name),
+            false => format!("{} {}", workload.name(), self.name),
+        }
+    }
 }
 
 impl Report {

@@ -46,6 +46,7 @@ pub(crate) fn to_json(report: &Report) -> Value {
                     "bson_bytes": d.storage.bson_bytes,
                     "storage_size_bytes": d.storage.storage_bytes,
                     "total_index_size_bytes": d.storage.index_bytes,
+                    "column_store_bytes": d.storage.column_store_bytes,
                 },
                 "peers": report.peers.runs.iter().filter_map(|r| {
                     let (load, setup) = r.loads.get(d.id.name())?;
@@ -58,6 +59,7 @@ pub(crate) fn to_json(report: &Report) -> Value {
             },
             "queries": d.queries.iter().map(|q| json!({
                 "name": q.name,
+                "column_store": q.column_store,
                 "scanned_docs": q.scanned_docs,
                 "basalt": outcome(&q.basalt, q.scanned_docs, report.scan_workers),
                 "peers": report.peers.runs.iter().filter_map(|r| {

@@ -59,7 +59,7 @@ pub(crate) fn to_svg(report: &Report) -> String {
                             .and_then(|o| o.best())
                             .map(millis)
                     }));
-                    (format!("{} {}", d.id.name(), q.name), bars)
+                    (q.label(d.id), bars)
                 })
                 .collect(),
         },

@@ -157,6 +157,14 @@ fn loads(report: &Report) -> String {
             storage.bson_bytes as f64 / 1e6,
             storage.index_bytes as f64 / 1e6,
         ));
+        if let Some(bytes) = storage.column_store_bytes {
+            notes.push(format!(
+                "  {}: column store index {:.1} MB on disk ({} of the BSON)",
+                d.id.name(),
+                bytes as f64 / 1e6,
+                format_ratio(bytes as f64 / storage.bson_bytes.max(1) as f64),
+            ));
+        }
         if d.load_failures > 0 {
             notes.push(format!(
                 "  {}: {} lines failed to load",
@@ -190,7 +198,7 @@ fn queries(report: &Report) -> String {
     let cores = report.scan_workers as f64;
     for d in &report.datasets {
         for q in &d.queries {
-            let label = format!("{} {}", d.id.name(), q.name);
+            let label = q.label(d.id);
             let mut row = vec![label.clone(), q.basalt.samples.len().to_string()];
             match q.basalt.best() {
                 Some(best) => {

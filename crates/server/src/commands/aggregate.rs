@@ -21,7 +21,7 @@ pub(super) mod collections;
 use super::write_batch::durability;
 use super::Ctx;
 use crate::cursors::CursorSource;
-use crate::exec::{AccessPath, CollectionScan, Deadline, ExecStats, RangeScan, Step};
+use crate::exec::{AccessPath, CollectionScan, Deadline, RangeScan};
 use crate::parallel_scan;
 use crate::request::Fields;
 use basalt_agg::{Partial, Partitioned, Pipeline};
@@ -210,6 +210,18 @@ pub(super) fn results(
         let source = stream_pipeline(pipeline, collections, sampled.into_iter().map(Ok));
         return Ok((namespace, source, deadline));
     }
+    // A column store index reads the head of a pipeline it has a plan for (planned on
+    // the whole pipeline, before its leading $match goes to the scan).
+    let column = collection.as_ref().and_then(|collection| {
+        let has_one = collection
+            .meta()
+            .indexes
+            .iter()
+            .any(|i| i.column_store().is_some());
+        let plan = has_one.then(|| pipeline.column_plan()).flatten()?;
+        let index = crate::column_scan::eligible_index(collection, &plan, body.get("hint"))?;
+        Some((index, plan))
+    });
     // The leading $match becomes the scan's filter (and picks its access path); a
     // leading $geoNear's query too, once its geo field is known.
     let filter = match (name, pipeline.leading_geo_near()) {
@@ -261,8 +273,26 @@ pub(super) fn results(
                     let source = pass_through(ctx, collection, matcher, path, shape, &deadline)?;
                     return Ok((namespace, source, deadline));
                 }
-                let parallel = match pipeline.partitioned() {
-                    Some(split) if path == AccessPath::CollectionScan => run_partitioned(
+                let hinted = body.contains_key("hint");
+                let column = column
+                    .as_ref()
+                    .filter(|_| crate::column_scan::preferred_over((&path).into(), hinted));
+                let parallel = match (pipeline.partitioned(), column) {
+                    (Some(split), Some((index, plan))) => crate::column_scan::run(
+                        &collection,
+                        index,
+                        plan,
+                        &matcher,
+                        &split,
+                        input_fields.as_deref(),
+                        deadline.clone(),
+                        ctx.server.scan_workers(),
+                    )?
+                    .map(|(merged, stats)| {
+                        tracing::debug!(?stats, "column scan");
+                        (split, merged)
+                    }),
+                    (Some(split), None) if path == AccessPath::CollectionScan => run_partitioned(
                         ctx,
                         &collection,
                         &matcher,
@@ -271,7 +301,7 @@ pub(super) fn results(
                         deadline.clone(),
                     )?
                     .map(|merged| (split, merged)),
-                    _ => None,
+                    (_, _) => None,
                 };
                 match parallel {
                     Some((split, merged)) => {
@@ -443,9 +473,6 @@ fn stream_pipeline(
     }))
 }
 
-/// Documents a partition hands to the pipeline's stages at a time.
-const PARTITION_BATCH_DOCS: usize = 1024;
-
 /// Runs the stages before the pipeline's first `$group`/`$count`, and that stage's
 /// partial form, over ranges of the collection on the server's scan workers, and
 /// merges the partial results in record order. `None` when a range's groups outgrow
@@ -468,20 +495,7 @@ fn run_partitioned(
         needs: fields.into(),
     };
     let partials = parallel_scan::run(high_water, ctx.server.scan_workers(), &|range| {
-        let mut partial = split.empty();
-        let mut batch = Vec::with_capacity(PARTITION_BATCH_DOCS);
-        scan.visit(range, &mut ExecStats::default(), &mut |_, _, doc| {
-            batch.push(doc);
-            if batch.len() == PARTITION_BATCH_DOCS {
-                split.accumulate(&mut partial, Box::new(batch.drain(..).map(Ok)))?;
-                if split.exceeds_memory(&partial) {
-                    return Ok(Step::StopAfter);
-                }
-            }
-            Ok(Step::Continue)
-        })?;
-        split.accumulate(&mut partial, Box::new(batch.into_iter().map(Ok)))?;
-        Ok((!split.exceeds_memory(&partial)).then_some(partial))
+        crate::column_scan::partition_partial(&scan, split, range)
     })?;
     let mut merged = split.empty();
     for partial in partials {

@@ -42,6 +42,8 @@ const SUPPORTED_OPTIONS: &[&str] = &[
     "prepareUnique",
     // The paths a wildcard index covers (`basalt_catalog::IndexSpec::wildcard`).
     "wildcardProjection",
+    // The paths a column store index keeps (`basalt_catalog::IndexSpec::column_store`).
+    "columnstoreProjection",
     // A geo index's (see `geo_options`).
     "2dsphereIndexVersion",
     "bits",
@@ -57,6 +59,7 @@ const ECHOED_OPTIONS: &[&str] = &[
     "storageEngine",
     "prepareUnique",
     "wildcardProjection",
+    "columnstoreProjection",
 ];
 /// Real MongoDB index options whose behaviour Basalt does not have yet.
 const UNSUPPORTED_OPTIONS: &[&str] = &["clustered"];
@@ -181,7 +184,7 @@ pub(crate) fn parse_spec(
     }
     for (field, direction) in &key {
         match direction {
-            Bson::String(kind) if matches!(kind.as_str(), "hashed" | "text" | "2dsphere" | "2d") => {}
+            Bson::String(kind) if matches!(kind.as_str(), "hashed" | "text" | "2dsphere" | "2d" | basalt_catalog::COLUMN_STORE) => {}
             Bson::String(kind) => {
                 return Err(invalid(format!("index type '{kind}' on field '{field}' is not supported by Basalt yet")));
             }
@@ -193,6 +196,7 @@ pub(crate) fn parse_spec(
         }
     }
     check_wildcard(&key, spec, &invalid)?;
+    check_column_store(&key, spec, &invalid)?;
     for option in spec.keys() {
         if UNSUPPORTED_OPTIONS.contains(&option.as_str()) {
             return Err(Error::new(
@@ -436,6 +440,86 @@ fn geo_options(
 /// A wildcard index (`{"$**": 1}`, `{"path.$**": 1}`), checked as mongod checks it: one
 /// ascending or descending field, neither unique, sparse nor TTL, version 2, and a
 /// `wildcardProjection` (of `$**` only) that includes or excludes paths.
+/// A column store index (`{"$**": "columnstore"}` alone) and its
+/// `columnstoreProjection`, refused with the options it cannot have.
+fn check_column_store(
+    key: &Document,
+    spec: &Document,
+    invalid: &dyn Fn(String) -> Error,
+) -> Result<()> {
+    let projection = spec.get("columnstoreProjection");
+    if !key.values().any(basalt_catalog::is_column_store) {
+        if projection.is_some() {
+            return Err(Error::bad_value(
+                "The field 'columnstoreProjection' is only allowed in a columnstore index",
+            ));
+        }
+        return Ok(());
+    }
+    if key.len() > 1 || !key.contains_key("$**") {
+        return Err(invalid(
+            "a columnstore index's key pattern is {\"$**\": \"columnstore\"}".into(),
+        ));
+    }
+    for option in [
+        "unique",
+        "sparse",
+        "partialFilterExpression",
+        "expireAfterSeconds",
+        "collation",
+    ] {
+        if spec.contains_key(option) {
+            return Err(invalid(format!(
+                "Index type 'columnstore' does not support the '{option}' option"
+            )));
+        }
+    }
+    let projection = match projection {
+        None => return Ok(()),
+        Some(Bson::Document(projection)) => projection,
+        Some(other) => {
+            return Err(Error::type_mismatch(format!(
+                "The field 'columnstoreProjection' must be an object, not {}",
+                crate::request::type_name(other)
+            )))
+        }
+    };
+    if projection.is_empty() {
+        return Err(Error::failed_to_parse(
+            "The 'columnstoreProjection' field can't be an empty object",
+        ));
+    }
+    let mut include = None;
+    for (path, value) in projection {
+        let Some(on) = value
+            .as_bool()
+            .or_else(|| basalt_value::as_f64(value).map(|n| n != 0.0))
+        else {
+            return Err(Error::failed_to_parse(format!(
+                "The 'columnstoreProjection' field {path} must be 0, 1, true or false"
+            )));
+        };
+        if path == "_id" {
+            continue;
+        }
+        match include {
+            Some(before) if before != on => {
+                let (code, what, kind) = if on {
+                    (31253, "inclusion", "exclusion")
+                } else {
+                    (31254, "exclusion", "inclusion")
+                };
+                return Err(Error::location(
+                    code,
+                    format!("Cannot do {what} on field {path} in {kind} projection"),
+                ));
+            }
+            _ => include = Some(on),
+        }
+    }
+    Ok(())
+}
+
 fn check_wildcard(
     key: &Document,
     spec: &Document,
@@ -443,7 +527,9 @@ fn check_wildcard(
 ) -> Result<()> {
     let wildcards: Vec<(&String, &Bson)> = key
         .iter()
-        .filter(|(f, d)| f.contains("$**") && d.as_str() != Some("text"))
+        .filter(|(f, d)| {
+            f.contains("$**") && d.as_str() != Some("text") && !basalt_catalog::is_column_store(d)
+        })
         .collect();
     let projection = spec.get("wildcardProjection");
     if wildcards.is_empty() {

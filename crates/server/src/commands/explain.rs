@@ -153,6 +153,20 @@ pub fn explain(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                     .map(<[String]>::to_vec);
             }
             planner.insert("winningPlan", query.stages(&choice.winner, &matcher, None));
+            if let Some(rest) = &query.rest_of_pipeline {
+                let mut specs = vec![doc! {"$match": query.filter.clone()}];
+                specs.extend(basalt_agg::stage_documents(rest)?);
+                let column = crate::column_scan::explain(
+                    &collection,
+                    &specs,
+                    fields.document_opt("let")?,
+                    query.hint,
+                    (&choice.winner).into(),
+                )?;
+                if let Some(column) = column {
+                    planner.insert("winningPlan", column);
+                }
+            }
             planner.insert(
                 "rejectedPlans",
                 choice

@@ -1,0 +1,962 @@
+//! Running a pipeline's head over a column store index's chunks instead of documents:
+//! the `$match` stages before its first `$group` or `$count`, and that stage's partial
+//! result, per row group (`basalt_columnar`), merged as [`crate::Partitioned`] merges
+//! the partials of ranges of documents; the rest of the pipeline runs on the documents
+//! it makes.
+//!
+//! A plan exists only when every path the head reads is known (no `$$ROOT`, no
+//! `$where`, no operator that reads the whole document): those leaf paths are then all
+//! a row's value depends on. Conditions on one path against constants run as loops
+//! over typed chunks into a selection; what else the filter says, and a `$group` whose
+//! key or arguments are expressions, runs per selected row on the row engine's own
+//! matcher and `$group`, over a small document built from the row's values at the
+//! paths read. So the answer is the row engine's by construction, and the loops only
+//! make the common cases fast. Rows are visited in record order, so `$first`, `$last`
+//! and `$push` see what a scan of the documents sees.
+
+use crate::partitioned::{Partial, Partitioned, State};
+use crate::stages::group::{Group, Groups};
+use crate::stages::Stage;
+use crate::Pipeline;
+use basalt_columnar::{Cell, ColumnChunk};
+use basalt_error::Result;
+use basalt_expr::Accumulator;
+use basalt_query::Matcher;
+use basalt_value::summation::Summation;
+use basalt_value::Number;
+use bson::{Bson, Document};
+use std::cmp::Ordering;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// How a pipeline's head runs over a column store index.
+#[derive(Debug)]
+pub struct ColumnPlan {
+    /// Every path the head reads, sorted.
+    paths: Vec<String>,
+    /// Conditions that run as loops over chunks; all of them must hold.
+    conditions: Vec<Condition>,
+    /// `$expr` comparisons, after the conditions; all of them must hold.
+    comparisons: Vec<ExprComparison>,
+    /// The rest of the filter, for the row engine's matcher; `None` when the
+    /// conditions are the whole filter.
+    residual: Option<Matcher>,
+    /// A `$group` whose key and arguments are paths or constants: fed from the cells.
+    direct_group: Option<DirectGroup>,
+    /// Whether the head is `$count`.
+    counts: bool,
+}
+
+#[derive(Debug)]
+struct Condition {
+    path: usize,
+    test: Test,
+}
+
+#[derive(Debug)]
+enum Test {
+    /// `$eq` (`negated`: `$ne`) and `$in` (`$nin`) against scalar constants.
+    In {
+        values: Vec<Bson>,
+        negated: bool,
+    },
+    Compare {
+        op: Ordering,
+        or_equal: bool,
+        value: Bson,
+    },
+    Exists(bool),
+}
+
+/// A top-level `{$expr: {$gt: [a, b]}}` (or `$gte`, `$lt`, `$lte`, `$eq`, `$ne`) between
+/// paths and numbers: compared directly where both sides are numbers, by the row
+/// engine's matcher on the row's document otherwise.
+#[derive(Debug)]
+struct ExprComparison {
+    left: Operand,
+    right: Operand,
+    /// Whether it holds when the left side is less, equal, greater.
+    holds_for: [bool; 3],
+    matcher: Matcher,
+}
+
+#[derive(Debug)]
+struct DirectGroup {
+    key: Operand,
+    arguments: Vec<Operand>,
+}
+
+#[derive(Clone, Debug)]
+enum Operand {
+    Path(usize),
+    Constant(Bson),
+}
+
+/// The chunks of one row group, by position in [`ColumnPlan::paths`] (`None`: no row
+/// has the path).
+pub struct RowGroupColumns {
+    pub rows: usize,
+    pub chunks: Vec<Option<Arc<ColumnChunk>>>,
+}
+
+impl Pipeline {
+    /// The plan for running this aggregation's head on a column store index, or `None`
+    /// when the head is not a run of `$match` stages then `$group`/`$count`, or reads
+    /// paths it does not name. Uses the stages as parsed (after optimization), before a
+    /// server takes the leading `$match` for its scan.
+    pub fn column_plan(&self) -> Option<ColumnPlan> {
+        let specs = self.specs();
+        let head = specs
+            .iter()
+            .position(|s| s.contains_key("$group") || s.contains_key("$count"))?;
+        let mut filters = Vec::new();
+        for spec in &specs[..head] {
+            match spec.get("$match") {
+                Some(Bson::Document(filter)) if spec.len() == 1 => filters.push(filter.clone()),
+                _ => return None,
+            }
+        }
+        if self.variables().collation().is_some() {
+            return None;
+        }
+        let mut paths = BTreeSet::new();
+        for filter in &filters {
+            filter_paths(filter, &mut paths)?;
+        }
+        let group = specs[head].get_document("$group").ok();
+        if let Some(group) = group {
+            for (field, spec) in group {
+                if field == "_id" {
+                    expression_paths(spec, &mut paths, true)?;
+                    continue;
+                }
+                let Bson::Document(accumulator) = spec else {
+                    return None;
+                };
+                let (name, argument) = accumulator.iter().next()?;
+                if matches!(
+                    name.as_str(),
+                    "$accumulator" | "$top" | "$bottom" | "$topN" | "$bottomN"
+                ) {
+                    return None;
+                }
+                expression_paths(argument, &mut paths, true)?;
+            }
+        }
+        let paths: Vec<String> = paths.into_iter().collect();
+        let position = |path: &str| paths.iter().position(|p| p == path);
+        let mut conditions = Vec::new();
+        let mut comparisons = Vec::new();
+        let mut residual = Document::new();
+        for filter in &filters {
+            for (key, value) in filter {
+                if key == "$expr" {
+                    if let Some(comparison) = expr_comparison(value, &position) {
+                        comparisons.push(comparison);
+                        continue;
+                    }
+                }
+                let tests = match key.starts_with('$') {
+                    true => None,
+                    false => simple_tests(value),
+                };
+                match tests {
+                    Some(tests) => conditions.extend(tests.into_iter().map(|test| Condition {
+                        path: position(key).expect("a filter's path is read"),
+                        test,
+                    })),
+                    None => {
+                        let and = residual
+                            .entry("$and".to_string())
+                            .or_insert(Bson::Array(vec![]));
+                        if let Bson::Array(parts) = and {
+                            parts.push(bson::bson!({ key.clone(): value.clone() }));
+                        }
+                    }
+                }
+            }
+        }
+        let residual = if residual.is_empty() {
+            None
+        } else {
+            Some(Matcher::new(&residual).ok()?)
+        };
+        let direct_group = match group {
+            Some(group) => direct_group(group, &position),
+            None => None,
+        };
+        Some(ColumnPlan {
+            paths,
+            conditions,
+            comparisons,
+            residual,
+            direct_group,
+            counts: group.is_none(),
+        })
+    }
+}
+
+/// The paths a filter reads; `None` when it may read others (`$where`, `$text`, ...).
+fn filter_paths(filter: &Document, paths: &mut BTreeSet<String>) -> Option<()> {
+    for (key, value) in filter {
+        match key.as_str() {
+            "$and" | "$or" | "$nor" => {
+                let Bson::Array(parts) = value else {
+                    return None;
+                };
+                for part in parts {
+                    filter_paths(part.as_document()?, paths)?;
+                }
+            }
+            // Matched apart from the pipeline, so without its variables: none allowed.
+            "$expr" => expression_paths(value, paths, false)?,
+            "$comment" => {}
+            operator if operator.starts_with('$') => return None,
+            path => {
+                paths.insert(path.to_string());
+            }
+        }
+    }
+    Some(())
+}
+
+/// The paths an expression reads; `None` when it may read the whole document, or uses
+/// a variable where `variables` is false.
+fn expression_paths(
+    expression: &Bson,
+    paths: &mut BTreeSet<String>,
+    variables: bool,
+) -> Option<()> {
+    match expression {
+        Bson::String(s) if s.starts_with("$$") => {
+            let name = s[2..].split('.').next().unwrap_or("");
+            if !variables || matches!(name, "ROOT" | "CURRENT") {
+                return None;
+            }
+        }
+        Bson::String(s) if s.starts_with('$') => {
+            paths.insert(s[1..].to_string());
+        }
+        Bson::Array(items) => {
+            for item in items {
+                expression_paths(item, paths, variables)?;
+            }
+        }
+        Bson::Document(doc) => {
+            for (key, value) in doc {
+                match key.as_str() {
+                    "$literal" => {}
+                    // These read the document without naming a path.
+                    "$getField" | "$setField" | "$unsetField" | "$meta" | "$function" => {
+                        return None
+                    }
+                    _ => expression_paths(value, paths, variables)?,
+                }
+            }
+        }
+        _ => {}
+    }
+    Some(())
+}
+
+/// A scalar a typed loop compares against.
+fn is_scalar_constant(value: &Bson) -> bool {
+    match value {
+        Bson::Double(d) => !d.is_nan(),
+        Bson::Int32(_)
+        | Bson::Int64(_)
+        | Bson::String(_)
+        | Bson::Boolean(_)
+        | Bson::DateTime(_)
+        | Bson::Null => true,
+        _ => false,
+    }
+}
+
+/// The tests of one path's condition when they all run as loops.
+fn simple_tests(condition: &Bson) -> Option<Vec<Test>> {
+    let Bson::Document(operators) = condition else {
+        return is_scalar_constant(condition).then(|| {
+            vec![Test::In {
+                values: vec![condition.clone()],
+                negated: false,
+            }]
+        });
+    };
+    if operators.is_empty() || !operators.keys().all(|k| k.starts_with('$')) {
+        return None;
+    }
+    let mut tests = Vec::new();
+    for (operator, value) in operators {
+        let list = |negated| match value {
+            Bson::Array(items) if items.iter().all(is_scalar_constant) => Some(Test::In {
+                values: items.clone(),
+                negated,
+            }),
+            _ => None,
+        };
+        let compare = |op, or_equal| {
+            (is_scalar_constant(value) && *value != Bson::Null).then(|| Test::Compare {
+                op,
+                or_equal,
+                value: value.clone(),
+            })
+        };
+        tests.push(match operator.as_str() {
+            "$eq" | "$ne" if is_scalar_constant(value) => Test::In {
+                values: vec![value.clone()],
+                negated: operator == "$ne",
+            },
+            "$in" => list(false)?,
+            "$nin" => list(true)?,
+            "$gt" => compare(Ordering::Greater, false)?,
+            "$gte" => compare(Ordering::Greater, true)?,
+            "$lt" => compare(Ordering::Less, false)?,
+            "$lte" => compare(Ordering::Less, true)?,
+            "$exists" => Test::Exists(match value {
+                Bson::Boolean(b) => *b,
+                other => basalt_value::as_f64(other).is_some_and(|n| n != 0.0),
+            }),
+            _ => return None,
+        });
+    }
+    Some(tests)
+}
+
+/// A `$expr` that compares two operands, each a path or a number.
+fn expr_comparison(
+    expr: &Bson,
+    position: &dyn Fn(&str) -> Option<usize>,
+) -> Option<ExprComparison> {
+    let (operator, arguments) = expr.as_document()?.iter().next()?;
+    let holds_for = match operator.as_str() {
+        "$gt" => [false, false, true],
+        "$gte" => [false, true, true],
+        "$lt" => [true, false, false],
+        "$lte" => [true, true, false],
+        "$eq" => [false, true, false],
+        "$ne" => [true, false, true],
+        _ => return None,
+    };
+    let operand = |value: &Bson| match value {
+        Bson::String(s) if s.starts_with('$') && !s.starts_with("$$") => {
+            position(&s[1..]).map(Operand::Path)
+        }
+        Bson::Int32(_) | Bson::Int64(_) => Some(Operand::Constant(value.clone())),
+        Bson::Double(d) if !d.is_nan() => Some(Operand::Constant(value.clone())),
+        _ => None,
+    };
+    match arguments {
+        Bson::Array(pair) if pair.len() == 2 && expr.as_document()?.len() == 1 => {
+            Some(ExprComparison {
+                left: operand(&pair[0])?,
+                right: operand(&pair[1])?,
+                holds_for,
+                matcher: Matcher::new(&bson::doc! {"$expr": expr.clone()}).ok()?,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Two numbers' order, exact across int, long and double; `None` unless both are.
+fn compare_numbers(a: Cell<'_>, b: Cell<'_>) -> Option<Ordering> {
+    Some(match (a, b) {
+        (Cell::Int32(x), Cell::Int32(y)) => x.cmp(&y),
+        (Cell::Double(x), Cell::Double(y)) => x.partial_cmp(&y)?,
+        (Cell::Int64(x), Cell::Int64(y)) => x.cmp(&y),
+        (
+            Cell::Int32(_) | Cell::Int64(_) | Cell::Double(_),
+            Cell::Int32(_) | Cell::Int64(_) | Cell::Double(_),
+        ) => basalt_value::compare_values(&a.to_bson()?, &b.to_bson()?),
+        _ => return None,
+    })
+}
+
+/// A constant operand as a cell.
+fn constant_cell(value: &Bson) -> Cell<'static> {
+    match value {
+        Bson::Int32(n) => Cell::Int32(*n),
+        Bson::Int64(n) => Cell::Int64(*n),
+        Bson::Double(d) => Cell::Double(*d),
+        _ => Cell::Missing,
+    }
+}
+
+/// A `$group` fed straight from cells: its key and every argument a path or a scalar.
+fn direct_group(group: &Document, position: &dyn Fn(&str) -> Option<usize>) -> Option<DirectGroup> {
+    let operand = |value: &Bson| match value {
+        Bson::String(s) if s.starts_with("$$") => None,
+        Bson::String(s) if s.starts_with('$') => position(&s[1..]).map(Operand::Path),
+        v if is_scalar_constant(v) => Some(Operand::Constant(v.clone())),
+        _ => None,
+    };
+    let mut key = None;
+    let mut arguments = Vec::new();
+    for (field, spec) in group {
+        if field == "_id" {
+            key = Some(operand(spec)?);
+            continue;
+        }
+        let (name, argument) = spec.as_document()?.iter().next()?;
+        arguments.push(match name.as_str() {
+            "$count" => Operand::Constant(Bson::Int32(1)),
+            "$sum" | "$avg" | "$min" | "$max" | "$first" | "$last" | "$push" | "$addToSet"
+            | "$stdDevPop" | "$stdDevSamp" => operand(argument)?,
+            _ => return None,
+        });
+    }
+    Some(DirectGroup {
+        key: key?,
+        arguments,
+    })
+}
+
+/// The class of values a typed comparison brackets by, as the query language does.
+fn class(value: &Bson) -> u8 {
+    match value {
+        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) => 1,
+        Bson::String(_) => 2,
+        Bson::Boolean(_) => 3,
+        Bson::DateTime(_) => 4,
+        _ => 0,
+    }
+}
+
+fn cell_class(cell: Cell<'_>) -> u8 {
+    match cell {
+        Cell::Int32(_) | Cell::Int64(_) | Cell::Double(_) => 1,
+        Cell::Str(_) => 2,
+        Cell::Bool(_) => 3,
+        Cell::Date(_) => 4,
+        Cell::Null | Cell::Missing => 0,
+    }
+}
+
+/// A non-null cell against a constant of the same class.
+fn compare_cell(cell: Cell<'_>, value: &Bson) -> Ordering {
+    match (cell, value) {
+        (Cell::Int32(a), Bson::Int32(b)) => a.cmp(b),
+        (Cell::Int64(a), Bson::Int64(b)) => a.cmp(b),
+        (Cell::Double(a), Bson::Double(b)) => a.partial_cmp(b).unwrap_or(Ordering::Equal),
+        (Cell::Str(a), Bson::String(b)) => a.cmp(b.as_str()),
+        (Cell::Bool(a), Bson::Boolean(b)) => a.cmp(b),
+        (Cell::Date(a), Bson::DateTime(b)) => a.cmp(&b.timestamp_millis()),
+        (cell, value) => match cell.to_bson() {
+            Some(cell) => basalt_value::compare_values(&cell, value),
+            None => Ordering::Less,
+        },
+    }
+}
+
+impl Test {
+    fn holds(&self, cell: Cell<'_>) -> bool {
+        match self {
+            Test::In { values, negated } => {
+                let found = values.iter().any(|value| match (cell, value) {
+                    (Cell::Missing | Cell::Null, Bson::Null) => true,
+                    (cell, value) => {
+                        cell_class(cell) != 0
+                            && cell_class(cell) == class(value)
+                            && compare_cell(cell, value) == Ordering::Equal
+                    }
+                });
+                found != *negated
+            }
+            Test::Compare {
+                op,
+                or_equal,
+                value,
+            } => {
+                cell_class(cell) != 0 && cell_class(cell) == class(value) && {
+                    let order = compare_cell(cell, value);
+                    order == *op || (*or_equal && order == Ordering::Equal)
+                }
+            }
+            Test::Exists(exists) => (cell != Cell::Missing) == *exists,
+        }
+    }
+}
+
+/// A group key from a cell: equal for values `$group` puts in one group (numbers by
+/// value, so 1, 1.0 and NumberLong(1) agree; missing as null).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum KeyCell<'a> {
+    Null,
+    Integer(i64),
+    Double(u64),
+    Str(&'a str),
+    Bool(bool),
+    Date(i64),
+}
+
+fn key_cell(cell: Cell<'_>) -> KeyCell<'_> {
+    match cell {
+        Cell::Missing | Cell::Null => KeyCell::Null,
+        Cell::Int32(n) => KeyCell::Integer(i64::from(n)),
+        Cell::Int64(n) => KeyCell::Integer(n),
+        Cell::Double(d) if d.fract() == 0.0 && d.abs() < 9.2e18 => KeyCell::Integer(d as i64),
+        Cell::Double(d) => KeyCell::Double(d.to_bits()),
+        Cell::Str(s) => KeyCell::Str(s),
+        Cell::Bool(b) => KeyCell::Bool(b),
+        Cell::Date(ms) => KeyCell::Date(ms),
+    }
+}
+
+impl ColumnPlan {
+    /// The paths the head reads: a row group serves the plan when each is a leaf of
+    /// chunk-held values there.
+    pub fn paths(&self) -> &[String] {
+        &self.paths
+    }
+
+    /// What runs as loops over chunks, for explain: the filter's conditions so run, the
+    /// rest of it (matched per row), and how the `$group` is fed.
+    pub fn explain(&self) -> Document {
+        let mut out = Document::new();
+        out.insert(
+            "conditionsOnChunks",
+            (self.conditions.len() + self.comparisons.len()) as i64,
+        );
+        out.insert("rowFilter", self.residual.is_some());
+        let group = match (&self.direct_group, self.counts) {
+            (_, true) => "count",
+            (Some(_), false) => "fromChunks",
+            (None, false) => "perRow",
+        };
+        out.insert("group", group);
+        out
+    }
+
+    /// Runs the head over one row group's rows into `partial`.
+    pub fn accumulate(
+        &self,
+        split: &Partitioned<'_>,
+        partial: &mut Partial,
+        columns: &RowGroupColumns,
+    ) -> Result<()> {
+        let cell = |path: usize, row: usize| match &columns.chunks[path] {
+            Some(chunk) => chunk.cell(row),
+            None => Cell::Missing,
+        };
+        let mut selected: Vec<u32> = (0..columns.rows as u32).collect();
+        for condition in &self.conditions {
+            selected.retain(|&row| condition.test.holds(cell(condition.path, row as usize)));
+        }
+        // One document, its values replaced row after row (no allocation for a path
+        // present in consecutive rows).
+        let row = std::cell::RefCell::new(Document::new());
+        let row_document = |at: usize| {
+            {
+                let mut doc = row.borrow_mut();
+                for (position, path) in self.paths.iter().enumerate() {
+                    set_path(&mut doc, path, cell(position, at).to_bson());
+                }
+            }
+            row.borrow()
+        };
+        let operand = |operand: &'_ Operand, row: usize| match operand {
+            Operand::Path(path) => cell(*path, row),
+            Operand::Constant(value) => constant_cell(value),
+        };
+        for comparison in &self.comparisons {
+            let mut kept = Vec::with_capacity(selected.len());
+            for row in selected {
+                let left = operand(&comparison.left, row as usize);
+                let right = operand(&comparison.right, row as usize);
+                let holds = match compare_numbers(left, right) {
+                    Some(order) => comparison.holds_for[(order as i8 + 1) as usize],
+                    None => comparison
+                        .matcher
+                        .try_matches(&row_document(row as usize))?,
+                };
+                if holds {
+                    kept.push(row);
+                }
+            }
+            selected = kept;
+        }
+        if let Some(residual) = &self.residual {
+            let mut kept = Vec::with_capacity(selected.len());
+            for row in selected {
+                if residual.try_matches(&row_document(row as usize))? {
+                    kept.push(row);
+                }
+            }
+            selected = kept;
+        }
+        let vars = split.variables();
+        match (split.head_stage(), &mut partial.0) {
+            (_, State::Count(n)) => *n += selected.len() as i64,
+            (Stage::Group(group), State::Group(groups)) => match &self.direct_group {
+                Some(direct) => {
+                    direct.accumulate(group, groups, &selected, &columns.chunks, &cell)?
+                }
+                None => {
+                    for row in selected {
+                        let _over_limit = group.add(groups, &row_document(row as usize), vars)?;
+                    }
+                }
+            },
+            _ => unreachable!("partials are made by Partitioned::empty"),
+        }
+        Ok(())
+    }
+}
+
+impl DirectGroup {
+    fn accumulate<'c>(
+        &self,
+        group: &Group,
+        groups: &mut Groups,
+        selected: &[u32],
+        chunks: &[Option<Arc<ColumnChunk>>],
+        cell: &dyn Fn(usize, usize) -> Cell<'c>,
+    ) -> Result<()> {
+        let value = |operand: &Operand, row: usize| match operand {
+            Operand::Path(path) => cell(*path, row).to_bson(),
+            Operand::Constant(value) => Some(value.clone()),
+        };
+        if let Operand::Constant(key) = &self.key {
+            // One group: each accumulator takes its column in one loop.
+            if selected.is_empty() {
+                return Ok(());
+            }
+            let mut accumulators = group.new_accumulators();
+            for (accumulator, argument) in accumulators.iter_mut().zip(&self.arguments) {
+                let chunk = match argument {
+                    Operand::Path(path) => chunks[*path].as_deref(),
+                    Operand::Constant(_) => None,
+                };
+                if !chunk.is_some_and(|chunk| column_kernel(accumulator, chunk, selected)) {
+                    for &row in selected {
+                        accumulator.accumulate(value(argument, row as usize).as_ref())?;
+                    }
+                }
+            }
+            return group.absorb(groups, key.clone(), accumulators);
+        }
+        let mut slots: HashMap<KeyCell<'c>, usize> = HashMap::new();
+        let mut local: Vec<(Bson, Vec<Accumulator>)> = Vec::new();
+        for &row in selected {
+            let row = row as usize;
+            let slot = match &self.key {
+                Operand::Path(path) => {
+                    let key = cell(*path, row);
+                    *slots.entry(key_cell(key)).or_insert_with(|| {
+                        local.push((
+                            key.to_bson().unwrap_or(Bson::Null),
+                            group.new_accumulators(),
+                        ));
+                        local.len() - 1
+                    })
+                }
+                Operand::Constant(key) => {
+                    if local.is_empty() {
+                        local.push((key.clone(), group.new_accumulators()));
+                    }
+                    0
+                }
+            };
+            let accumulators = &mut local[slot].1;
+            for (accumulator, argument) in accumulators.iter_mut().zip(&self.arguments) {
+                accumulator.accumulate(value(argument, row).as_ref())?;
+            }
+        }
+        for (key, accumulators) in local {
+            group.absorb(groups, key, accumulators)?;
+        }
+        Ok(())
+    }
+}
+
+/// Feeds the selected rows of a double or int chunk to `$sum`, `$avg`, `$min` or
+/// `$max` in one loop; `false` (nothing fed) for other accumulators and chunks.
+/// Integers sum exactly in any order; doubles into a double-double sum merged into the
+/// accumulator's, as partitions' sums merge.
+fn column_kernel(accumulator: &mut Accumulator, chunk: &ColumnChunk, selected: &[u32]) -> bool {
+    if let Some((values, validity)) = chunk.doubles() {
+        return typed_kernel(
+            accumulator,
+            values,
+            validity,
+            selected,
+            Number::Double,
+            Bson::Double,
+        );
+    }
+    if let Some((values, validity)) = chunk.int32s() {
+        return typed_kernel(
+            accumulator,
+            values,
+            validity,
+            selected,
+            Number::Int32,
+            Bson::Int32,
+        );
+    }
+    false
+}
+
+fn typed_kernel<T: Copy + PartialOrd>(
+    accumulator: &mut Accumulator,
+    values: &[T],
+    validity: Option<&arrow_buffer::NullBuffer>,
+    selected: &[u32],
+    number: fn(T) -> Number,
+    bson: fn(T) -> Bson,
+) -> bool {
+    let rows = || {
+        selected
+            .iter()
+            .map(|&row| row as usize)
+            .filter(move |&row| validity.is_none_or(|v| v.is_valid(row)))
+            .map(|row| values[row])
+    };
+    match accumulator {
+        Accumulator::Sum(sum) => {
+            let mut local = Summation::default();
+            rows().for_each(|v| local.add(number(v)));
+            sum.merge(local);
+        }
+        Accumulator::Avg {
+            sum,
+            count,
+            integers_as_doubles: false,
+        } => {
+            let mut local = Summation::default();
+            rows().for_each(|v| {
+                local.add(number(v));
+                *count += 1;
+            });
+            sum.merge(local);
+        }
+        Accumulator::Min(_) | Accumulator::Max(_) => {
+            let want = match accumulator {
+                Accumulator::Min(_) => Ordering::Less,
+                _ => Ordering::Greater,
+            };
+            // The first of equal values, as one value at a time would keep.
+            let best = rows().reduce(|best, v| match v.partial_cmp(&best) {
+                Some(order) if order == want => v,
+                _ => best,
+            });
+            if let Some(best) = best {
+                // A number is never refused by `$min`/`$max`.
+                let _grown = accumulator.accumulate(Some(&bson(best)));
+            }
+        }
+        _ => return false,
+    }
+    true
+}
+
+/// Sets `path` (dotted) in `doc` to `value`, or removes it for `None`, making the
+/// embedded documents on the way; a value already there is overwritten in place.
+fn set_path(doc: &mut Document, path: &str, value: Option<Bson>) {
+    match path.split_once('.') {
+        None => match (doc.get_mut(path), value) {
+            (Some(slot), Some(value)) => *slot = value,
+            (None, Some(value)) => {
+                doc.insert(path, value);
+            }
+            (Some(_), None) => {
+                doc.remove(path);
+            }
+            (None, None) => {}
+        },
+        Some((head, rest)) => {
+            if value.is_none() && !doc.contains_key(head) {
+                return;
+            }
+            let inner = match doc.get_mut(head) {
+                Some(inner) => inner,
+                None => doc
+                    .entry(head.to_string())
+                    .or_insert_with(|| Bson::Document(Document::new())),
+            };
+            if let Bson::Document(inner) = inner {
+                set_path(inner, rest, value);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use basalt_columnar::{ColumnProjection, RowGroupBuilder};
+    use bson::doc;
+
+    /// Runs `stages` over `docs` as one row group through the plan, and through the
+    /// row engine.
+    fn both(stages: Vec<Document>, docs: &[Document]) -> (Vec<Document>, Vec<Document>) {
+        let (columnar, whole) = try_both(stages, docs);
+        (
+            columnar.expect("the chunks serve the plan").unwrap(),
+            whole.unwrap(),
+        )
+    }
+
+    /// A run's documents, or its error's code.
+    type Outcome = std::result::Result<Vec<Document>, i32>;
+
+    /// As [`both`], errors included; `None` for the plan's outcome when the chunks do
+    /// not serve it (a server reads such a row group's documents).
+    fn try_both(stages: Vec<Document>, docs: &[Document]) -> (Option<Outcome>, Outcome) {
+        let pipeline = Pipeline::parse_aggregate(&stages, None, false, None).unwrap();
+        let whole = pipeline
+            .run(docs.iter().cloned().map(Ok))
+            .map_err(|e| e.code.0);
+        let plan = pipeline.column_plan().expect("a column plan");
+        let projection = ColumnProjection::default();
+        let mut builder = RowGroupBuilder::new(&projection);
+        for (i, d) in docs.iter().enumerate() {
+            builder.add(i as u64 + 1, d);
+        }
+        let (header, chunks) = builder.finish(1).unwrap();
+        if !plan.paths().iter().all(|p| header.serves(p)) {
+            return (None, whole);
+        }
+        let chunks: HashMap<String, Arc<ColumnChunk>> =
+            chunks.into_iter().map(|(p, c)| (p, Arc::new(c))).collect();
+        let columns = RowGroupColumns {
+            rows: header.record_ids.len(),
+            chunks: plan
+                .paths()
+                .iter()
+                .map(|p| chunks.get(p).cloned())
+                .collect(),
+        };
+        let mut rest = Pipeline::parse_aggregate(&stages, None, false, None).unwrap();
+        rest.take_leading_match().unwrap();
+        let split = rest.partitioned().unwrap();
+        let mut partial = split.empty();
+        let columnar = plan
+            .accumulate(&split, &mut partial, &columns)
+            .and_then(|()| {
+                split
+                    .finish(partial, &crate::pipeline::NoCollections)?
+                    .collect::<Result<Vec<_>>>()
+            })
+            .map_err(|e| e.code.0);
+        (Some(columnar), whole)
+    }
+
+    fn value_of(kind: u8, n: i32) -> Option<Bson> {
+        match kind {
+            0 => None,
+            1 => Some(Bson::Null),
+            2 => Some(Bson::Int32(n)),
+            3 => Some(Bson::Int64(i64::from(n) << 33)),
+            4 => Some(Bson::Double(f64::from(n) / 4.0)),
+            5 => Some(Bson::String(format!("s{}", n % 4))),
+            _ => Some(Bson::Boolean(n % 2 == 0)),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+
+        /// Random documents (each path of one type, or of several, which leaves the
+        /// row group to the documents) through random heads of both engines.
+        #[test]
+        fn random_heads_agree(
+            kinds in proptest::collection::vec(0u8..7, 3),
+            rows in proptest::collection::vec((0u8..4, -20i32..20, -20i32..20, -20i32..20), 0..60),
+            head in 0usize..8,
+            constant in -20i32..20,
+        ) {
+            let docs: Vec<Document> = rows
+                .iter()
+                .map(|(shape, x, y, z)| {
+                    let mut doc = Document::new();
+                    // Shape 0 leaves a path out or nulls it; the others keep the
+                    // path's kind.
+                    let pick = |kind: u8, n: i32| if *shape == 0 { value_of(n.rem_euclid(2) as u8, n) } else { value_of(kind, n) };
+                    if let Some(v) = pick(kinds[0], *x) { doc.insert("a", v); }
+                    if let Some(v) = pick(kinds[1], *y) { doc.insert("b", v); }
+                    let mut n = Document::new();
+                    if let Some(v) = pick(kinds[2], *z) { n.insert("x", v); }
+                    if *shape != 3 { doc.insert("n", n); }
+                    doc
+                })
+                .collect();
+            let group = |id: Bson| doc! {"$group": {"_id": id, "c": {"$sum": 1}, "s": {"$sum": "$a"}, "v": {"$avg": "$b"}, "lo": {"$min": "$n.x"}, "hi": {"$max": "$a"}, "f": {"$first": "$b"}, "l": {"$last": "$n.x"}, "set": {"$addToSet": "$a"}}};
+            let stages = match head {
+                0 => vec![group(Bson::Null)],
+                1 => vec![group(Bson::String("$b".into()))],
+                2 => vec![doc! {"$match": {"a": {"$gt": constant}}}, group(Bson::String("$n.x".into()))],
+                3 => vec![doc! {"$match": {"b": {"$lte": f64::from(constant) / 4.0}, "a": {"$ne": null}}}, doc! {"$count": "c"}],
+                4 => vec![doc! {"$match": {"$expr": {"$lt": ["$a", "$n.x"]}}}, group(Bson::Null)],
+                5 => vec![doc! {"$match": {"n.x": {"$in": [constant, "s1", null, true]}}}, group(Bson::String("$a".into()))],
+                6 => vec![doc! {"$match": {"a": {"$exists": false}}}, doc! {"$count": "c"}],
+                _ => vec![group(bson::bson!({"$add": ["$a", 1]}))],
+            };
+            let (columnar, whole) = try_both(stages.clone(), &docs);
+            if let Some(columnar) = columnar {
+                proptest::prop_assert_eq!(columnar, whole, "{:?}", stages);
+            }
+        }
+    }
+
+    #[test]
+    fn plans_match_the_row_engine() {
+        let docs: Vec<Document> = (0..200)
+            .map(|i| match i % 5 {
+                0 => doc! {"k": "a", "v": i, "t": {"q": "1", "x": f64::from(i) / 2.0}},
+                1 => doc! {"k": "b", "v": i * 1_000_000, "t": {"q": "2"}},
+                2 => doc! {"k": null, "v": null, "t": {"q": "1", "x": 1.5}},
+                3 => doc! {"t": 5},
+                _ => doc! {"k": "a", "t": {"x": 3.0}},
+            })
+            .collect();
+        for stages in [
+            vec![
+                doc! {"$group": {"_id": "$k", "n": {"$sum": 1}, "s": {"$sum": "$v"}, "m": {"$max": "$t.x"}, "f": {"$first": "$v"}, "p": {"$push": "$t.q"}}},
+            ],
+            vec![
+                doc! {"$match": {"t.q": {"$in": ["1", null]}}},
+                doc! {"$group": {"_id": null, "max": {"$max": "$t.x"}, "avg": {"$avg": "$v"}}},
+            ],
+            vec![
+                doc! {"$match": {"v": {"$gte": 10, "$lt": 100}, "k": {"$ne": "b"}}},
+                doc! {"$count": "n"},
+            ],
+            vec![
+                doc! {"$match": {"$expr": {"$gt": ["$v", "$t.x"]}}},
+                doc! {"$count": "n"},
+            ],
+            vec![
+                doc! {"$match": {"$or": [{"k": "a"}, {"t.q": "2"}]}},
+                doc! {"$group": {"_id": {"$concat": [{"$ifNull": ["$k", "-"]}, "!"]}, "n": {"$count": {}}}},
+            ],
+            vec![
+                doc! {"$match": {"k": {"$exists": false}}},
+                doc! {"$group": {"_id": "$t.q", "n": {"$sum": 1}}},
+                doc! {"$sort": {"_id": 1}},
+            ],
+        ] {
+            let (columnar, whole) = both(stages.clone(), &docs);
+            assert_eq!(columnar, whole, "{stages:?}");
+        }
+    }
+
+    #[test]
+    fn heads_that_read_unnamed_paths_have_no_plan() {
+        for stages in [
+            vec![doc! {"$match": {"$jsonSchema": {}}}, doc! {"$count": "n"}],
+            vec![doc! {"$group": {"_id": "$$ROOT"}}],
+            vec![doc! {"$unwind": "$a"}, doc! {"$group": {"_id": "$a"}}],
+            vec![
+                doc! {"$match": {"$expr": {"$eq": ["$a", "$$NOW"]}}},
+                doc! {"$count": "n"},
+            ],
+            vec![doc! {"$sort": {"a": 1}}, doc! {"$group": {"_id": "$a"}}],
+            vec![doc! {"$match": {"a": 1}}],
+        ] {
+            let pipeline = Pipeline::parse_aggregate(&stages, None, false, None).unwrap();
+            assert!(pipeline.column_plan().is_none(), "{stages:?}");
+        }
+    }
+}

@@ -1,0 +1,376 @@
+//! A column store index (`{"$**": "columnstore"}`, `columnstoreProjection`): the
+//! collection's documents as row groups of column chunks (`basalt_columnar`), kept in the
+//! index's key range, and the record ids written since their row group was built.
+//!
+//! Keys, after the index id (u64 BE): `g` · row group (u64 BE) → the row group's header;
+//! `h` · row group · path → a chunk; `w` · record id → the write's sequence number. Every
+//! insert, update and delete puts its `w` key in the batch that changes the document, so a
+//! snapshot always knows which rows of a row group are stale: a query runs a row group
+//! with written records on the documents themselves (exact by construction), and the
+//! merge ([`Collection::merge_column_store`]) rebuilds such row groups from a snapshot,
+//! then commits them, under the write lock, only if no write reached the row group in
+//! between. Records past the last built row group are written records too.
+
+use crate::collection::{Collection, Writer};
+use crate::{keys, CollectionMeta, IndexSpec};
+use basalt_columnar::{ChunkCache, ColumnChunk, ColumnProjection, RowGroupBuilder, RowGroupHeader};
+use basalt_error::{Error, Result};
+use basalt_storage::{Durability, ScanStart, Snapshot, Space, WriteBatch};
+use bson::{Bson, Document};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// The index type's name in a key pattern.
+pub const COLUMN_STORE: &str = "columnstore";
+
+pub use basalt_columnar::ROW_GROUP_SPAN_BITS;
+
+const HEADER_TAG: u8 = b'g';
+const CHUNK_TAG: u8 = b'h';
+const WRITTEN_TAG: u8 = b'w';
+
+/// A row group merges once this many of its records were written, or once a write to
+/// it is older than [`MERGE_AFTER_MS`]: until then, queries read its documents.
+pub const MERGE_WRITTEN_MIN: usize = 1024;
+pub const MERGE_AFTER_MS: i64 = 2_000;
+
+/// Decoded chunks kept between queries, for every collection.
+const CHUNK_CACHE_BYTES: usize = 1 << 30;
+
+fn chunk_cache() -> &'static ChunkCache {
+    static CACHE: OnceLock<ChunkCache> = OnceLock::new();
+    CACHE.get_or_init(|| ChunkCache::new(CHUNK_CACHE_BYTES))
+}
+
+/// Sequence numbers of writes and generations of row groups: milliseconds since the
+/// epoch shifted left by 10 bits, and counted up within a millisecond, so they increase,
+/// also across restarts, and say when they were taken (`>> 10`).
+fn next_sequence() -> i64 {
+    static LAST: AtomicI64 = AtomicI64::new(0);
+    let now = bson::DateTime::now().timestamp_millis() << 10;
+    let previous = LAST
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+            Some(now.max(last + 1))
+        })
+        .unwrap_or(now);
+    now.max(previous + 1)
+}
+
+fn tagged(index_id: u64, tag: u8) -> Vec<u8> {
+    let mut key = index_id.to_be_bytes().to_vec();
+    key.push(tag);
+    key
+}
+
+fn header_key(index_id: u64, group: u64) -> Vec<u8> {
+    let mut key = tagged(index_id, HEADER_TAG);
+    key.extend_from_slice(&group.to_be_bytes());
+    key
+}
+
+fn chunk_prefix(index_id: u64, group: u64) -> Vec<u8> {
+    let mut key = tagged(index_id, CHUNK_TAG);
+    key.extend_from_slice(&group.to_be_bytes());
+    key
+}
+
+fn written_key(index_id: u64, record_id: u64) -> Vec<u8> {
+    let mut key = tagged(index_id, WRITTEN_TAG);
+    key.extend_from_slice(&record_id.to_be_bytes());
+    key
+}
+
+fn group_of(record_id: u64) -> u64 {
+    record_id >> ROW_GROUP_SPAN_BITS
+}
+
+impl IndexSpec {
+    /// A column store index's projection; `None` for any other index.
+    pub fn column_store(&self) -> Option<ColumnProjection> {
+        let (field, kind) = self.key.iter().next().filter(|_| self.key.len() == 1)?;
+        (field == "$**" && kind.as_str() == Some(COLUMN_STORE))
+            .then(|| ColumnProjection::new(self.echoed.get_document("columnstoreProjection").ok()))
+    }
+}
+
+/// Puts the marker of a write to `record_id` for each column store index of `meta`.
+pub(crate) fn mark_written(batch: &mut WriteBatch, meta: &CollectionMeta, record_id: u64) {
+    for index in meta.indexes.iter().filter(|i| i.column_store().is_some()) {
+        batch.put(
+            Space::Indexes,
+            written_key(index.id, record_id),
+            next_sequence().to_be_bytes().to_vec(),
+        );
+    }
+}
+
+/// What a query reads of a column store index in one snapshot.
+#[derive(Debug)]
+pub struct ColumnStoreView {
+    pub index_id: u64,
+    /// Built row groups by number.
+    pub groups: BTreeMap<u64, RowGroupHeader>,
+    /// Row groups with records written since they were built (or never built).
+    pub written_groups: BTreeSet<u64>,
+}
+
+impl ColumnStoreView {
+    /// Whether row group `group` can be read from its chunks.
+    pub fn is_current(&self, group: u64) -> bool {
+        self.groups.contains_key(&group) && !self.written_groups.contains(&group)
+    }
+
+    /// The record id range (`after` exclusive, `last` inclusive) of row group `group`.
+    pub fn record_range(group: u64) -> (Option<u64>, u64) {
+        let first = group << ROW_GROUP_SPAN_BITS;
+        let last = first + (1 << ROW_GROUP_SPAN_BITS) - 1;
+        (first.checked_sub(1), last)
+    }
+}
+
+impl Collection {
+    /// The column store index `index_id` as `snapshot` sees it.
+    pub fn column_store_view(
+        &self,
+        snapshot: &dyn Snapshot,
+        index_id: u64,
+    ) -> Result<ColumnStoreView> {
+        let mut groups = BTreeMap::new();
+        let prefix = tagged(index_id, HEADER_TAG);
+        snapshot.scan_prefix(
+            Space::Indexes,
+            &prefix,
+            ScanStart::Beginning,
+            &mut |key, value| {
+                let group = keys::trailing_record_id(key)
+                    .ok_or_else(|| Error::internal("a column store header key is corrupt"))?;
+                groups.insert(group, RowGroupHeader::from_bytes(value)?);
+                Ok(ControlFlow::Continue(()))
+            },
+        )?;
+        let written_groups = written(snapshot, index_id)?
+            .keys()
+            .map(|record_id| group_of(*record_id))
+            .collect();
+        Ok(ColumnStoreView {
+            index_id,
+            groups,
+            written_groups,
+        })
+    }
+
+    /// The chunk of `path` in a built row group; `None` when no row has a value there.
+    pub fn column_chunk(
+        &self,
+        snapshot: &dyn Snapshot,
+        view: &ColumnStoreView,
+        group: u64,
+        path: &str,
+    ) -> Result<Option<Arc<ColumnChunk>>> {
+        let Some(header) = view.groups.get(&group) else {
+            return Ok(None);
+        };
+        let cache = chunk_cache();
+        if let Some(chunk) = cache.get(view.index_id, group, header.generation, path) {
+            return Ok(Some(chunk));
+        }
+        let mut key = chunk_prefix(view.index_id, group);
+        key.extend_from_slice(path.as_bytes());
+        let Some(bytes) = snapshot.get(Space::Indexes, &key)? else {
+            return Ok(None);
+        };
+        let chunk = Arc::new(ColumnChunk::decode(&bytes)?);
+        cache.insert(view.index_id, group, header.generation, path, chunk.clone());
+        Ok(Some(chunk))
+    }
+
+    /// Folds written records into their row groups for each column store index: row
+    /// groups with many written records or an old write are rebuilt from a snapshot,
+    /// and each is committed only if no write reached it meanwhile (checked under the
+    /// write lock, which is held only for that check and the write). Returns the row
+    /// groups rebuilt.
+    pub fn merge_column_store(&self) -> Result<usize> {
+        let meta = self.meta();
+        let now = next_sequence();
+        let mut merged = 0;
+        for index in meta.indexes.iter() {
+            let Some(projection) = index.column_store() else {
+                continue;
+            };
+            let snapshot = self.engine.snapshot();
+            let mut by_group: BTreeMap<u64, BTreeMap<u64, i64>> = BTreeMap::new();
+            for (record_id, sequence) in written(&*snapshot, index.id)? {
+                by_group
+                    .entry(group_of(record_id))
+                    .or_default()
+                    .insert(record_id, sequence);
+            }
+            for (group, marks) in by_group {
+                let oldest = marks.values().min().copied().unwrap_or(now);
+                let due =
+                    marks.len() >= MERGE_WRITTEN_MIN || (now - oldest) >> 10 >= MERGE_AFTER_MS;
+                if !due || self.is_retired() {
+                    continue;
+                }
+                let batch = build_group(self, &*snapshot, index.id, &projection, group)?;
+                let _writer = self.writer();
+                let dropped = !self.meta().indexes.iter().any(|i| i.id == index.id);
+                if dropped || self.is_retired() {
+                    return Ok(merged);
+                }
+                let fresh = self.engine.snapshot();
+                if group_marks(&*fresh, index.id, group)? != marks {
+                    continue;
+                }
+                let mut batch = batch;
+                for record_id in marks.keys() {
+                    batch.delete(Space::Indexes, written_key(index.id, *record_id));
+                }
+                self.engine.write(batch, Durability::Process)?;
+                merged += 1;
+            }
+        }
+        Ok(merged)
+    }
+}
+
+impl crate::Catalog {
+    /// One merge pass over every collection with a column store index
+    /// ([`Collection::merge_column_store`]); returns the row groups rebuilt.
+    pub fn merge_column_stores(&self) -> Result<usize> {
+        let mut merged = 0;
+        for db in self.database_names() {
+            for collection in self.collections_of(&db) {
+                if collection
+                    .meta()
+                    .indexes
+                    .iter()
+                    .any(|i| i.column_store().is_some())
+                {
+                    merged += collection.merge_column_store()?;
+                }
+            }
+        }
+        Ok(merged)
+    }
+}
+
+/// The records written since their row group was built: record id → sequence number.
+fn written(snapshot: &dyn Snapshot, index_id: u64) -> Result<BTreeMap<u64, i64>> {
+    let mut found = BTreeMap::new();
+    let prefix = tagged(index_id, WRITTEN_TAG);
+    snapshot.scan_prefix(
+        Space::Indexes,
+        &prefix,
+        ScanStart::Beginning,
+        &mut |key, value| {
+            let record_id = keys::trailing_record_id(key);
+            let sequence = value.try_into().ok().map(i64::from_be_bytes);
+            match (record_id, sequence) {
+                (Some(record_id), Some(sequence)) => found.insert(record_id, sequence),
+                _ => return Err(Error::internal("a column store write marker is corrupt")),
+            };
+            Ok(ControlFlow::Continue(()))
+        },
+    )?;
+    Ok(found)
+}
+
+fn group_marks(snapshot: &dyn Snapshot, index_id: u64, group: u64) -> Result<BTreeMap<u64, i64>> {
+    Ok(written(snapshot, index_id)?
+        .into_iter()
+        .filter(|(record_id, _)| group_of(*record_id) == group)
+        .collect())
+}
+
+/// The batch that replaces row group `group` with what `snapshot` holds: its header and
+/// chunks, and the removal of chunks of paths it no longer has (of everything when it
+/// has no records left).
+fn build_group(
+    collection: &Collection,
+    snapshot: &dyn Snapshot,
+    index_id: u64,
+    projection: &ColumnProjection,
+    group: u64,
+) -> Result<WriteBatch> {
+    let mut builder = RowGroupBuilder::new(projection);
+    let (after, last) = ColumnStoreView::record_range(group);
+    collection.scan(snapshot, after, &mut |record_id, raw| {
+        if record_id > last {
+            return Ok(ControlFlow::Break(()));
+        }
+        builder.add(record_id, &decode(record_id, raw)?);
+        Ok(ControlFlow::Continue(()))
+    })?;
+    let mut batch = WriteBatch::default();
+    let prefix = chunk_prefix(index_id, group);
+    let mut stale = BTreeSet::new();
+    snapshot.scan_prefix(
+        Space::Indexes,
+        &prefix,
+        ScanStart::Beginning,
+        &mut |key, _| {
+            stale.insert(key.to_vec());
+            Ok(ControlFlow::Continue(()))
+        },
+    )?;
+    if builder.is_empty() {
+        batch.delete(Space::Indexes, header_key(index_id, group));
+    } else {
+        let (header, chunks) = builder.finish(next_sequence())?;
+        batch.put(
+            Space::Indexes,
+            header_key(index_id, group),
+            header.to_bytes()?,
+        );
+        for (path, chunk) in chunks {
+            let mut key = prefix.clone();
+            key.extend_from_slice(path.as_bytes());
+            // A key is either rewritten or deleted: never both in one batch.
+            stale.remove(&key);
+            batch.put(Space::Indexes, key, chunk.encode());
+        }
+    }
+    for key in stale {
+        batch.delete(Space::Indexes, key);
+    }
+    Ok(batch)
+}
+
+fn decode(record_id: u64, raw: &bson::RawDocument) -> Result<Document> {
+    Document::try_from(raw).map_err(|e| Error::internal(format!("corrupt record {record_id}: {e}")))
+}
+
+impl Writer<'_> {
+    /// Builds a new column store index's row groups from every record (under the write
+    /// lock, as every index build). `progress` hears the documents scanned so far.
+    pub(crate) fn build_column_store(
+        &mut self,
+        index: &IndexSpec,
+        projection: &ColumnProjection,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<()> {
+        let collection = self.collection();
+        let snapshot = collection.engine.snapshot();
+        let mut groups = BTreeSet::new();
+        collection.scan(&*snapshot, None, &mut |record_id, _| {
+            groups.insert(group_of(record_id));
+            Ok(ControlFlow::Continue(()))
+        })?;
+        let mut scanned = 0;
+        for group in groups {
+            let batch = build_group(collection, &*snapshot, index.id, projection, group)?;
+            collection.engine.write(batch, Durability::Process)?;
+            scanned += 1u64 << ROW_GROUP_SPAN_BITS;
+            progress(scanned);
+        }
+        Ok(())
+    }
+}
+
+/// Whether `value` names the column store index type.
+pub fn is_column_store(direction: &Bson) -> bool {
+    direction.as_str() == Some(COLUMN_STORE)
+}

@@ -1,0 +1,269 @@
+//! Documents shredded into a row group: the documents whose record ids share their
+//! high bits (`record id >> ROW_GROUP_SPAN_BITS`), one chunk per leaf path. A path's
+//! values are found by walking embedded documents only; an array (or another value a
+//! chunk does not hold) makes the path `Kind::Mixed` in that row group, and a path that
+//! is a document in some row says so (`has_documents`), since a query reading it
+//! whole cannot be answered from its children's chunks.
+
+use crate::chunk::{ColumnChunk, Kind};
+use crate::projection::ColumnProjection;
+use basalt_error::{Error, Result};
+use bson::{doc, spec::BinarySubtype, Binary, Bson, Document};
+use std::collections::BTreeMap;
+
+/// Record ids per row group: 2^16.
+pub const ROW_GROUP_SPAN_BITS: u32 = 16;
+
+/// What one path is in a row group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PathInfo {
+    pub kind: Kind,
+    /// Whether some row holds a document at the path.
+    pub has_documents: bool,
+}
+
+/// A row group's table of contents: its rows' record ids, and its paths.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowGroupHeader {
+    /// Changes whenever the row group is rebuilt, so cached chunks of an older build
+    /// are never taken for the current one.
+    pub generation: i64,
+    pub record_ids: Vec<u64>,
+    /// Every path some row reaches (leaves and documents), sorted.
+    pub paths: BTreeMap<String, PathInfo>,
+}
+
+impl RowGroupHeader {
+    /// Whether the chunks give every row's value at `path` (walking documents only):
+    /// no row has an array or a value of another kind there or on the way, and no row
+    /// has a document there (which a reader of the path would want whole).
+    pub fn serves(&self, path: &str) -> bool {
+        let leaf = self
+            .paths
+            .get(path)
+            .is_none_or(|info| info.kind != Kind::Mixed && !info.has_documents);
+        let on_the_way = path
+            .match_indices('.')
+            .map(|(end, _)| &path[..end])
+            .all(|prefix| {
+                self.paths
+                    .get(prefix)
+                    .is_none_or(|info| info.kind != Kind::Mixed)
+            });
+        leaf && on_the_way
+    }
+
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let offsets: Vec<u8> = self
+            .record_ids
+            .iter()
+            .flat_map(|id| ((id & ((1 << ROW_GROUP_SPAN_BITS) - 1)) as u16).to_le_bytes())
+            .collect();
+        let base = self
+            .record_ids
+            .first()
+            .map_or(0, |id| id >> ROW_GROUP_SPAN_BITS);
+        let paths: Vec<Bson> = self
+            .paths
+            .iter()
+            .map(|(path, info)| {
+                Bson::Array(vec![
+                    Bson::String(path.clone()),
+                    Bson::Int32(info.kind.code()),
+                    Bson::Boolean(info.has_documents),
+                ])
+            })
+            .collect();
+        let header = doc! {
+            "generation": self.generation,
+            "group": base as i64,
+            "ids": Binary { subtype: BinarySubtype::Generic, bytes: offsets },
+            "paths": paths,
+        };
+        header.to_vec().map_err(|e| Error::internal(e.to_string()))
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<RowGroupHeader> {
+        let corrupt = || Error::internal("a column store row group header is corrupt");
+        let header = Document::from_reader(bytes).map_err(|_| corrupt())?;
+        let base = header.get_i64("group").map_err(|_| corrupt())? as u64;
+        let ids = header.get_binary_generic("ids").map_err(|_| corrupt())?;
+        let record_ids = ids
+            .chunks_exact(2)
+            .map(|pair| {
+                (base << ROW_GROUP_SPAN_BITS) | u64::from(u16::from_le_bytes([pair[0], pair[1]]))
+            })
+            .collect();
+        let mut paths = BTreeMap::new();
+        for entry in header.get_array("paths").map_err(|_| corrupt())? {
+            let Bson::Array(parts) = entry else {
+                return Err(corrupt());
+            };
+            match parts.as_slice() {
+                [Bson::String(path), Bson::Int32(kind), Bson::Boolean(has_documents)] => {
+                    paths.insert(
+                        path.clone(),
+                        PathInfo {
+                            kind: Kind::from_code(*kind)?,
+                            has_documents: *has_documents,
+                        },
+                    );
+                }
+                _ => return Err(corrupt()),
+            }
+        }
+        Ok(RowGroupHeader {
+            generation: header.get_i64("generation").map_err(|_| corrupt())?,
+            record_ids,
+            paths,
+        })
+    }
+}
+
+/// One path's values while a row group is being built.
+#[derive(Default)]
+struct PathValues {
+    kind: Option<Kind>,
+    mixed: bool,
+    has_documents: bool,
+    /// (row, value) for the rows holding a value.
+    values: Vec<(usize, Bson)>,
+}
+
+/// Shreds the documents of one row group, in record id order.
+pub struct RowGroupBuilder<'p> {
+    projection: &'p ColumnProjection,
+    record_ids: Vec<u64>,
+    paths: BTreeMap<String, PathValues>,
+}
+
+impl<'p> RowGroupBuilder<'p> {
+    pub fn new(projection: &'p ColumnProjection) -> RowGroupBuilder<'p> {
+        RowGroupBuilder {
+            projection,
+            record_ids: Vec::new(),
+            paths: BTreeMap::new(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.record_ids.is_empty()
+    }
+
+    pub fn add(&mut self, record_id: u64, doc: &Document) {
+        let row = self.record_ids.len();
+        debug_assert!(self.record_ids.last().is_none_or(|last| *last < record_id));
+        self.record_ids.push(record_id);
+        self.shred(doc, "", row);
+    }
+
+    fn shred(&mut self, doc: &Document, prefix: &str, row: usize) {
+        for (field, value) in doc {
+            let path = if prefix.is_empty() {
+                field.clone()
+            } else {
+                format!("{prefix}.{field}")
+            };
+            if !self.projection.may_keep_within(&path) {
+                continue;
+            }
+            let keep = self.projection.keeps(&path);
+            if let Bson::Document(inner) = value {
+                if keep {
+                    self.paths.entry(path.clone()).or_default().has_documents = true;
+                }
+                self.shred(inner, &path, row);
+                continue;
+            }
+            if !keep {
+                continue;
+            }
+            let values = self.paths.entry(path).or_default();
+            match Kind::of(value) {
+                Some(Kind::Null) => values.values.push((row, Bson::Null)),
+                Some(kind) if values.kind.is_none_or(|k| k == kind) => {
+                    values.kind = Some(kind);
+                    values.values.push((row, value.clone()));
+                }
+                _ => values.mixed = true,
+            }
+        }
+    }
+
+    /// The row group's header (with `generation`) and its chunks.
+    pub fn finish(self, generation: i64) -> Result<(RowGroupHeader, Vec<(String, ColumnChunk)>)> {
+        let rows = self.record_ids.len();
+        let mut paths = BTreeMap::new();
+        let mut chunks = Vec::new();
+        for (path, values) in self.paths {
+            let kind = match (values.mixed, values.kind, values.values.is_empty()) {
+                (true, _, _) => Kind::Mixed,
+                (false, _, true) => {
+                    // Only documents at this path: their children have the chunks.
+                    paths.insert(
+                        path,
+                        PathInfo {
+                            kind: Kind::Null,
+                            has_documents: values.has_documents,
+                        },
+                    );
+                    continue;
+                }
+                (false, kind, false) => kind.unwrap_or(Kind::Null),
+            };
+            if kind != Kind::Mixed {
+                let mut cells: Vec<Option<&Bson>> = vec![None; rows];
+                for (row, value) in &values.values {
+                    cells[*row] = Some(value);
+                }
+                chunks.push((path.clone(), ColumnChunk::build(kind, &cells)?));
+            }
+            paths.insert(
+                path,
+                PathInfo {
+                    kind,
+                    has_documents: values.has_documents,
+                },
+            );
+        }
+        let header = RowGroupHeader {
+            generation,
+            record_ids: self.record_ids,
+            paths,
+        };
+        Ok((header, chunks))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chunk::Cell;
+
+    #[test]
+    fn documents_shred_into_typed_paths() {
+        let all = ColumnProjection::default();
+        let mut builder = RowGroupBuilder::new(&all);
+        builder.add(65_537, &doc! {"a": 1, "t": {"v": 2.5, "q": "1"}, "s": [1]});
+        builder.add(65_540, &doc! {"a": null, "t": {"v": 3.0}, "m": 1});
+        builder.add(65_541, &doc! {"t": 5, "m": "x"});
+        let (header, chunks) = builder.finish(7).unwrap();
+        let header = RowGroupHeader::from_bytes(&header.to_bytes().unwrap()).unwrap();
+        assert_eq!(header.record_ids, vec![65_537, 65_540, 65_541]);
+        assert_eq!(header.generation, 7);
+        let kind = |p: &str| header.paths.get(p).map(|i| (i.kind, i.has_documents));
+        assert_eq!(kind("a"), Some((Kind::Int32, false)));
+        assert_eq!(kind("t"), Some((Kind::Int32, true)));
+        assert_eq!(kind("t.v"), Some((Kind::Double, false)));
+        assert_eq!(kind("s"), Some((Kind::Mixed, false)));
+        assert_eq!(kind("m"), Some((Kind::Mixed, false)));
+        let chunk = |p: &str| &chunks.iter().find(|(path, _)| path == p).unwrap().1;
+        assert_eq!(chunk("a").cell(1), Cell::Null);
+        assert_eq!(chunk("a").cell(2), Cell::Missing);
+        assert_eq!(chunk("t.q").cell(0), Cell::Str("1"));
+        assert_eq!(chunk("t").cell(2), Cell::Int32(5));
+        assert!(chunks.iter().all(|(p, _)| p != "s" && p != "m"));
+        assert!(header.serves("a") && header.serves("t.v") && header.serves("nope"));
+        assert!(!header.serves("t") && !header.serves("s") && !header.serves("s.x"));
+    }
+}

@@ -1,0 +1,202 @@
+"""Column store indexes: `createIndex({"$**": "columnstore"})` keeps the collection's
+documents as row groups of typed column chunks, and an aggregation whose head is
+`$match` stages then `$group`/`$count` reads them (explain: `COLUMN_SCAN`). Every
+answer must be the row engine's: the same pipelines run against a twin collection
+without the index, over documents with mixed types, nulls, missing paths, arrays and
+embedded documents, before and after writes, merges and a `kill -9`.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+from pymongo.errors import OperationFailure
+
+COLUMN_STORE = {"$**": "columnstore"}
+
+
+def make_docs(count: int, seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    kinds = ["a", "b", "c", None]
+    docs = []
+    for i in range(count):
+        doc = {"_id": i, "k": rng.choice(kinds), "n": rng.randrange(-50, 1000)}
+        roll = rng.random()
+        if roll < 0.05:
+            doc["n"] = rng.choice([None, 2.5, "12", [1, 2], 2**40])
+        elif roll < 0.1:
+            del doc["n"]
+        doc["t"] = {"v": rng.uniform(-10, 40), "q": rng.choice(["1", "2", "5"])}
+        if rng.random() < 0.03:
+            doc["t"] = rng.choice([7, None, {"v": None}, [{"v": 1.0, "q": "1"}]])
+        doc["d"] = rng.randrange(0, 10) / 4
+        docs.append(doc)
+    return docs
+
+
+PIPELINES = [
+    [{"$group": {"_id": "$k", "n": {"$sum": 1}, "s": {"$sum": "$n"}, "a": {"$avg": "$n"}}}],
+    [
+        {"$match": {"t.q": {"$in": ["1", "5"]}}},
+        {"$group": {"_id": None, "max": {"$max": "$t.v"}, "min": {"$min": "$t.v"}}},
+    ],
+    [{"$match": {"n": {"$gte": 100, "$lt": 500}, "k": {"$ne": "b"}}}, {"$count": "c"}],
+    [{"$match": {"$expr": {"$gt": ["$d", 1]}}}, {"$count": "c"}],
+    [
+        {"$match": {"$or": [{"k": "a"}, {"t.q": "2"}]}},
+        {"$group": {"_id": {"$concat": [{"$ifNull": ["$k", "-"]}, "!"]}, "c": {"$count": {}}}},
+    ],
+    [
+        {"$project": {"_id": 0, "x": {"$multiply": ["$d", 2]}, "k": 1}},
+        {"$group": {"_id": "$k", "x": {"$sum": "$x"}, "first": {"$first": "$x"}}},
+    ],
+    [
+        {"$match": {"k": {"$exists": False}}},
+        {"$group": {"_id": "$d", "ids": {"$push": "$_id"}, "last": {"$last": "$t.q"}}},
+    ],
+    [{"$group": {"_id": "$t", "c": {"$sum": 1}}}],
+    [{"$match": {"k": None}}, {"$group": {"_id": "$t.q", "s": {"$addToSet": "$n"}}}],
+    [{"$match": {"k": "a"}}, {"$group": {"_id": None, "s": {"$sum": "$d"}}}],
+]
+
+
+def results(coll, pipeline, **kwargs):
+    out = list(coll.aggregate(pipeline, **kwargs))
+    return sorted(out, key=repr)
+
+
+def winning_plan(coll, pipeline, **kwargs):
+    explained = coll.database.command(
+        "explain",
+        {"aggregate": coll.name, "pipeline": pipeline, "cursor": {}, **kwargs},
+        verbosity="queryPlanner",
+    )
+    cursor = explained["stages"][0]["$cursor"] if "stages" in explained else explained
+    return cursor["queryPlanner"]["winningPlan"]
+
+
+@pytest.fixture
+def twins(db):
+    docs = make_docs(3000, seed=7)
+    plain, indexed = db["plain"], db["indexed"]
+    plain.insert_many(docs)
+    indexed.insert_many(docs)
+    indexed.create_index([("$**", "columnstore")])
+    return plain, indexed
+
+
+def assert_same(plain, indexed):
+    for pipeline in PIPELINES:
+        assert results(indexed, pipeline) == results(plain, pipeline), pipeline
+
+
+def test_answers_are_the_row_engines(twins):
+    plain, indexed = twins
+    assert_same(plain, indexed)
+    plan = winning_plan(indexed, PIPELINES[-1])
+    assert plan["stage"] == "COLUMN_SCAN"
+    assert plan["paths"] == ["d", "k"]
+    assert plan["rowGroupsFromChunks"] == 1 and plan["rowGroupsFromDocuments"] == 0
+    assert plan["conditionsOnChunks"] == 1 and plan["group"] == "fromChunks"
+    plan = winning_plan(indexed, PIPELINES[3])
+    assert (plan["conditionsOnChunks"], plan["rowFilter"], plan["group"]) == (1, False, "count")
+    plan = winning_plan(indexed, PIPELINES[4])
+    assert (plan["rowFilter"], plan["group"]) == (True, "perRow")
+    # A head reading a path that is an array or a document somewhere runs on the
+    # documents.
+    assert winning_plan(indexed, PIPELINES[1])["rowGroupsFromChunks"] == 0
+    assert winning_plan(indexed, PIPELINES[7])["rowGroupsFromChunks"] == 0
+    assert winning_plan(plain, PIPELINES[1])["stage"] != "COLUMN_SCAN"
+
+
+def test_writes_are_seen_at_once_and_merged_later(twins):
+    plain, indexed = twins
+    for coll in (plain, indexed):
+        coll.insert_many([{"_id": 10_000 + i, "k": "a", "n": i} for i in range(300)])
+        coll.update_many({"k": "b"}, {"$set": {"d": 9.5, "n": 7, "k": "bb"}})
+        coll.delete_many({"k": "c", "n": {"$lt": 200}})
+    assert_same(plain, indexed)
+    # Until the merge, the written row group is read from its documents.
+    deadline = time.monotonic() + 30
+    while winning_plan(indexed, PIPELINES[-1])["rowGroupsFromDocuments"] != 0:
+        assert time.monotonic() < deadline, "the written row group was never merged"
+        time.sleep(0.2)
+    assert_same(plain, indexed)
+
+
+def test_many_row_groups_and_a_kill_9(own_server):
+    client = own_server.client()
+    plain, indexed = client.cs.plain, client.cs.indexed
+    docs = [{"_id": i, "k": "abc"[i % 3], "n": i % 1000, "t": {"v": i / 8}} for i in range(140_000)]
+    for coll in (plain, indexed):
+        for start in range(0, len(docs), 20_000):
+            coll.insert_many(docs[start : start + 20_000])
+    indexed.create_index(COLUMN_STORE, name="cs")
+    pipeline = [{"$match": {"n": {"$lt": 500}}}, {"$group": {"_id": "$k", "s": {"$sum": "$t.v"}}}]
+    plan = winning_plan(indexed, pipeline)
+    assert (plan["rowGroups"], plan["rowGroupsFromChunks"]) == (3, 3)
+    assert results(indexed, pipeline) == results(plain, pipeline)
+    for coll in (plain, indexed):
+        coll.update_many({"_id": {"$in": [5, 70_000, 139_999]}}, {"$set": {"n": 7, "k": "z"}})
+    own_server.kill()
+    own_server.start()
+    client = own_server.client()
+    plain, indexed = client.cs.plain, client.cs.indexed
+    assert results(indexed, pipeline) == results(plain, pipeline)
+    assert [i["name"] for i in indexed.list_indexes()] == ["_id_", "cs"]
+    assert winning_plan(indexed, pipeline)["stage"] == "COLUMN_SCAN"
+
+
+def test_hints_choose_or_refuse_the_column_store(twins):
+    _, indexed = twins
+    indexed.create_index("n")
+    ranged = [{"$match": {"n": {"$gt": 10}}}, {"$count": "c"}]
+    point = [{"$match": {"n": 10}}, {"$count": "c"}]
+    assert winning_plan(indexed, ranged)["stage"] == "COLUMN_SCAN"
+    assert winning_plan(indexed, point)["stage"] != "COLUMN_SCAN"
+    assert winning_plan(indexed, point, hint="$**_columnstore")["stage"] == "COLUMN_SCAN"
+    assert winning_plan(indexed, ranged, hint={"$natural": 1})["stage"] != "COLUMN_SCAN"
+    assert winning_plan(indexed, ranged, hint="n_1")["stage"] != "COLUMN_SCAN"
+    for hint in ("$**_columnstore", {"$natural": 1}, "n_1"):
+        assert results(indexed, point, hint=hint) == results(indexed, point)
+    # A find hinted to the column store reads the documents.
+    assert len(list(indexed.find({"n": 10}).hint("$**_columnstore"))) == indexed.count_documents(
+        {"n": 10}
+    )
+
+
+def test_projection_keeps_only_its_paths(db):
+    coll = db["projected"]
+    coll.insert_many([{"_id": i, "a": i, "b": {"c": i, "d": "x"}, "e": i} for i in range(100)])
+    coll.create_index(COLUMN_STORE, columnstoreProjection={"a": 1, "b.c": 1})
+    listed = [i for i in coll.list_indexes() if i["name"] == "$**_columnstore"][0]
+    assert listed["key"] == COLUMN_STORE and listed["columnstoreProjection"] == {"a": 1, "b.c": 1}
+    kept = [{"$group": {"_id": None, "s": {"$sum": "$b.c"}, "m": {"$max": "$a"}}}]
+    assert winning_plan(coll, kept)["rowGroupsFromChunks"] == 1
+    assert list(coll.aggregate(kept)) == [{"_id": None, "s": 4950, "m": 99}]
+    # A pipeline reading a path the index leaves out reads the documents.
+    left_out = [{"$group": {"_id": None, "s": {"$sum": "$e"}, "b": {"$max": "$b.c"}}}]
+    assert winning_plan(coll, left_out)["stage"] != "COLUMN_SCAN"
+    assert list(coll.aggregate(left_out)) == [{"_id": None, "s": 4950, "b": 99}]
+    coll.drop_index("$**_columnstore")
+    assert winning_plan(coll, kept)["stage"] != "COLUMN_SCAN"
+
+
+@pytest.mark.parametrize(
+    ("keys", "options", "code"),
+    [
+        ({"$**": "columnstore"}, {"unique": True}, 67),
+        ({"a": 1, "$**": "columnstore"}, {}, 67),
+        ({"a": "columnstore"}, {}, 67),
+        ({"$**": "columnstore"}, {"columnstoreProjection": {"a": 1, "b": 0}}, 31254),
+        ({"$**": "columnstore"}, {"columnstoreProjection": "a"}, 14),
+        ({"$**": "columnstore"}, {"columnstoreProjection": {}}, 9),
+        ({"a": 1}, {"columnstoreProjection": {"a": 1}}, 2),
+    ],
+)
+def test_bad_specs_get_mongodbs_errors(coll, keys, options, code):
+    with pytest.raises(OperationFailure) as failure:
+        coll.create_index(list(keys.items()), **options)
+    assert failure.value.code == code
