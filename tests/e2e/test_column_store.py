@@ -102,8 +102,13 @@ def test_answers_are_the_row_engines(twins):
     assert plan["conditionsOnChunks"] == 1 and plan["group"] == "fromChunks"
     plan = winning_plan(indexed, PIPELINES[3])
     assert (plan["conditionsOnChunks"], plan["rowFilter"], plan["group"]) == (1, False, "count")
+    # A key expression is evaluated once per distinct value of the paths it reads...
     plan = winning_plan(indexed, PIPELINES[4])
-    assert (plan["rowFilter"], plan["group"]) == (True, "perRow")
+    assert (plan["rowFilter"], plan["group"]) == (True, "fromChunks")
+    # ... unless it changes from row to row.
+    random_key = [{"$group": {"_id": {"$lt": [{"$rand": {}}, 2]}, "c": {"$sum": 1}}}]
+    assert winning_plan(indexed, random_key)["group"] == "perRow"
+    assert results(indexed, random_key) == results(plain, random_key)
     # A head reading a path that is an array or a document somewhere runs on the
     # documents.
     assert winning_plan(indexed, PIPELINES[1])["rowGroupsFromChunks"] == 0

@@ -15,18 +15,18 @@
 //! and `$push` see what a scan of the documents sees.
 
 use crate::partitioned::{Partial, Partitioned, State};
-use crate::stages::group::{Group, Groups};
+use crate::stages::group::{Group, GroupKey, Groups};
 use crate::stages::Stage;
 use crate::Pipeline;
 use basalt_columnar::{Cell, ColumnChunk};
 use basalt_error::Result;
-use basalt_expr::Accumulator;
+use basalt_expr::{Accumulator, Variables};
 use basalt_query::Matcher;
 use basalt_value::summation::Summation;
 use basalt_value::Number;
 use bson::{Bson, Document};
 use std::cmp::Ordering;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// How a pipeline's head runs over a column store index.
@@ -73,8 +73,8 @@ enum Test {
 /// engine's matcher on the row's document otherwise.
 #[derive(Debug)]
 struct ExprComparison {
-    left: Operand,
-    right: Operand,
+    left: Side,
+    right: Side,
     /// Whether it holds when the left side is less, equal, greater.
     holds_for: [bool; 3],
     matcher: Matcher,
@@ -90,6 +90,51 @@ struct DirectGroup {
 enum Operand {
     Path(usize),
     Constant(Bson),
+    /// The `$group`'s key expression or one of its arguments' (`Role`), reading the
+    /// paths at these positions: evaluated by the row engine once per distinct
+    /// combination of their values in a row group (dictionary evaluation).
+    Expression(Role, Vec<usize>),
+}
+
+/// Which of a `$group`'s expressions an operand is.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Role {
+    Key,
+    Argument(usize),
+}
+
+/// Paths an expression may read to be evaluated once per combination of their values.
+const EXPRESSION_INPUTS_MAX: usize = 4;
+
+/// Distinct combinations remembered per expression and row group; past that, each
+/// further row is evaluated on its own.
+const EXPRESSION_MEMO_MAX: usize = 65_536;
+
+/// One input value of an expression, exactly (1, 1.0 and NumberLong(1) differ: an
+/// expression may tell them apart).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Exact<'a> {
+    Missing,
+    Null,
+    Int32(i32),
+    Int64(i64),
+    Double(u64),
+    Str(&'a str),
+    Bool(bool),
+    Date(i64),
+}
+
+fn exact(cell: Cell<'_>) -> Exact<'_> {
+    match cell {
+        Cell::Missing => Exact::Missing,
+        Cell::Null => Exact::Null,
+        Cell::Int32(n) => Exact::Int32(n),
+        Cell::Int64(n) => Exact::Int64(n),
+        Cell::Double(d) => Exact::Double(d.to_bits()),
+        Cell::Str(s) => Exact::Str(s),
+        Cell::Bool(b) => Exact::Bool(b),
+        Cell::Date(ms) => Exact::Date(ms),
+    }
 }
 
 /// The chunks of one row group, by position in [`ColumnPlan::paths`] (`None`: no row
@@ -323,6 +368,13 @@ fn simple_tests(condition: &Bson) -> Option<Vec<Test>> {
     Some(tests)
 }
 
+/// One side of an [`ExprComparison`].
+#[derive(Debug)]
+enum Side {
+    Path(usize),
+    Number(Cell<'static>),
+}
+
 /// A `$expr` that compares two operands, each a path or a number.
 fn expr_comparison(
     expr: &Bson,
@@ -340,10 +392,11 @@ fn expr_comparison(
     };
     let operand = |value: &Bson| match value {
         Bson::String(s) if s.starts_with('$') && !s.starts_with("$$") => {
-            position(&s[1..]).map(Operand::Path)
+            position(&s[1..]).map(Side::Path)
         }
-        Bson::Int32(_) | Bson::Int64(_) => Some(Operand::Constant(value.clone())),
-        Bson::Double(d) if !d.is_nan() => Some(Operand::Constant(value.clone())),
+        Bson::Int32(n) => Some(Side::Number(Cell::Int32(*n))),
+        Bson::Int64(n) => Some(Side::Number(Cell::Int64(*n))),
+        Bson::Double(d) if !d.is_nan() => Some(Side::Number(Cell::Double(*d))),
         _ => None,
     };
     match arguments {
@@ -373,36 +426,40 @@ fn compare_numbers(a: Cell<'_>, b: Cell<'_>) -> Option<Ordering> {
     })
 }
 
-/// A constant operand as a cell.
-fn constant_cell(value: &Bson) -> Cell<'static> {
-    match value {
-        Bson::Int32(n) => Cell::Int32(*n),
-        Bson::Int64(n) => Cell::Int64(*n),
-        Bson::Double(d) => Cell::Double(*d),
-        _ => Cell::Missing,
-    }
-}
-
-/// A `$group` fed straight from cells: its key and every argument a path or a scalar.
+/// A `$group` fed straight from cells: its key and every argument a path, a scalar, or
+/// an expression of a few paths (not `$rand`, whose value changes from row to row).
 fn direct_group(group: &Document, position: &dyn Fn(&str) -> Option<usize>) -> Option<DirectGroup> {
-    let operand = |value: &Bson| match value {
-        Bson::String(s) if s.starts_with("$$") => None,
-        Bson::String(s) if s.starts_with('$') => position(&s[1..]).map(Operand::Path),
+    let operand = |value: &Bson, role: Role| match value {
+        Bson::String(s) if s.starts_with('$') && !s.starts_with("$$") => {
+            position(&s[1..]).map(Operand::Path)
+        }
         v if is_scalar_constant(v) => Some(Operand::Constant(v.clone())),
-        _ => None,
+        v => {
+            if format!("{v}").contains("$rand") {
+                return None;
+            }
+            let mut paths = BTreeSet::new();
+            expression_paths(v, &mut paths, true)?;
+            let inputs = paths
+                .iter()
+                .map(|p| position(p))
+                .collect::<Option<Vec<_>>>()?;
+            (inputs.len() <= EXPRESSION_INPUTS_MAX).then_some(Operand::Expression(role, inputs))
+        }
     };
     let mut key = None;
     let mut arguments = Vec::new();
     for (field, spec) in group {
         if field == "_id" {
-            key = Some(operand(spec)?);
+            key = Some(operand(spec, Role::Key)?);
             continue;
         }
+        let role = Role::Argument(arguments.len());
         let (name, argument) = spec.as_document()?.iter().next()?;
         arguments.push(match name.as_str() {
             "$count" => Operand::Constant(Bson::Int32(1)),
             "$sum" | "$avg" | "$min" | "$max" | "$first" | "$last" | "$push" | "$addToSet"
-            | "$stdDevPop" | "$stdDevSamp" => operand(argument)?,
+            | "$stdDevPop" | "$stdDevSamp" => operand(argument, role)?,
             _ => return None,
         });
     }
@@ -555,9 +612,9 @@ impl ColumnPlan {
             }
             row.borrow()
         };
-        let operand = |operand: &'_ Operand, row: usize| match operand {
-            Operand::Path(path) => cell(*path, row),
-            Operand::Constant(value) => constant_cell(value),
+        let operand = |side: &Side, row: usize| match side {
+            Side::Path(path) => cell(*path, row),
+            Side::Number(number) => *number,
         };
         for comparison in &self.comparisons {
             let mut kept = Vec::with_capacity(selected.len());
@@ -589,9 +646,15 @@ impl ColumnPlan {
         match (split.head_stage(), &mut partial.0) {
             (_, State::Count(n)) => *n += selected.len() as i64,
             (Stage::Group(group), State::Group(groups)) => match &self.direct_group {
-                Some(direct) => {
-                    direct.accumulate(group, groups, &selected, &columns.chunks, &cell)?
-                }
+                Some(direct) => direct.accumulate(
+                    group,
+                    groups,
+                    vars,
+                    &self.paths,
+                    &selected,
+                    &columns.chunks,
+                    &cell,
+                )?,
                 None => {
                     for row in selected {
                         let _over_limit = group.add(groups, &row_document(row as usize), vars)?;
@@ -604,18 +667,80 @@ impl ColumnPlan {
     }
 }
 
+/// Remembered results of one expression in one row group, by its inputs' values.
+struct Memo<'c, T> {
+    results: HashMap<[Exact<'c>; EXPRESSION_INPUTS_MAX], T>,
+}
+
+impl<'c, T: Clone> Memo<'c, T> {
+    fn new() -> Memo<'c, T> {
+        Memo {
+            results: HashMap::new(),
+        }
+    }
+
+    /// The result for the inputs of `row`, computed by `compute` when new.
+    fn get(
+        &mut self,
+        inputs: &[usize],
+        row: usize,
+        cell: &dyn Fn(usize, usize) -> Cell<'c>,
+        compute: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
+        let mut key = [Exact::Missing; EXPRESSION_INPUTS_MAX];
+        for (slot, path) in key.iter_mut().zip(inputs) {
+            *slot = exact(cell(*path, row));
+        }
+        if let Some(found) = self.results.get(&key) {
+            return Ok(found.clone());
+        }
+        let result = compute()?;
+        if self.results.len() < EXPRESSION_MEMO_MAX {
+            self.results.insert(key, result.clone());
+        }
+        Ok(result)
+    }
+}
+
+/// The document of a row's values at `inputs` (positions in `paths`).
+fn inputs_document<'c>(
+    paths: &[String],
+    inputs: &[usize],
+    row: usize,
+    cell: &dyn Fn(usize, usize) -> Cell<'c>,
+) -> Document {
+    let mut doc = Document::new();
+    for &input in inputs {
+        set_path(&mut doc, &paths[input], cell(input, row).to_bson());
+    }
+    doc
+}
+
 impl DirectGroup {
+    #[allow(clippy::too_many_arguments)]
     fn accumulate<'c>(
         &self,
         group: &Group,
         groups: &mut Groups,
+        vars: &Variables,
+        paths: &[String],
         selected: &[u32],
         chunks: &[Option<Arc<ColumnChunk>>],
         cell: &dyn Fn(usize, usize) -> Cell<'c>,
     ) -> Result<()> {
-        let value = |operand: &Operand, row: usize| match operand {
-            Operand::Path(path) => cell(*path, row).to_bson(),
-            Operand::Constant(value) => Some(value.clone()),
+        let mut memos: Vec<Memo<'c, Option<Bson>>> =
+            self.arguments.iter().map(|_| Memo::new()).collect();
+        let mut value = |position: usize, operand: &Operand, row: usize| -> Result<Option<Bson>> {
+            Ok(match operand {
+                Operand::Path(path) => cell(*path, row).to_bson(),
+                Operand::Constant(value) => Some(value.clone()),
+                Operand::Expression(role, inputs) => {
+                    memos[position].get(inputs, row, cell, || {
+                        let doc = inputs_document(paths, inputs, row, cell);
+                        group.expression(*role).evaluate(&doc, vars)
+                    })?
+                }
+            })
         };
         if let Operand::Constant(key) = &self.key {
             // One group: each accumulator takes its column in one loop.
@@ -623,44 +748,57 @@ impl DirectGroup {
                 return Ok(());
             }
             let mut accumulators = group.new_accumulators();
-            for (accumulator, argument) in accumulators.iter_mut().zip(&self.arguments) {
+            for (position, (accumulator, argument)) in
+                accumulators.iter_mut().zip(&self.arguments).enumerate()
+            {
                 let chunk = match argument {
                     Operand::Path(path) => chunks[*path].as_deref(),
-                    Operand::Constant(_) => None,
+                    _ => None,
                 };
                 if !chunk.is_some_and(|chunk| column_kernel(accumulator, chunk, selected)) {
                     for &row in selected {
-                        accumulator.accumulate(value(argument, row as usize).as_ref())?;
+                        accumulator
+                            .accumulate(value(position, argument, row as usize)?.as_ref())?;
                     }
                 }
             }
             return group.absorb(groups, key.clone(), accumulators);
         }
         let mut slots: HashMap<KeyCell<'c>, usize> = HashMap::new();
+        let mut key_memo: Memo<'c, usize> = Memo::new();
+        let mut by_value: BTreeMap<GroupKey, usize> = BTreeMap::new();
         let mut local: Vec<(Bson, Vec<Accumulator>)> = Vec::new();
         for &row in selected {
             let row = row as usize;
+            let mut slot_of = |key: Bson| {
+                let key = group.group_key(key);
+                *by_value.entry(key.clone()).or_insert_with(|| {
+                    local.push((key.into_value(), group.new_accumulators()));
+                    local.len() - 1
+                })
+            };
             let slot = match &self.key {
                 Operand::Path(path) => {
                     let key = cell(*path, row);
-                    *slots.entry(key_cell(key)).or_insert_with(|| {
-                        local.push((
-                            key.to_bson().unwrap_or(Bson::Null),
-                            group.new_accumulators(),
-                        ));
-                        local.len() - 1
-                    })
-                }
-                Operand::Constant(key) => {
-                    if local.is_empty() {
-                        local.push((key.clone(), group.new_accumulators()));
+                    match slots.get(&key_cell(key)) {
+                        Some(slot) => *slot,
+                        None => {
+                            let slot = slot_of(key.to_bson().unwrap_or(Bson::Null));
+                            slots.insert(key_cell(key), slot);
+                            slot
+                        }
                     }
-                    0
                 }
+                Operand::Constant(key) => slot_of(key.clone()),
+                Operand::Expression(role, inputs) => key_memo.get(inputs, row, cell, || {
+                    let doc = inputs_document(paths, inputs, row, cell);
+                    let key = group.expression(*role).evaluate(&doc, vars)?;
+                    Ok(slot_of(key.unwrap_or(Bson::Null)))
+                })?,
             };
-            let accumulators = &mut local[slot].1;
-            for (accumulator, argument) in accumulators.iter_mut().zip(&self.arguments) {
-                accumulator.accumulate(value(argument, row).as_ref())?;
+            for (position, argument) in self.arguments.iter().enumerate() {
+                let argument = value(position, argument, row)?;
+                local[slot].1[position].accumulate(argument.as_ref())?;
             }
         }
         for (key, accumulators) in local {
@@ -864,7 +1002,7 @@ mod tests {
         fn random_heads_agree(
             kinds in proptest::collection::vec(0u8..7, 3),
             rows in proptest::collection::vec((0u8..4, -20i32..20, -20i32..20, -20i32..20), 0..60),
-            head in 0usize..8,
+            head in 0usize..9,
             constant in -20i32..20,
         ) {
             let docs: Vec<Document> = rows
@@ -891,7 +1029,13 @@ mod tests {
                 4 => vec![doc! {"$match": {"$expr": {"$lt": ["$a", "$n.x"]}}}, group(Bson::Null)],
                 5 => vec![doc! {"$match": {"n.x": {"$in": [constant, "s1", null, true]}}}, group(Bson::String("$a".into()))],
                 6 => vec![doc! {"$match": {"a": {"$exists": false}}}, doc! {"$count": "c"}],
-                _ => vec![group(bson::bson!({"$add": ["$a", 1]}))],
+                7 => vec![group(bson::bson!({"$add": ["$a", 1]}))],
+                // W1's shape: projections fused into the group, keyed by an expression.
+                _ => vec![
+                    doc! {"$project": {"_id": 0, "m": "$b", "e": {"$multiply": ["$a", {"$cond": [{"$eq": ["$n.x", "s1"]}, 1.5, 1]}]}}},
+                    doc! {"$project": {"m": 1, "band": {"$cond": [{"$lt": ["$e", constant]}, "low", "high"]}}},
+                    doc! {"$group": {"_id": "$band", "c": {"$sum": 1}, "m": {"$sum": "$m"}}},
+                ],
             };
             let (columnar, whole) = try_both(stages.clone(), &docs);
             if let Some(columnar) = columnar {

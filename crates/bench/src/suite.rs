@@ -12,7 +12,9 @@ use crate::measure::repeat;
 use crate::peers;
 use crate::report::{self, DatasetReport, Outcome, QueryReport, Report, Status, StorageFigures};
 use crate::server::ServerProcess;
-use crate::workloads::{self, conns, tools, w4_kv, Dataset, MongoOp, Query, WorkloadId};
+use crate::workloads::{
+    self, conns, tools, w4_kv, Dataset, MongoOp, Query, Variant, WorkloadId, COLUMN_STORE_INDEX,
+};
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Document};
 use futures_util::TryStreamExt;
@@ -323,15 +325,24 @@ fn run_basalt(
             basalt: run_query(runtime, db, name, query, runs, budget)?,
         });
     }
-    // The scans that are aggregations run again on a column store index, built now.
-    let scans: Vec<&Query> = dataset
+    // The scans that are aggregations run again, hinted to a column store index built
+    // now.
+    let scans: Vec<Query> = dataset
         .queries
         .iter()
         .filter(|q| q.scanned_docs.is_some())
-        .filter(|q| {
-            q.variants
-                .iter()
-                .all(|v| matches!(v.mongo, MongoOp::Aggregate(_)))
+        .filter_map(|q| {
+            let variants = q.variants.iter().map(|v| match &v.mongo {
+                MongoOp::Aggregate(p) | MongoOp::AggregateScan(p) => Some(Variant {
+                    mongo: MongoOp::AggregateColumnStore(p.clone()),
+                    ..v.clone()
+                }),
+                _ => None,
+            });
+            Some(Query {
+                variants: variants.collect::<Option<Vec<_>>>()?,
+                ..q.clone()
+            })
         })
         .collect();
     let mut column_store_bytes = None;
@@ -343,7 +354,7 @@ fn run_basalt(
             .block_on(
                 db.run_command(doc! {
                     "createIndexes": name,
-                    "indexes": [{"key": key.clone(), "name": "columnstore"}],
+                    "indexes": [{"key": key.clone(), "name": COLUMN_STORE_INDEX}],
                 })
                 .into_future(),
             )
@@ -355,10 +366,10 @@ fn run_basalt(
         column_store_bytes = stats
             .get_document("indexSizes")
             .ok()
-            .and_then(|sizes| sizes.get("columnstore"))
+            .and_then(|sizes| sizes.get(COLUMN_STORE_INDEX))
             .and_then(basalt_value::as_i64)
             .map(|bytes| bytes as u64);
-        for query in scans {
+        for query in &scans {
             eprintln!("basalt: {name} {} on the column store ...", query.name);
             queries.push(QueryReport {
                 name: query.name,
@@ -436,6 +447,13 @@ async fn execute(
         MongoOp::AggregateScan(pipeline) => {
             coll.aggregate(pipeline.clone())
                 .hint(mongodb::options::Hint::Keys(doc! {"$natural": 1}))
+                .await?
+                .try_collect()
+                .await
+        }
+        MongoOp::AggregateColumnStore(pipeline) => {
+            coll.aggregate(pipeline.clone())
+                .hint(mongodb::options::Hint::Name(COLUMN_STORE_INDEX.into()))
                 .await?
                 .try_collect()
                 .await

@@ -361,8 +361,9 @@ impl Writer<'_> {
         })?;
         let mut scanned = 0;
         for group in groups {
+            // A new index's keys: written as tables directly, as a bulk load's.
             let batch = build_group(collection, &*snapshot, index.id, projection, group)?;
-            collection.engine.write(batch, Durability::Process)?;
+            collection.engine.ingest(batch)?;
             scanned += 1u64 << ROW_GROUP_SPAN_BITS;
             progress(scanned);
         }

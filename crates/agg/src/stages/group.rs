@@ -58,6 +58,10 @@ impl GroupKey {
     pub(crate) fn new(value: Bson, collation: Option<Collation>) -> GroupKey {
         GroupKey { value, collation }
     }
+
+    pub(crate) fn into_value(self) -> Bson {
+        self.value
+    }
 }
 
 impl PartialEq for GroupKey {
@@ -172,7 +176,15 @@ impl Group {
         })
     }
 
-    fn group_key(&self, value: Bson) -> GroupKey {
+    /// The key expression, or an accumulator's argument (by position).
+    pub(crate) fn expression(&self, role: crate::column_scan::Role) -> &Expression {
+        match role {
+            crate::column_scan::Role::Key => &self.id,
+            crate::column_scan::Role::Argument(i) => &self.fields[i].1.argument,
+        }
+    }
+
+    pub(crate) fn group_key(&self, value: Bson) -> GroupKey {
         GroupKey {
             value,
             collation: self.collation.clone(),

@@ -86,6 +86,7 @@ impl Dataset {
 }
 
 /// One query of a workload, timed over several runs; each run takes the next variant.
+#[derive(Clone)]
 pub(crate) struct Query {
     pub name: &'static str,
     /// Documents a collection scan reads: the figure docs/s per core is computed from it.
@@ -95,6 +96,7 @@ pub(crate) struct Query {
 }
 
 /// One concrete query and its answer.
+#[derive(Clone)]
 pub(crate) struct Variant {
     pub mongo: MongoOp,
     /// SQL for the peers, `None` when the query has no SQL form. Templated: `$table` is
@@ -104,6 +106,9 @@ pub(crate) struct Variant {
     pub expected: Answer,
 }
 
+/// The name of the column store index the bench builds after a workload's queries.
+pub(crate) const COLUMN_STORE_INDEX: &str = "columnstore";
+
 /// A query in MongoDB's form.
 #[derive(Clone, Debug)]
 pub(crate) enum MongoOp {
@@ -111,6 +116,9 @@ pub(crate) enum MongoOp {
     /// An aggregation with `hint: {$natural: 1}`: a collection scan even where an index
     /// of the dataset could serve it.
     AggregateScan(Vec<Document>),
+    /// An aggregation hinted to the column store index the bench builds
+    /// ([`COLUMN_STORE_INDEX`]).
+    AggregateColumnStore(Vec<Document>),
     /// The `mapReduce` command with inline output; its `results` are the answer.
     MapReduce {
         map: String,
