@@ -8,7 +8,7 @@
 use crate::chunk::{ColumnChunk, Kind};
 use crate::projection::ColumnProjection;
 use basalt_error::{Error, Result};
-use bson::{doc, spec::BinarySubtype, Binary, Bson, Document};
+use bson::{doc, Bson, Document};
 use std::collections::BTreeMap;
 
 /// Record ids per row group: 2^16.
@@ -22,13 +22,15 @@ pub struct PathInfo {
     pub has_documents: bool,
 }
 
-/// A row group's table of contents: its rows' record ids, and its paths.
+/// A row group's table of contents: how many rows (documents, in record id order) it
+/// has, and its paths. (A query reads every row group's header, so the rows' record
+/// ids are not in it: nothing reads them yet.)
 #[derive(Clone, Debug, PartialEq)]
 pub struct RowGroupHeader {
     /// Changes whenever the row group is rebuilt, so cached chunks of an older build
     /// are never taken for the current one.
     pub generation: i64,
-    pub record_ids: Vec<u64>,
+    pub rows: usize,
     /// Every path some row reaches (leaves and documents), sorted.
     pub paths: BTreeMap<String, PathInfo>,
 }
@@ -54,15 +56,6 @@ impl RowGroupHeader {
     }
 
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
-        let offsets: Vec<u8> = self
-            .record_ids
-            .iter()
-            .flat_map(|id| ((id & ((1 << ROW_GROUP_SPAN_BITS) - 1)) as u16).to_le_bytes())
-            .collect();
-        let base = self
-            .record_ids
-            .first()
-            .map_or(0, |id| id >> ROW_GROUP_SPAN_BITS);
         let paths: Vec<Bson> = self
             .paths
             .iter()
@@ -76,8 +69,7 @@ impl RowGroupHeader {
             .collect();
         let header = doc! {
             "generation": self.generation,
-            "group": base as i64,
-            "ids": Binary { subtype: BinarySubtype::Generic, bytes: offsets },
+            "rows": self.rows as i64,
             "paths": paths,
         };
         header.to_vec().map_err(|e| Error::internal(e.to_string()))
@@ -86,14 +78,7 @@ impl RowGroupHeader {
     pub fn from_bytes(bytes: &[u8]) -> Result<RowGroupHeader> {
         let corrupt = || Error::internal("a column store row group header is corrupt");
         let header = Document::from_reader(bytes).map_err(|_| corrupt())?;
-        let base = header.get_i64("group").map_err(|_| corrupt())? as u64;
-        let ids = header.get_binary_generic("ids").map_err(|_| corrupt())?;
-        let record_ids = ids
-            .chunks_exact(2)
-            .map(|pair| {
-                (base << ROW_GROUP_SPAN_BITS) | u64::from(u16::from_le_bytes([pair[0], pair[1]]))
-            })
-            .collect();
+        let rows = header.get_i64("rows").map_err(|_| corrupt())?;
         let mut paths = BTreeMap::new();
         for entry in header.get_array("paths").map_err(|_| corrupt())? {
             let Bson::Array(parts) = entry else {
@@ -114,7 +99,7 @@ impl RowGroupHeader {
         }
         Ok(RowGroupHeader {
             generation: header.get_i64("generation").map_err(|_| corrupt())?,
-            record_ids,
+            rows: usize::try_from(rows).map_err(|_| corrupt())?,
             paths,
         })
     }
@@ -133,7 +118,9 @@ struct PathValues {
 /// Shreds the documents of one row group, in record id order.
 pub struct RowGroupBuilder<'p> {
     projection: &'p ColumnProjection,
-    record_ids: Vec<u64>,
+    rows: usize,
+    /// The last row's record id: rows come in record id order.
+    last: Option<u64>,
     paths: BTreeMap<String, PathValues>,
 }
 
@@ -141,20 +128,21 @@ impl<'p> RowGroupBuilder<'p> {
     pub fn new(projection: &'p ColumnProjection) -> RowGroupBuilder<'p> {
         RowGroupBuilder {
             projection,
-            record_ids: Vec::new(),
+            rows: 0,
+            last: None,
             paths: BTreeMap::new(),
         }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.record_ids.is_empty()
+        self.rows == 0
     }
 
     pub fn add(&mut self, record_id: u64, doc: &Document) {
-        let row = self.record_ids.len();
-        debug_assert!(self.record_ids.last().is_none_or(|last| *last < record_id));
-        self.record_ids.push(record_id);
-        self.shred(doc, "", row);
+        debug_assert!(self.last.is_none_or(|last| last < record_id));
+        self.last = Some(record_id);
+        self.shred(doc, "", self.rows);
+        self.rows += 1;
     }
 
     fn shred(&mut self, doc: &Document, prefix: &str, row: usize) {
@@ -192,7 +180,7 @@ impl<'p> RowGroupBuilder<'p> {
 
     /// The row group's header (with `generation`) and its chunks.
     pub fn finish(self, generation: i64) -> Result<(RowGroupHeader, Vec<(String, ColumnChunk)>)> {
-        let rows = self.record_ids.len();
+        let rows = self.rows;
         let mut paths = BTreeMap::new();
         let mut chunks = Vec::new();
         for (path, values) in self.paths {
@@ -228,7 +216,7 @@ impl<'p> RowGroupBuilder<'p> {
         }
         let header = RowGroupHeader {
             generation,
-            record_ids: self.record_ids,
+            rows,
             paths,
         };
         Ok((header, chunks))
@@ -249,7 +237,7 @@ mod tests {
         builder.add(65_541, &doc! {"t": 5, "m": "x"});
         let (header, chunks) = builder.finish(7).unwrap();
         let header = RowGroupHeader::from_bytes(&header.to_bytes().unwrap()).unwrap();
-        assert_eq!(header.record_ids, vec![65_537, 65_540, 65_541]);
+        assert_eq!(header.rows, 3);
         assert_eq!(header.generation, 7);
         let kind = |p: &str| header.paths.get(p).map(|i| (i.kind, i.has_documents));
         assert_eq!(kind("a"), Some((Kind::Int32, false)));

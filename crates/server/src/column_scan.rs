@@ -199,7 +199,7 @@ pub(crate) fn run(
             .map(|path| collection.column_chunk(&*snapshot, &view, group, path))
             .collect::<Result<Vec<_>>>()?;
         let columns = RowGroupColumns {
-            rows: header.record_ids.len(),
+            rows: header.rows,
             chunks,
         };
         let mut partial = split.empty();

@@ -150,6 +150,49 @@ impl Summation {
         }
     }
 
+    /// Adds integers as `add` would one by one (`long`: some were int64s): their total,
+    /// exact in any order, added at once.
+    pub fn add_integers(&mut self, values: impl IntoIterator<Item = i64>, long: bool) {
+        let (mut total, mut any) = (0i128, false);
+        for value in values {
+            total += i128::from(value);
+            any = true;
+        }
+        if any {
+            self.add_integer_total(total, long);
+        }
+    }
+
+    /// Adds an exact integer total, as [`Summation::add_integers`].
+    pub fn add_integer_total(&mut self, total: i128, long: bool) {
+        if long {
+            self.widest = self.widest.max(Widest::Int64);
+        }
+        // Each part is a double exactly: below 2^32, and the rest's 32 low bits zero (a
+        // total of up to 2^85 has at most 53 significant bits left).
+        let high = total & !0xFFFF_FFFF;
+        self.non_decimal.add_f64(high as f64);
+        self.non_decimal.add_f64((total - high) as f64);
+    }
+
+    /// Adds doubles as `add` would one by one, in four double-double lanes merged at the
+    /// end, which keeps the additions from waiting on each other. The total agrees with
+    /// one lane's to about 2^-100 of its magnitude, far below a double's last bit.
+    pub fn add_doubles(&mut self, values: impl IntoIterator<Item = f64>) {
+        let mut lanes = [DoubleDouble::default(); 4];
+        let mut count = 0;
+        for x in values {
+            lanes[count % 4].add_f64(x);
+            count += 1;
+        }
+        if count > 0 {
+            self.widest = self.widest.max(Widest::Double);
+            for lane in lanes {
+                self.non_decimal.merge(lane);
+            }
+        }
+    }
+
     /// Adds a number as the expression `$avg` does: decimals as decimals, anything else
     /// as a double.
     pub fn add_as_double(&mut self, n: Number) {
@@ -218,6 +261,39 @@ impl Summation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batches_sum_as_values_one_by_one() {
+        let doubles: Vec<f64> = (0..1000).map(|i| f64::from(i) * 0.1 - 7.3).collect();
+        let mut one_by_one = Summation::default();
+        doubles
+            .iter()
+            .for_each(|d| one_by_one.add(Number::Double(*d)));
+        let mut batch = Summation::default();
+        batch.add_doubles(doubles.iter().copied());
+        assert_eq!(batch.total(), one_by_one.total());
+        for (values, long) in [
+            (vec![i64::from(i32::MAX), 1], false),
+            (vec![i64::MAX, 5, -10], true),
+        ] {
+            let mut one_by_one = Summation::default();
+            for v in &values {
+                one_by_one.add(if long {
+                    Number::Int64(*v)
+                } else {
+                    Number::Int32(*v as i32)
+                });
+            }
+            let mut batch = Summation::default();
+            batch.add_integers(values.iter().copied(), long);
+            assert_eq!(batch.total(), one_by_one.total());
+        }
+        let mut empty = Summation::default();
+        empty.add_doubles([]);
+        empty.add_integers([], true);
+        assert_eq!(empty.total(), Bson::Int32(0));
+    }
+
     use bson::Decimal128;
     use std::str::FromStr;
 
