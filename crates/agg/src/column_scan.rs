@@ -563,6 +563,22 @@ impl Test {
     /// chunk where every row has a value and the test compares with a number (doubles
     /// in chunks are never NaN, so `<` is the query's order); `false` (nothing done)
     /// otherwise.
+    fn retain_typed(&self, chunk: &ColumnChunk, selected: &mut Vec<u32>) -> bool {
+        self.retain_strings(chunk, selected) || self.retain_doubles(chunk, selected)
+    }
+
+    /// As [`Test::retain_doubles`], for `$eq`/`$in` (and their negations) over a string
+    /// chunk where every row has a value: only the constants that are strings can be
+    /// equal to one.
+    fn retain_strings(&self, chunk: &ColumnChunk, selected: &mut Vec<u32>) -> bool {
+        let (Test::In { values, negated }, Some(strings)) = (self, chunk.dense_strings()) else {
+            return false;
+        };
+        let wanted: Vec<&str> = values.iter().filter_map(Bson::as_str).collect();
+        selected.retain(|&row| wanted.contains(&strings.value(row as usize)) != *negated);
+        true
+    }
+
     fn retain_doubles(&self, chunk: &ColumnChunk, selected: &mut Vec<u32>) -> bool {
         let Test::Compare {
             op,
@@ -677,7 +693,7 @@ impl ColumnPlan {
         let mut selected: Vec<u32> = (0..columns.rows as u32).collect();
         for condition in &self.conditions {
             let chunk = columns.chunks[condition.path].as_deref();
-            if !chunk.is_some_and(|chunk| condition.test.retain_doubles(chunk, &mut selected)) {
+            if !chunk.is_some_and(|chunk| condition.test.retain_typed(chunk, &mut selected)) {
                 selected.retain(|&row| condition.test.holds(cell(condition.path, row as usize)));
             }
         }

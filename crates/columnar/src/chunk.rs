@@ -188,6 +188,14 @@ impl ColumnChunk {
         }
     }
 
+    /// The strings of a string chunk in which every row has one.
+    pub fn dense_strings(&self) -> Option<&arrow_array::StringArray> {
+        match &self.values {
+            Values::Str(a) if a.null_count() == 0 && self.nulls.is_none() => Some(a),
+            _ => None,
+        }
+    }
+
     /// Whether any row holds null.
     pub fn has_nulls(&self) -> bool {
         self.nulls.is_some()
