@@ -631,26 +631,12 @@ impl Test {
 
 /// A group key from a cell: equal for values `$group` puts in one group (numbers by
 /// value, so 1, 1.0 and NumberLong(1) agree; missing as null).
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-enum KeyCell<'a> {
-    Null,
-    Integer(i64),
-    Double(u64),
-    Str(&'a str),
-    Bool(bool),
-    Date(i64),
-}
-
-fn key_cell(cell: Cell<'_>) -> KeyCell<'_> {
+fn key_cell(cell: Cell<'_>) -> Exact<'_> {
     match cell {
-        Cell::Missing | Cell::Null => KeyCell::Null,
-        Cell::Int32(n) => KeyCell::Integer(i64::from(n)),
-        Cell::Int64(n) => KeyCell::Integer(n),
-        Cell::Double(d) if d.fract() == 0.0 && d.abs() < 9.2e18 => KeyCell::Integer(d as i64),
-        Cell::Double(d) => KeyCell::Double(d.to_bits()),
-        Cell::Str(s) => KeyCell::Str(s),
-        Cell::Bool(b) => KeyCell::Bool(b),
-        Cell::Date(ms) => KeyCell::Date(ms),
+        Cell::Missing | Cell::Null => Exact::Null,
+        Cell::Int32(n) => Exact::Int64(i64::from(n)),
+        Cell::Double(d) if d.fract() == 0.0 && d.abs() < 9.2e18 => Exact::Int64(d as i64),
+        other => exact(other),
     }
 }
 
@@ -847,7 +833,7 @@ impl DirectGroup {
                 row_slots.resize(selected.len(), 0);
             }
             key => {
-                let mut by_cell: FastMap<KeyCell<'c>, u32> = FastMap::default();
+                let mut by_cell: FastMap<Exact<'c>, u32> = FastMap::default();
                 let mut key_memo: Memo<'c, u32> = Memo::new();
                 let mut by_value: BTreeMap<GroupKey, u32> = BTreeMap::new();
                 let mut slot_of = |key: Bson| {
@@ -1004,16 +990,28 @@ fn constant_kernel(
         if rows == 0 {
             continue;
         }
-        match &mut accumulators[position] {
-            Accumulator::Sum(sum) => sum.add_integer_total(constant * i128::from(rows), long),
-            Accumulator::Avg { sum, count, .. } => {
-                sum.add_integer_total(constant * i128::from(rows), long);
-                *count += rows;
-            }
-            _ => unreachable!("every group has the same accumulators"),
-        }
+        let mut sum = Summation::default();
+        sum.add_integer_total(constant * i128::from(rows), long);
+        add_to_sum(&mut accumulators[position], sum, rows);
     }
     true
+}
+
+/// Merges the sum of `count` values into a `$sum` or `$avg` that saw the values before
+/// them.
+fn add_to_sum(accumulator: &mut Accumulator, sum: Summation, count: u64) {
+    match accumulator {
+        Accumulator::Sum(total) => total.merge(sum),
+        Accumulator::Avg {
+            sum: total,
+            count: seen,
+            ..
+        } => {
+            total.merge(sum);
+            *seen += count;
+        }
+        _ => unreachable!("the kernels feed only $sum and $avg this way"),
+    }
 }
 
 /// A typed chunk's values, which rows have one, and how a value becomes a number and
@@ -1060,18 +1058,7 @@ impl<T: Copy + PartialOrd> Typed<'_, T> {
                         value
                     }),
                 );
-                match &mut local[0].1[position] {
-                    Accumulator::Sum(total) => total.merge(sum),
-                    Accumulator::Avg {
-                        sum: total,
-                        count: seen,
-                        ..
-                    } => {
-                        total.merge(sum);
-                        *seen += count;
-                    }
-                    _ => unreachable!("matched above"),
-                }
+                add_to_sum(&mut local[0].1[position], sum, count);
             }
             Accumulator::Sum(_)
             | Accumulator::Avg {
@@ -1084,18 +1071,7 @@ impl<T: Copy + PartialOrd> Typed<'_, T> {
                     sums[slot].1 += 1;
                 }
                 for ((_, accumulators), (sum, count)) in local.iter_mut().zip(sums) {
-                    match &mut accumulators[position] {
-                        Accumulator::Sum(total) => total.merge(sum),
-                        Accumulator::Avg {
-                            sum: total,
-                            count: seen,
-                            ..
-                        } => {
-                            total.merge(sum);
-                            *seen += count;
-                        }
-                        _ => unreachable!("every group has the same accumulators"),
-                    }
+                    add_to_sum(&mut accumulators[position], sum, count);
                 }
             }
             Accumulator::Min(_) | Accumulator::Max(_) => {

@@ -292,22 +292,11 @@ fn run_basalt(
     let summary = import::run(&load)?;
     let mut indexes = Vec::new();
     for keys in &dataset.indexes {
-        let building = Instant::now();
         let index_name: Vec<String> = keys.iter().map(|(k, v)| format!("{k}_{v}")).collect();
-        runtime
-            .block_on(
-                db.run_command(doc! {
-                    "createIndexes": name,
-                    "indexes": [{"key": keys.clone(), "name": index_name.join("_")}],
-                })
-                .into_future(),
-            )
-            .map_err(|e| io_error(format!("cannot index {name}"), e))?;
-        indexes.push((keys.to_string(), building.elapsed()));
+        let took = build_index(runtime, db, name, keys, &index_name.join("_"))?;
+        indexes.push((keys.to_string(), took));
     }
-    let stats = runtime
-        .block_on(db.run_command(doc! {"collStats": name}).into_future())
-        .map_err(|e| io_error(format!("cannot read collStats of {name}"), e))?;
+    let stats = coll_stats(runtime, db, name)?;
     let figure = |field: &str| stats.get(field).and_then(basalt_value::as_i64).unwrap_or(0) as u64;
     let mut storage = StorageFigures {
         bson_bytes: figure("size"),
@@ -316,14 +305,22 @@ fn run_basalt(
         column_store_bytes: None,
     };
     let mut queries = Vec::new();
-    for query in &dataset.queries {
-        eprintln!("basalt: {name} {} ...", query.name);
-        queries.push(QueryReport {
+    let report = |query: &Query, column_store: bool| -> Result<QueryReport> {
+        let on = if column_store {
+            " on the column store"
+        } else {
+            ""
+        };
+        eprintln!("basalt: {name} {}{on} ...", query.name);
+        Ok(QueryReport {
             name: query.name,
-            column_store: false,
+            column_store,
             scanned_docs: query.scanned_docs,
             basalt: run_query(runtime, db, name, query, runs, budget)?,
-        });
+        })
+    };
+    for query in &dataset.queries {
+        queries.push(report(query, false)?);
     }
     // The scans that are aggregations run again, hinted to a column store index built
     // now.
@@ -348,35 +345,17 @@ fn run_basalt(
     let mut column_store_bytes = None;
     if !scans.is_empty() {
         eprintln!("basalt: {name} building a column store index ...");
-        let building = Instant::now();
         let key = doc! {"$**": "columnstore"};
-        runtime
-            .block_on(
-                db.run_command(doc! {
-                    "createIndexes": name,
-                    "indexes": [{"key": key.clone(), "name": COLUMN_STORE_INDEX}],
-                })
-                .into_future(),
-            )
-            .map_err(|e| io_error(format!("cannot build a column store on {name}"), e))?;
-        indexes.push((key.to_string(), building.elapsed()));
-        let stats = runtime
-            .block_on(db.run_command(doc! {"collStats": name}).into_future())
-            .map_err(|e| io_error(format!("cannot read collStats of {name}"), e))?;
-        column_store_bytes = stats
+        let took = build_index(runtime, db, name, &key, COLUMN_STORE_INDEX)?;
+        indexes.push((key.to_string(), took));
+        column_store_bytes = coll_stats(runtime, db, name)?
             .get_document("indexSizes")
             .ok()
             .and_then(|sizes| sizes.get(COLUMN_STORE_INDEX))
             .and_then(basalt_value::as_i64)
             .map(|bytes| bytes as u64);
         for query in &scans {
-            eprintln!("basalt: {name} {} on the column store ...", query.name);
-            queries.push(QueryReport {
-                name: query.name,
-                column_store: true,
-                scanned_docs: query.scanned_docs,
-                basalt: run_query(runtime, db, name, query, runs, budget)?,
-            });
+            queries.push(report(query, true)?);
         }
     }
     storage.column_store_bytes = column_store_bytes;
@@ -392,6 +371,33 @@ fn run_basalt(
         storage,
         queries,
     })
+}
+
+/// Builds an index on collection `name`; returns how long it took.
+fn build_index(
+    runtime: &tokio::runtime::Runtime,
+    db: &Database,
+    name: &str,
+    keys: &Document,
+    index_name: &str,
+) -> Result<Duration> {
+    let building = Instant::now();
+    runtime
+        .block_on(
+            db.run_command(doc! {
+                "createIndexes": name,
+                "indexes": [{"key": keys.clone(), "name": index_name}],
+            })
+            .into_future(),
+        )
+        .map_err(|e| io_error(format!("cannot index {name} with {keys}"), e))?;
+    Ok(building.elapsed())
+}
+
+fn coll_stats(runtime: &tokio::runtime::Runtime, db: &Database, name: &str) -> Result<Document> {
+    runtime
+        .block_on(db.run_command(doc! {"collStats": name}).into_future())
+        .map_err(|e| io_error(format!("cannot read collStats of {name}"), e))
 }
 
 /// Times a query over its runs and checks each variant's first answer. A query the server
