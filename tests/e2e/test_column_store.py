@@ -145,6 +145,7 @@ def test_many_row_groups_and_a_kill_9(own_server):
     assert results(indexed, pipeline) == results(plain, pipeline)
     for coll in (plain, indexed):
         coll.update_many({"_id": {"$in": [5, 70_000, 139_999]}}, {"$set": {"n": 7, "k": "z"}})
+    assert indexed.database.command("validate", indexed.name)["valid"] is True
     own_server.kill()
     own_server.start()
     client = own_server.client()
@@ -152,6 +153,7 @@ def test_many_row_groups_and_a_kill_9(own_server):
     assert results(indexed, pipeline) == results(plain, pipeline)
     assert [i["name"] for i in indexed.list_indexes()] == ["_id_", "cs"]
     assert winning_plan(indexed, pipeline)["stage"] == "COLUMN_SCAN"
+    assert indexed.database.command("validate", indexed.name)["valid"] is True
 
 
 def test_hints_choose_or_refuse_the_column_store(twins):
