@@ -691,7 +691,7 @@ impl Writer<'_> {
             id_index_only: meta
                 .indexes
                 .iter()
-                .all(|i| i.keyed_by_id_alone() || i.column_store().is_some()),
+                .all(|i| i.keyed_by_id_alone() || i.is_column_store()),
         };
         let mut outcomes = Vec::with_capacity(docs.size_hint().0);
         let mut bytes = 0;
@@ -818,7 +818,7 @@ impl Writer<'_> {
         let mut entries = Vec::new();
         let mut turned_multikey = Vec::new();
         for (position, index) in meta.indexes.iter().enumerate() {
-            if index.column_store().is_some() {
+            if index.is_column_store() {
                 continue;
             }
             let (keys, stored) = if index.keyed_by_id_alone() {

@@ -87,17 +87,27 @@ fn group_of(record_id: u64) -> u64 {
 }
 
 impl IndexSpec {
+    /// Whether this is a column store index: what every write asks of every index, so
+    /// it builds nothing.
+    pub fn is_column_store(&self) -> bool {
+        self.key.len() == 1
+            && self
+                .key
+                .iter()
+                .next()
+                .is_some_and(|(field, kind)| field == "$**" && is_column_store(kind))
+    }
+
     /// A column store index's projection; `None` for any other index.
     pub fn column_store(&self) -> Option<ColumnProjection> {
-        let (field, kind) = self.key.iter().next().filter(|_| self.key.len() == 1)?;
-        (field == "$**" && kind.as_str() == Some(COLUMN_STORE))
+        self.is_column_store()
             .then(|| ColumnProjection::new(self.echoed.get_document("columnstoreProjection").ok()))
     }
 }
 
 /// Puts the marker of a write to `record_id` for each column store index of `meta`.
 pub(crate) fn mark_written(batch: &mut WriteBatch, meta: &CollectionMeta, record_id: u64) {
-    for index in meta.indexes.iter().filter(|i| i.column_store().is_some()) {
+    for index in meta.indexes.iter().filter(|i| i.is_column_store()) {
         batch.put(
             Space::Indexes,
             written_key(index.id, record_id),
@@ -247,7 +257,7 @@ impl crate::Catalog {
                     .meta()
                     .indexes
                     .iter()
-                    .any(|i| i.column_store().is_some())
+                    .any(|i| i.is_column_store())
                 {
                     merged += collection.merge_column_store()?;
                 }
@@ -259,11 +269,26 @@ impl crate::Catalog {
 
 /// The records written since their row group was built: record id → sequence number.
 fn written(snapshot: &dyn Snapshot, index_id: u64) -> Result<BTreeMap<u64, i64>> {
+    written_under(snapshot, &tagged(index_id, WRITTEN_TAG))
+}
+
+// A row group's markers are found by a prefix of whole bytes.
+const _: () = assert!(ROW_GROUP_SPAN_BITS.is_multiple_of(8));
+
+/// The markers of one row group: its record ids share their high 48 bits, so their keys
+/// share a prefix.
+fn group_marks(snapshot: &dyn Snapshot, index_id: u64, group: u64) -> Result<BTreeMap<u64, i64>> {
+    let mut prefix = tagged(index_id, WRITTEN_TAG);
+    let first = (group << ROW_GROUP_SPAN_BITS).to_be_bytes();
+    prefix.extend_from_slice(&first[..8 - ROW_GROUP_SPAN_BITS as usize / 8]);
+    written_under(snapshot, &prefix)
+}
+
+fn written_under(snapshot: &dyn Snapshot, prefix: &[u8]) -> Result<BTreeMap<u64, i64>> {
     let mut found = BTreeMap::new();
-    let prefix = tagged(index_id, WRITTEN_TAG);
     snapshot.scan_prefix(
         Space::Indexes,
-        &prefix,
+        prefix,
         ScanStart::Beginning,
         &mut |key, value| {
             let record_id = keys::trailing_record_id(key);
@@ -276,13 +301,6 @@ fn written(snapshot: &dyn Snapshot, index_id: u64) -> Result<BTreeMap<u64, i64>>
         },
     )?;
     Ok(found)
-}
-
-fn group_marks(snapshot: &dyn Snapshot, index_id: u64, group: u64) -> Result<BTreeMap<u64, i64>> {
-    Ok(written(snapshot, index_id)?
-        .into_iter()
-        .filter(|(record_id, _)| group_of(*record_id) == group)
-        .collect())
 }
 
 /// The batch that replaces row group `group` with what `snapshot` holds: its header and

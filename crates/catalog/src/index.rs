@@ -575,7 +575,7 @@ impl IndexSpec {
 
     /// The keys of `doc` and whether they made the index multikey.
     pub fn document_keys(&self, doc: &Document) -> Result<DocumentKeys> {
-        if self.column_store().is_some() {
+        if self.is_column_store() {
             // Its entries are row groups, written apart (`column_store.rs`).
             return Ok(DocumentKeys {
                 keys: Vec::new(),

@@ -215,7 +215,7 @@ impl Check<'_> {
         let mut tally = std::mem::take(&mut self.tally);
         let mut referenced = BTreeSet::new();
         for (position, index) in self.meta.indexes.iter().enumerate() {
-            if index.column_store().is_some() {
+            if index.is_column_store() {
                 // Row groups rather than one entry per key: nothing to count.
                 continue;
             }
@@ -401,7 +401,7 @@ impl Check<'_> {
         let records = self.report.records + self.unreadable_referenced.len() as u64;
         for (position, index) in self.meta.indexes.iter().enumerate() {
             // A column store index holds row groups, not an entry per document.
-            if self.unreadable_indexes.contains(&position) || index.column_store().is_some() {
+            if self.unreadable_indexes.contains(&position) || index.is_column_store() {
                 continue;
             }
             let report = &mut self.report.indexes[position];

@@ -220,7 +220,7 @@ pub(crate) fn candidate(
     // through its cells (`IndexSpec::geo_cells_index`).
     // A column store index has row groups, not keys: aggregations read it apart
     // (`basalt_server`'s column scan).
-    if index.geo().is_some() || index.column_store().is_some() {
+    if index.geo().is_some() || index.is_column_store() {
         return None;
     }
     // A text index holds only documents with words: it serves `$text` alone (whose
@@ -355,7 +355,7 @@ pub fn plan_hinted(
         // A column store index has no keys to scan: what it does not serve as a column
         // scan (an aggregation it covers, chosen by the server) reads the documents.
         None => Plan::CollectionScan,
-        Some(index) if index.column_store().is_some() => Plan::CollectionScan,
+        Some(index) if index.is_column_store() => Plan::CollectionScan,
         Some(index) => {
             let predicates = Predicates::parse(filter);
             let bounds =

@@ -30,7 +30,7 @@ pub(crate) fn eligible_index(
     hint: Option<&Bson>,
 ) -> Option<IndexSpec> {
     let meta = collection.meta();
-    let index = meta.indexes.iter().find(|i| i.column_store().is_some())?;
+    let index = meta.indexes.iter().find(|i| i.is_column_store())?;
     let projection = index.column_store()?;
     if !plan.paths().iter().all(|path| projection.keeps(path)) {
         return None;
@@ -98,7 +98,7 @@ pub(crate) fn explain(
         .meta()
         .indexes
         .iter()
-        .any(|i| i.column_store().is_some())
+        .any(|i| i.is_column_store())
     {
         return Ok(None);
     }

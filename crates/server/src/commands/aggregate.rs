@@ -217,7 +217,7 @@ pub(super) fn results(
             .meta()
             .indexes
             .iter()
-            .any(|i| i.column_store().is_some());
+            .any(|i| i.is_column_store());
         let plan = has_one.then(|| pipeline.column_plan()).flatten()?;
         let index = crate::column_scan::eligible_index(collection, &plan, body.get("hint"))?;
         Some((index, plan))
