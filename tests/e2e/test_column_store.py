@@ -1,6 +1,8 @@
 """Column store indexes: `createIndex({"$**": "columnstore"})` keeps the collection's
 documents as row groups of typed column chunks, and an aggregation whose head is
-`$match` stages then `$group`/`$count` reads them (explain: `COLUMN_SCAN`). Every
+`$match` stages then `$group`/`$count` reads them (explain: `COLUMN_SCAN`), as does a
+find, count, update or delete, which fetches only the documents its filter selects
+from the chunks (explain: `FETCH` over `COLUMN_SCAN`). Every
 answer must be the row engine's: the same pipelines run against a twin collection
 without the index, over documents with mixed types, nulls, missing paths, arrays and
 embedded documents, before and after writes, merges and a `kill -9`.
@@ -156,6 +158,44 @@ def test_many_row_groups_and_a_kill_9(own_server):
     assert indexed.database.command("validate", indexed.name)["valid"] is True
 
 
+def test_kill_9_during_merges(own_server):
+    """Row groups rebuilt in the background while the process dies: after the restart
+    every answer is still the row engine's, and the merge finishes its work."""
+    client = own_server.client()
+    plain, indexed = client.cs.plain, client.cs.indexed
+    docs = [{"_id": i, "k": "abc"[i % 3], "n": i % 1000, "v": i / 4} for i in range(140_000)]
+    for coll in (plain, indexed):
+        coll.insert_many(docs)
+    indexed.create_index(COLUMN_STORE, name="cs")
+    pipeline = [{"$match": {"n": {"$lt": 400}}}, {"$group": {"_id": "$k", "s": {"$sum": "$v"}}}]
+    rng = random.Random(3)
+    for turn in range(3):
+        # Thousands of writes in every row group make each due for a rebuild...
+        for coll in (plain, indexed):
+            coll.update_many({"n": {"$lt": 40}}, {"$inc": {"v": 1}, "$set": {"k": f"r{turn}"}})
+            coll.insert_many(
+                [
+                    {"_id": 200_000 + turn * 5_000 + i, "k": "x", "n": i % 1000, "v": 1.5}
+                    for i in range(5_000)
+                ]
+            )
+        # ... which the background pass starts after half a second of quiet.
+        time.sleep(rng.uniform(0.5, 2.5))
+        own_server.kill()
+        own_server.start()
+        client = own_server.client()
+        plain, indexed = client.cs.plain, client.cs.indexed
+        assert results(indexed, pipeline) == results(plain, pipeline)
+        filter = {"k": f"r{turn}", "n": 7}
+        assert list(indexed.find(filter)) == list(plain.find(filter))
+        assert indexed.database.command("validate", indexed.name)["valid"] is True
+    deadline = time.monotonic() + 60
+    while winning_plan(indexed, pipeline)["rowGroupsFromDocuments"] != 0:
+        assert time.monotonic() < deadline, "the written row groups were never merged"
+        time.sleep(0.2)
+    assert results(indexed, pipeline) == results(plain, pipeline)
+
+
 def test_hints_choose_or_refuse_the_column_store(twins):
     _, indexed = twins
     indexed.create_index("n")
@@ -168,10 +208,79 @@ def test_hints_choose_or_refuse_the_column_store(twins):
     assert winning_plan(indexed, ranged, hint="n_1")["stage"] != "COLUMN_SCAN"
     for hint in ("$**_columnstore", {"$natural": 1}, "n_1"):
         assert results(indexed, point, hint=hint) == results(indexed, point)
-    # A find hinted to the column store reads the documents.
-    assert len(list(indexed.find({"n": 10}).hint("$**_columnstore"))) == indexed.count_documents(
-        {"n": 10}
+    # A find hinted to the column store reads it too.
+    hinted = list(indexed.find({"n": 11}).hint("$**_columnstore"))
+    assert hinted == list(indexed.find({"n": 11})) and len(hinted) == 1
+    assert (
+        find_plan(indexed, {"n": 11}, hint="$**_columnstore")["inputStage"]["stage"]
+        == "COLUMN_SCAN"
     )
+    assert find_plan(indexed, {"n": 11})["inputStage"]["stage"] == "IXSCAN"
+
+
+FILTERS = [
+    {"k": "a", "d": 2.25},
+    {"t.q": "5", "d": {"$lt": 1}},
+    {"n": {"$in": [1, 2, 3, "12", None]}},
+    {"$expr": {"$gt": ["$d", 2]}, "k": {"$ne": "c"}},
+    {"k": {"$exists": False}, "d": {"$gte": 2}},
+    {"$or": [{"k": "a"}, {"t.q": "2"}], "d": 0.5},
+    {"d": {"$gte": 0}},
+    {"d": 7.5},
+]
+
+
+def find_plan(coll, filter, **kwargs):
+    explained = coll.database.command(
+        "explain", {"find": coll.name, "filter": filter, **kwargs}, verbosity="executionStats"
+    )
+    plan = explained["queryPlanner"]["winningPlan"]
+    plan["executionStats"] = explained["executionStats"]
+    return plan
+
+
+def test_finds_counts_and_writes_read_the_chunks(twins):
+    plain, indexed = twins
+
+    def same_finds():
+        for filter in FILTERS:
+            want = list(plain.find(filter).sort("_id", 1))
+            assert list(indexed.find(filter).sort("_id", 1)) == want, filter
+            # Natural order, in small batches (getMores resume within the selection).
+            assert list(indexed.find(filter).batch_size(7)) == list(plain.find(filter)), filter
+            window = indexed.find(filter, {"k": 1, "t.q": 1}).skip(3).limit(20)
+            assert list(window) == list(plain.find(filter, {"k": 1, "t.q": 1}).skip(3).limit(20))
+            count = {"count": indexed.name, "query": filter}
+            assert indexed.database.command(count)["n"] == len(want), filter
+
+    same_finds()
+    plan = find_plan(indexed, FILTERS[0])
+    assert plan["stage"] == "FETCH" and plan["filter"] == FILTERS[0]
+    scan = plan["inputStage"]
+    assert (scan["stage"], scan["paths"], scan["rowGroupsFromChunks"]) == (
+        "COLUMN_SCAN",
+        ["d", "k"],
+        1,
+    )
+    stats = plan["executionStats"]
+    # Only the selected documents are read.
+    assert stats["totalDocsExamined"] == stats["nReturned"] == plain.count_documents(FILTERS[0])
+    # Most rows pass: the row group is scanned, not fetched record by record.
+    assert find_plan(indexed, FILTERS[6])["executionStats"]["totalDocsExamined"] == 3000
+    # A filter with nothing to run as loops over chunks, or with a collation, scans.
+    assert find_plan(indexed, {"$or": [{"k": "a"}, {"d": 1}]})["stage"] == "COLLSCAN"
+    assert find_plan(indexed, FILTERS[0], collation={"locale": "fr"})["stage"] == "COLLSCAN"
+    for coll in (plain, indexed):
+        coll.update_many({"k": "a", "d": 2.25}, {"$set": {"d": 7.5, "n": "seven"}})
+        coll.delete_many({"t.q": "5", "d": {"$lt": 0.5}})
+        coll.insert_many([{"_id": 20_000 + i, "k": "a", "d": 2.25} for i in range(50)])
+    # Written row groups are read from their documents until they merge.
+    same_finds()
+    deadline = time.monotonic() + 30
+    while find_plan(indexed, FILTERS[0])["inputStage"]["rowGroupsFromDocuments"] != 0:
+        assert time.monotonic() < deadline, "the written row group was never merged"
+        time.sleep(0.2)
+    same_finds()
 
 
 def test_projection_keeps_only_its_paths(db):

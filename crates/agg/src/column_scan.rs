@@ -41,10 +41,19 @@ pub struct ColumnPlan {
     /// The rest of the filter, for the row engine's matcher; `None` when the
     /// conditions are the whole filter.
     residual: Option<Matcher>,
-    /// A `$group` whose key and arguments are paths or constants: fed from the cells.
-    direct_group: Option<DirectGroup>,
-    /// Whether the head is `$count`.
-    counts: bool,
+    /// What the head does with the selected rows.
+    head: Head,
+}
+
+/// The stage after a plan's filter.
+#[derive(Debug)]
+enum Head {
+    /// None: the plan selects rows (a query's filter alone).
+    Select,
+    Count,
+    /// A `$group`, fed from the cells when its key and arguments are paths, constants
+    /// or expressions of a few paths (`Some`), else row by row.
+    Group(Option<DirectGroup>),
 }
 
 #[derive(Debug)]
@@ -164,11 +173,27 @@ impl Pipeline {
         if self.variables().collation().is_some() {
             return None;
         }
+        ColumnPlan::new(&filters, specs[head].get_document("$group").ok())
+    }
+}
+
+impl ColumnPlan {
+    /// The plan that selects the rows matching a query's `filter` (a find's, a
+    /// count's), when the filter names every path it reads. (A query with a collation
+    /// has none: the loops compare strings by their bytes.)
+    pub fn for_filter(filter: &Document) -> Option<ColumnPlan> {
+        let mut plan = ColumnPlan::new(std::slice::from_ref(filter), None)?;
+        plan.head = Head::Select;
+        Some(plan)
+    }
+
+    /// The plan of a pipeline's head: `filters` (all must hold) then `group` (`None`:
+    /// `$count`).
+    fn new(filters: &[Document], group: Option<&Document>) -> Option<ColumnPlan> {
         let mut paths = BTreeSet::new();
-        for filter in &filters {
+        for filter in filters {
             filter_paths(filter, &mut paths)?;
         }
-        let group = specs[head].get_document("$group").ok();
         if let Some(group) = group {
             for (field, spec) in group {
                 if field == "_id" {
@@ -193,7 +218,7 @@ impl Pipeline {
         let mut conditions = Vec::new();
         let mut comparisons = Vec::new();
         let mut residual = Document::new();
-        for filter in &filters {
+        for filter in filters {
             for (key, value) in filter {
                 if key == "$expr" {
                     if let Some(comparison) = expr_comparison(value, &position) {
@@ -226,17 +251,16 @@ impl Pipeline {
         } else {
             Some(Matcher::new(&residual).ok()?)
         };
-        let direct_group = match group {
-            Some(group) => direct_group(group, &position),
-            None => None,
+        let head = match group {
+            Some(group) => Head::Group(direct_group(group, &position)),
+            None => Head::Count,
         };
         Some(ColumnPlan {
             paths,
             conditions,
             comparisons,
             residual,
-            direct_group,
-            counts: group.is_none(),
+            head,
         })
     }
 }
@@ -656,26 +680,25 @@ impl ColumnPlan {
             (self.conditions.len() + self.comparisons.len()) as i64,
         );
         out.insert("rowFilter", self.residual.is_some());
-        let group = match (&self.direct_group, self.counts) {
-            (_, true) => "count",
-            (Some(_), false) => "fromChunks",
-            (None, false) => "perRow",
+        let group = match &self.head {
+            Head::Select => return out,
+            Head::Count => "count",
+            Head::Group(Some(_)) => "fromChunks",
+            Head::Group(None) => "perRow",
         };
         out.insert("group", group);
         out
     }
 
-    /// Runs the head over one row group's rows into `partial`.
-    pub fn accumulate(
-        &self,
-        split: &Partitioned<'_>,
-        partial: &mut Partial,
-        columns: &RowGroupColumns,
-    ) -> Result<()> {
-        let cell = |path: usize, row: usize| match &columns.chunks[path] {
-            Some(chunk) => chunk.cell(row),
-            None => Cell::Missing,
-        };
+    /// Whether some of the filter runs as loops over chunks (a query whose filter is
+    /// all `rowFilter` gains little from reading chunks).
+    pub fn has_loops(&self) -> bool {
+        !self.conditions.is_empty() || !self.comparisons.is_empty()
+    }
+
+    /// The rows of one row group that pass the filter, in order.
+    pub fn select(&self, columns: &RowGroupColumns) -> Result<Vec<u32>> {
+        let cell = |path: usize, row: usize| cell_of(columns, path, row);
         let mut selected: Vec<u32> = (0..columns.rows as u32).collect();
         for condition in &self.conditions {
             let chunk = columns.chunks[condition.path].as_deref();
@@ -683,18 +706,7 @@ impl ColumnPlan {
                 selected.retain(|&row| condition.test.holds(cell(condition.path, row as usize)));
             }
         }
-        // One document, its values replaced row after row (no allocation for a path
-        // present in consecutive rows).
-        let row = std::cell::RefCell::new(Document::new());
-        let row_document = |at: usize| {
-            {
-                let mut doc = row.borrow_mut();
-                for (position, path) in self.paths.iter().enumerate() {
-                    set_path(&mut doc, path, cell(position, at).to_bson());
-                }
-            }
-            row.borrow()
-        };
+        let row = RowDocument::new(&self.paths, columns);
         let operand = |side: &Side, row: usize| match side {
             Side::Path(path) => cell(*path, row),
             Side::Number(number) => *number,
@@ -704,35 +716,46 @@ impl ColumnPlan {
                 continue;
             }
             let mut kept = Vec::with_capacity(selected.len());
-            for row in selected {
-                let left = operand(&comparison.left, row as usize);
-                let right = operand(&comparison.right, row as usize);
+            for at in selected {
+                let left = operand(&comparison.left, at as usize);
+                let right = operand(&comparison.right, at as usize);
                 let holds = match compare_numbers(left, right) {
                     Some(order) => comparison.holds_for[(order as i8 + 1) as usize],
-                    None => comparison
-                        .matcher
-                        .try_matches(&row_document(row as usize))?,
+                    None => comparison.matcher.try_matches(&row.at(at as usize))?,
                 };
                 if holds {
-                    kept.push(row);
+                    kept.push(at);
                 }
             }
             selected = kept;
         }
         if let Some(residual) = &self.residual {
             let mut kept = Vec::with_capacity(selected.len());
-            for row in selected {
-                if residual.try_matches(&row_document(row as usize))? {
-                    kept.push(row);
+            for at in selected {
+                if residual.try_matches(&row.at(at as usize))? {
+                    kept.push(at);
                 }
             }
             selected = kept;
         }
+        Ok(selected)
+    }
+
+    /// Runs the head over one row group's rows into `partial`.
+    pub fn accumulate(
+        &self,
+        split: &Partitioned<'_>,
+        partial: &mut Partial,
+        columns: &RowGroupColumns,
+    ) -> Result<()> {
+        let selected = self.select(columns)?;
+        let cell = |path: usize, row: usize| cell_of(columns, path, row);
+        let row = RowDocument::new(&self.paths, columns);
         let vars = split.variables();
         match (split.head_stage(), &mut partial.0) {
             (_, State::Count(n)) => *n += selected.len() as i64,
-            (Stage::Group(group), State::Group(groups)) => match &self.direct_group {
-                Some(direct) => direct.accumulate(
+            (Stage::Group(group), State::Group(groups)) => match &self.head {
+                Head::Group(Some(direct)) => direct.accumulate(
                     group,
                     groups,
                     vars,
@@ -741,15 +764,56 @@ impl ColumnPlan {
                     &columns.chunks,
                     &cell,
                 )?,
-                None => {
-                    for row in selected {
-                        let _over_limit = group.add(groups, &row_document(row as usize), vars)?;
+                _ => {
+                    for at in selected {
+                        let _over_limit = group.add(groups, &row.at(at as usize), vars)?;
                     }
                 }
             },
             _ => unreachable!("partials are made by Partitioned::empty"),
         }
         Ok(())
+    }
+}
+
+/// Row `row`'s value at the path at `path` (missing where no row has the path).
+fn cell_of(columns: &RowGroupColumns, path: usize, row: usize) -> Cell<'_> {
+    match &columns.chunks[path] {
+        Some(chunk) => chunk.cell(row),
+        None => Cell::Missing,
+    }
+}
+
+/// A row's values at the paths a plan reads, as a document for the row engine: one
+/// document, its values replaced row after row (no allocation for a path present in
+/// consecutive rows).
+struct RowDocument<'a> {
+    paths: &'a [String],
+    columns: &'a RowGroupColumns,
+    doc: std::cell::RefCell<Document>,
+}
+
+impl<'a> RowDocument<'a> {
+    fn new(paths: &'a [String], columns: &'a RowGroupColumns) -> RowDocument<'a> {
+        RowDocument {
+            paths,
+            columns,
+            doc: std::cell::RefCell::new(Document::new()),
+        }
+    }
+
+    fn at(&self, row: usize) -> std::cell::Ref<'_, Document> {
+        {
+            let mut doc = self.doc.borrow_mut();
+            for (position, path) in self.paths.iter().enumerate() {
+                set_path(
+                    &mut doc,
+                    path,
+                    cell_of(self.columns, position, row).to_bson(),
+                );
+            }
+        }
+        self.doc.borrow()
     }
 }
 
@@ -923,8 +987,9 @@ impl DirectGroup {
 }
 
 /// Feeds the rows of a double or int chunk to the accumulator at `position` of each
-/// row's group (`slots`), when it is `$sum`, `$avg`, `$min` or `$max`, in one loop;
-/// `false` (nothing fed) otherwise. Integers sum exactly in any order; doubles into a
+/// row's group (`slots`), when it is `$sum`, `$avg`, `$min` or `$max`, in one loop (or
+/// from the chunk's summary, when all its rows go to one group); `false` (nothing fed)
+/// otherwise. Integers sum exactly in any order; doubles into a
 /// double-double sum per group merged into the group's, as partitions' sums merge.
 fn column_kernel(
     local: &mut [(Bson, Vec<Accumulator>)],
@@ -933,6 +998,30 @@ fn column_kernel(
     rows: &[u32],
     slots: &[u32],
 ) -> bool {
+    if let ([_], true) = (&*local, rows.len() == chunk.rows()) {
+        if let Some(summary) = chunk.summary() {
+            // One group of every row: the chunk's summary is what a loop would make.
+            let accumulator = &mut local[0].1[position];
+            let extreme = match accumulator {
+                Accumulator::Sum(_)
+                | Accumulator::Avg {
+                    integers_as_doubles: false,
+                    ..
+                } => {
+                    add_to_sum(accumulator, summary.sum, summary.count);
+                    return true;
+                }
+                Accumulator::Min(_) => &summary.least,
+                Accumulator::Max(_) => &summary.greatest,
+                _ => return false,
+            };
+            if let Some(value) = extreme {
+                // A number is never refused by `$min`/`$max`.
+                let _grown = accumulator.accumulate(Some(value));
+            }
+            return true;
+        }
+    }
     if let Some((values, validity)) = chunk.doubles() {
         let typed = Typed {
             values,

@@ -10,7 +10,9 @@ use crate::io_error;
 use crate::machine::Machine;
 use crate::measure::repeat;
 use crate::peers;
-use crate::report::{self, DatasetReport, Outcome, QueryReport, Report, Status, StorageFigures};
+use crate::report::{
+    self, ColumnStoreLoad, DatasetReport, Outcome, QueryReport, Report, Status, StorageFigures,
+};
 use crate::server::ServerProcess;
 use crate::workloads::{
     self, conns, tools, w4_kv, Dataset, MongoOp, Query, Variant, WorkloadId, COLUMN_STORE_INDEX,
@@ -18,8 +20,9 @@ use crate::workloads::{
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Document};
 use futures_util::TryStreamExt;
+use mongodb::action::Action;
 use mongodb::error::ErrorKind;
-use mongodb::options::ClientOptions;
+use mongodb::options::{ClientOptions, Hint};
 use mongodb::{Client, Database};
 use std::future::IntoFuture;
 use std::path::{Path, PathBuf};
@@ -331,7 +334,11 @@ fn run_basalt(
         .filter_map(|q| {
             let variants = q.variants.iter().map(|v| match &v.mongo {
                 MongoOp::Aggregate(p) | MongoOp::AggregateScan(p) => Some(Variant {
-                    mongo: MongoOp::AggregateColumnStore(p.clone()),
+                    mongo: MongoOp::ColumnStore(Box::new(MongoOp::Aggregate(p.clone()))),
+                    ..v.clone()
+                }),
+                MongoOp::Find { .. } => Some(Variant {
+                    mongo: MongoOp::ColumnStore(Box::new(v.mongo.clone())),
                     ..v.clone()
                 }),
                 _ => None,
@@ -358,6 +365,10 @@ fn run_basalt(
             queries.push(report(query, true)?);
         }
     }
+    let column_store_load = match scans.is_empty() {
+        true => None,
+        false => Some(load_with_column_store(runtime, db, uri, dataset)?),
+    };
     storage.column_store_bytes = column_store_bytes;
     Ok(DatasetReport {
         id: dataset.id,
@@ -369,7 +380,82 @@ fn run_basalt(
         load_failures: summary.failures.len(),
         indexes,
         storage,
+        column_store_load,
         queries,
+    })
+}
+
+/// How long the bench waits for a column store's row groups to become current.
+const MERGE_WAIT: Duration = Duration::from_secs(300);
+
+/// Loads the dataset again into a collection that has a column store index before its
+/// first document, then waits until the background merge has made every row group
+/// current (explain of a hinted `$count` reads none from documents); drops it after.
+fn load_with_column_store(
+    runtime: &tokio::runtime::Runtime,
+    db: &Database,
+    uri: &str,
+    dataset: &Dataset,
+) -> Result<ColumnStoreLoad> {
+    let name = format!("{}_{COLUMN_STORE_INDEX}", dataset.collection());
+    eprintln!("basalt: loading {name}, with a column store index ...");
+    let coll = db.collection::<Document>(&name);
+    let drop = || {
+        runtime
+            .block_on(coll.drop().into_future())
+            .map_err(|e| io_error(format!("cannot drop {name}"), e))
+    };
+    drop()?;
+    let key = doc! {"$**": "columnstore"};
+    build_index(runtime, db, &name, &key, COLUMN_STORE_INDEX)?;
+    let summary = import::run(&ImportArgs::new(
+        uri,
+        DB,
+        &name,
+        dataset.import_file.clone(),
+    ))?;
+    let loaded = Instant::now();
+    let explain = doc! {
+        "explain": {
+            "aggregate": &name,
+            "pipeline": [{"$count": "n"}],
+            "cursor": {},
+            "hint": COLUMN_STORE_INDEX,
+        },
+        "verbosity": "queryPlanner",
+    };
+    let current_after = loop {
+        let reply = runtime
+            .block_on(db.run_command(explain.clone()).into_future())
+            .map_err(|e| io_error(format!("cannot explain a count of {name}"), e))?;
+        let cursor = match reply.get_array("stages") {
+            Ok(stages) => stages
+                .first()
+                .and_then(|s| s.as_document()?.get_document("$cursor").ok()),
+            Err(_) => Some(&reply),
+        };
+        let from_documents = cursor
+            .and_then(|c| c.get_document("queryPlanner").ok())
+            .and_then(|p| p.get_document("winningPlan").ok())
+            .and_then(|w| w.get("rowGroupsFromDocuments"))
+            .and_then(basalt_value::as_i64);
+        match from_documents {
+            Some(0) => break Some(loaded.elapsed()),
+            Some(_) if loaded.elapsed() < MERGE_WAIT => {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            Some(_) => break None,
+            None => {
+                return Err(Error::internal(format!(
+                    "explain of a count of {name} shows no column scan: {reply}"
+                )))
+            }
+        }
+    };
+    drop()?;
+    Ok(ColumnStoreLoad {
+        load: summary.elapsed,
+        current_after,
     })
 }
 
@@ -448,22 +534,20 @@ async fn execute(
     op: &MongoOp,
 ) -> mongodb::error::Result<Vec<Document>> {
     let coll = db.collection::<Document>(collection);
+    let (op, hint) = match op {
+        MongoOp::ColumnStore(op) => (&**op, Some(Hint::Name(COLUMN_STORE_INDEX.into()))),
+        MongoOp::AggregateScan(_) => (op, Some(Hint::Keys(doc! {"$natural": 1}))),
+        op => (op, None),
+    };
     match op {
-        MongoOp::Aggregate(pipeline) => coll.aggregate(pipeline.clone()).await?.try_collect().await,
-        MongoOp::AggregateScan(pipeline) => {
+        MongoOp::Aggregate(pipeline) | MongoOp::AggregateScan(pipeline) => {
             coll.aggregate(pipeline.clone())
-                .hint(mongodb::options::Hint::Keys(doc! {"$natural": 1}))
+                .optional(hint, |aggregate, hint| aggregate.hint(hint))
                 .await?
                 .try_collect()
                 .await
         }
-        MongoOp::AggregateColumnStore(pipeline) => {
-            coll.aggregate(pipeline.clone())
-                .hint(mongodb::options::Hint::Name(COLUMN_STORE_INDEX.into()))
-                .await?
-                .try_collect()
-                .await
-        }
+        MongoOp::ColumnStore(_) => unreachable!("unwrapped above"),
         MongoOp::MapReduce { map, reduce } => {
             let reply = db
                 .run_command(doc! {
@@ -484,12 +568,12 @@ async fn execute(
                 .unwrap_or_default())
         }
         MongoOp::Find { filter, projection } => {
-            let find = coll.find(filter.clone());
-            let find = match projection {
-                Some(p) => find.projection(p.clone()),
-                None => find,
-            };
-            find.await?.try_collect().await
+            coll.find(filter.clone())
+                .optional(projection.clone(), |find, p| find.projection(p))
+                .optional(hint, |find, hint| find.hint(hint))
+                .await?
+                .try_collect()
+                .await
         }
         MongoOp::Count(filter) => {
             let reply = db

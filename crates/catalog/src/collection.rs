@@ -179,10 +179,10 @@ impl Collection {
                     batch.put(Space::Indexes, entry, stored.clone());
                 }
             }
-            crate::column_store::mark_written(&mut batch, &meta, record_id);
             completed += 1;
             Ok(ControlFlow::Continue(()))
         })?;
+        crate::column_store::mark_written(&mut batch, &meta, first..=last);
         batch.delete(Space::Catalog, marker);
         self.engine.write(batch, Durability::Disk)?;
         tracing::warn!(
@@ -588,6 +588,10 @@ enum Incoming<'d> {
 /// An insert batch being built.
 struct Staging {
     batch: WriteBatch,
+    /// The inserted records, for their column store markers: in `batch`'s write when it
+    /// is committed, written before it when it is ingested (so that their keys, another
+    /// range of the index keyspace, do not make each ingested table overlap the last).
+    inserted: Vec<u64>,
     /// Per index of the metadata: the keys this batch adds (kept for unique indexes).
     pending: Vec<PendingKeys>,
     /// Indexes this batch makes multikey.
@@ -681,6 +685,7 @@ impl Writer<'_> {
         let snapshot = self.collection.engine.snapshot();
         let mut staging = Staging {
             batch: WriteBatch::default(),
+            inserted: Vec::new(),
             pending: meta
                 .indexes
                 .iter()
@@ -713,7 +718,11 @@ impl Writer<'_> {
             (Some(&first), last) if bytes >= INGEST_BATCH_BYTES_MIN => {
                 self.ingest(staging, (first, last.copied().unwrap_or(first)))?
             }
-            _ => self.commit(staging.batch, &staging.multikey, durability)?,
+            _ => {
+                let mut batch = staging.batch;
+                crate::column_store::mark_written(&mut batch, &meta, staging.inserted);
+                self.commit(batch, &staging.multikey, durability)?
+            }
         }
         let inserted = outcomes.iter().filter(|o| o.is_ok()).count();
         self.collection.count_change(inserted as i64, bytes as i64);
@@ -757,12 +766,16 @@ impl Writer<'_> {
     /// records first, so a crash can leave records without their index entries: a marker
     /// naming the batch's record ids is synced before and removed after, and opening the
     /// collection completes a batch it finds marked ([`Collection::complete_ingestion`]).
-    /// The metadata of indexes the batch makes multikey is written with the marker.
+    /// The metadata of indexes the batch makes multikey, and the column store markers of
+    /// its records (a marker of a record that never arrives only has its row group
+    /// rebuilt), are written with the marker.
     fn ingest(&self, staging: Staging, (first, last): (u64, u64)) -> Result<()> {
         // A batch whose ingestion failed earlier is completed before its marker is reused.
         self.collection.complete_ingestion()?;
         let marker = keys::ingestion_marker_key(self.collection.meta().id);
         let mut intent = WriteBatch::default();
+        let meta = self.collection.meta();
+        crate::column_store::mark_written(&mut intent, &meta, staging.inserted);
         let range = keys::ingestion_marker_value(first, last);
         intent.put(Space::Catalog, marker.clone(), range);
         self.commit(intent, &staging.multikey, Durability::Disk)?;
@@ -860,7 +873,7 @@ impl Writer<'_> {
         let batch = &mut staging.batch;
         crate::oplog::insert(batch, meta, &bytes);
         batch.put(Space::Records, keys::record_key(meta.id, record_id), bytes);
-        crate::column_store::mark_written(batch, meta, record_id);
+        staging.inserted.push(record_id);
         for (position, prefix, stored) in entries {
             let mut entry = prefix.clone();
             entry.extend_from_slice(&record_id.to_be_bytes());
@@ -970,7 +983,7 @@ impl Writer<'_> {
         let new_raw = RawDocument::from_bytes(&new_bytes)
             .map_err(|e| Error::internal(format!("an updated document: {e}")))?;
         crate::oplog::update(&mut batch, &meta, old, new, new_raw);
-        crate::column_store::mark_written(&mut batch, &meta, record_id);
+        crate::column_store::mark_written(&mut batch, &meta, [record_id]);
         let size_change = new_bytes.len() as i64 - basalt_value::document_size_bytes(old) as i64;
         batch.put(
             Space::Records,
@@ -996,7 +1009,7 @@ impl Writer<'_> {
         }
         batch.delete(Space::Records, keys::record_key(meta.id, record_id));
         crate::oplog::delete(&mut batch, &meta, old);
-        crate::column_store::mark_written(&mut batch, &meta, record_id);
+        crate::column_store::mark_written(&mut batch, &meta, [record_id]);
         self.collection.engine.write(batch, durability)?;
         self.collection
             .count_change(-1, -(basalt_value::document_size_bytes(old) as i64));

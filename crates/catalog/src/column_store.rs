@@ -3,7 +3,9 @@
 //! index's key range, and the record ids written since their row group was built.
 //!
 //! Keys, after the index id (u64 BE): `g` · row group (u64 BE) → the row group's header;
-//! `h` · row group · path → a chunk; `w` · record id → the write's sequence number. Every
+//! `h` · row group · path → a chunk; `w` · record id → the write's sequence number and
+//! the last record id of the run of records it marks (within the row group: an insert
+//! batch marks its records with one key per row group). Every
 //! insert, update and delete puts its `w` key in the batch that changes the document, so a
 //! snapshot always knows which rows of a row group are stale: a query runs a row group
 //! with written records on the documents themselves (exact by construction), and the
@@ -25,16 +27,19 @@ use std::sync::{Arc, OnceLock};
 /// The index type's name in a key pattern.
 pub const COLUMN_STORE: &str = "columnstore";
 
-pub use basalt_columnar::ROW_GROUP_SPAN_BITS;
+pub use basalt_columnar::{RECORD_IDS_PATH, ROW_GROUP_SPAN_BITS};
 
 const HEADER_TAG: u8 = b'g';
 const CHUNK_TAG: u8 = b'h';
 const WRITTEN_TAG: u8 = b'w';
 
 /// A row group merges once this many of its records were written, or once a write to
-/// it is older than [`MERGE_AFTER_MS`]: until then, queries read its documents.
+/// it is older than [`MERGE_AFTER_MS`], and no write reached it for [`MERGE_QUIET_MS`]
+/// (a row group still being written, by a bulk load, would only be rebuilt again, or
+/// not committed at all): until then, queries read its documents.
 pub const MERGE_WRITTEN_MIN: usize = 1024;
 pub const MERGE_AFTER_MS: i64 = 2_000;
+pub const MERGE_QUIET_MS: i64 = 500;
 
 /// Decoded chunks kept between queries, for every collection.
 const CHUNK_CACHE_BYTES: usize = 1 << 30;
@@ -105,14 +110,76 @@ impl IndexSpec {
     }
 }
 
-/// Puts the marker of a write to `record_id` for each column store index of `meta`.
-pub(crate) fn mark_written(batch: &mut WriteBatch, meta: &CollectionMeta, record_id: u64) {
-    for index in meta.indexes.iter().filter(|i| i.is_column_store()) {
-        batch.put(
-            Space::Indexes,
-            written_key(index.id, record_id),
-            next_sequence().to_be_bytes().to_vec(),
-        );
+/// Puts the markers of writes to `record_ids` (ascending) for each column store index
+/// of `meta`: one per run of consecutive ids within a row group, so an insert batch
+/// marks its records with a key or two.
+pub(crate) fn mark_written(
+    batch: &mut WriteBatch,
+    meta: &CollectionMeta,
+    record_ids: impl IntoIterator<Item = u64>,
+) {
+    let indexes: Vec<u64> = meta
+        .indexes
+        .iter()
+        .filter(|i| i.is_column_store())
+        .map(|i| i.id)
+        .collect();
+    if indexes.is_empty() {
+        return;
+    }
+    let runs = runs(record_ids);
+    let sequence = next_sequence();
+    for index_id in indexes {
+        for &(first, last) in &runs {
+            let mark = Mark { last, sequence };
+            batch.put(Space::Indexes, written_key(index_id, first), mark.encode());
+        }
+    }
+}
+
+/// Ascending record ids as runs `(first, last)` of consecutive ids within a row group.
+fn runs(record_ids: impl IntoIterator<Item = u64>) -> Vec<(u64, u64)> {
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for id in record_ids {
+        match runs.last_mut() {
+            Some((first, last)) if *last + 1 == id && group_of(id) == group_of(*first) => {
+                *last = id
+            }
+            _ => runs.push((id, id)),
+        }
+    }
+    runs
+}
+
+/// A write marker's value: the records `first..=last` (the key's record id is `first`;
+/// all in its row group) were written at `sequence`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Mark {
+    last: u64,
+    sequence: i64,
+}
+
+impl Mark {
+    fn encode(self) -> Vec<u8> {
+        let mut value = self.sequence.to_be_bytes().to_vec();
+        value.extend_from_slice(&self.last.to_be_bytes());
+        value
+    }
+
+    /// A marker of `first`'s key (one of a single record, as the first stores wrote
+    /// them, holds only its sequence).
+    fn decode(first: u64, value: &[u8]) -> Option<Mark> {
+        let sequence = i64::from_be_bytes(value.get(..8)?.try_into().ok()?);
+        let last = match value.get(8..) {
+            Some([]) => first,
+            Some(last) => u64::from_be_bytes(last.try_into().ok()?),
+            None => return None,
+        };
+        (last >= first && group_of(last) == group_of(first)).then_some(Mark { last, sequence })
+    }
+
+    fn records(&self, first: u64) -> usize {
+        (self.last - first + 1) as usize
     }
 }
 
@@ -160,10 +227,7 @@ impl Collection {
                 Ok(ControlFlow::Continue(()))
             },
         )?;
-        let written_groups = written(snapshot, index_id)?
-            .keys()
-            .map(|record_id| group_of(*record_id))
-            .collect();
+        let written_groups = written_groups(snapshot, index_id)?;
         Ok(ColumnStoreView {
             index_id,
             groups,
@@ -210,17 +274,20 @@ impl Collection {
                 continue;
             };
             let snapshot = self.engine.snapshot();
-            let mut by_group: BTreeMap<u64, BTreeMap<u64, i64>> = BTreeMap::new();
-            for (record_id, sequence) in written(&*snapshot, index.id)? {
+            let mut by_group: BTreeMap<u64, BTreeMap<u64, Mark>> = BTreeMap::new();
+            for (first, mark) in written(&*snapshot, index.id)? {
                 by_group
-                    .entry(group_of(record_id))
+                    .entry(group_of(first))
                     .or_default()
-                    .insert(record_id, sequence);
+                    .insert(first, mark);
             }
             for (group, marks) in by_group {
-                let oldest = marks.values().min().copied().unwrap_or(now);
-                let due =
-                    marks.len() >= MERGE_WRITTEN_MIN || (now - oldest) >> 10 >= MERGE_AFTER_MS;
+                let sequences = marks.values().map(|mark| mark.sequence);
+                let oldest = sequences.clone().min().unwrap_or(now);
+                let newest = sequences.max().unwrap_or(now);
+                let written: usize = marks.iter().map(|(first, mark)| mark.records(*first)).sum();
+                let due = (written >= MERGE_WRITTEN_MIN || (now - oldest) >> 10 >= MERGE_AFTER_MS)
+                    && (now - newest) >> 10 >= MERGE_QUIET_MS;
                 if !due || self.is_retired() {
                     continue;
                 }
@@ -267,9 +334,39 @@ impl crate::Catalog {
     }
 }
 
-/// The records written since their row group was built: record id → sequence number.
-fn written(snapshot: &dyn Snapshot, index_id: u64) -> Result<BTreeMap<u64, i64>> {
+/// The markers of records written since their row group was built, by first record.
+fn written(snapshot: &dyn Snapshot, index_id: u64) -> Result<BTreeMap<u64, Mark>> {
     written_under(snapshot, &tagged(index_id, WRITTEN_TAG))
+}
+
+/// The row groups with written records: one seek per such row group, however many
+/// markers it has (a bulk load leaves one per record).
+fn written_groups(snapshot: &dyn Snapshot, index_id: u64) -> Result<BTreeSet<u64>> {
+    let prefix = tagged(index_id, WRITTEN_TAG);
+    let mut groups = BTreeSet::new();
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let start = match &after {
+            Some(key) => ScanStart::After(key),
+            None => ScanStart::Beginning,
+        };
+        let mut found = None;
+        snapshot.scan_prefix(Space::Indexes, &prefix, start, &mut |key, _| {
+            let corrupt = || Error::internal("a column store write marker is corrupt");
+            found = Some(keys::trailing_record_id(key).ok_or_else(corrupt)?);
+            Ok(ControlFlow::Break(()))
+        })?;
+        let Some(record_id) = found else {
+            return Ok(groups);
+        };
+        let group = group_of(record_id);
+        groups.insert(group);
+        // The next seek starts past the row group's last record id.
+        match (group + 1).checked_mul(1 << ROW_GROUP_SPAN_BITS) {
+            Some(next) => after = Some(written_key(index_id, next - 1)),
+            None => return Ok(groups),
+        }
+    }
 }
 
 // A row group's markers are found by a prefix of whole bytes.
@@ -277,25 +374,24 @@ const _: () = assert!(ROW_GROUP_SPAN_BITS.is_multiple_of(8));
 
 /// The markers of one row group: its record ids share their high 48 bits, so their keys
 /// share a prefix.
-fn group_marks(snapshot: &dyn Snapshot, index_id: u64, group: u64) -> Result<BTreeMap<u64, i64>> {
+fn group_marks(snapshot: &dyn Snapshot, index_id: u64, group: u64) -> Result<BTreeMap<u64, Mark>> {
     let mut prefix = tagged(index_id, WRITTEN_TAG);
     let first = (group << ROW_GROUP_SPAN_BITS).to_be_bytes();
     prefix.extend_from_slice(&first[..8 - ROW_GROUP_SPAN_BITS as usize / 8]);
     written_under(snapshot, &prefix)
 }
 
-fn written_under(snapshot: &dyn Snapshot, prefix: &[u8]) -> Result<BTreeMap<u64, i64>> {
+fn written_under(snapshot: &dyn Snapshot, prefix: &[u8]) -> Result<BTreeMap<u64, Mark>> {
     let mut found = BTreeMap::new();
     snapshot.scan_prefix(
         Space::Indexes,
         prefix,
         ScanStart::Beginning,
         &mut |key, value| {
-            let record_id = keys::trailing_record_id(key);
-            let sequence = value.try_into().ok().map(i64::from_be_bytes);
-            match (record_id, sequence) {
-                (Some(record_id), Some(sequence)) => found.insert(record_id, sequence),
-                _ => return Err(Error::internal("a column store write marker is corrupt")),
+            let first = keys::trailing_record_id(key);
+            match first.and_then(|first| Some((first, Mark::decode(first, value)?))) {
+                Some((first, mark)) => found.insert(first, mark),
+                None => return Err(Error::internal("a column store write marker is corrupt")),
             };
             Ok(ControlFlow::Continue(()))
         },
@@ -392,4 +488,58 @@ impl Writer<'_> {
 /// Whether `value` names the column store index type.
 pub fn is_column_store(direction: &Bson) -> bool {
     direction.as_str() == Some(COLUMN_STORE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_name_runs_of_records_within_a_row_group() {
+        let span = 1u64 << ROW_GROUP_SPAN_BITS;
+        let ids = [3, 4, 5, 9, span - 1, span, span + 1];
+        assert_eq!(
+            runs(ids),
+            [(3, 5), (9, 9), (span - 1, span - 1), (span, span + 1)]
+        );
+        let mark = Mark {
+            last: 5,
+            sequence: 42,
+        };
+        assert_eq!(Mark::decode(3, &mark.encode()), Some(mark));
+        assert_eq!(mark.records(3), 3);
+        // A marker of one record as the first stores wrote it: its sequence alone.
+        let single = Mark::decode(7, &42i64.to_be_bytes());
+        assert_eq!(
+            single,
+            Some(Mark {
+                last: 7,
+                sequence: 42
+            })
+        );
+        // Corrupt: short, ending before its first record, or past its row group.
+        assert_eq!(Mark::decode(7, &[1, 2]), None);
+        assert_eq!(
+            Mark::decode(
+                7,
+                &Mark {
+                    last: 6,
+                    sequence: 1
+                }
+                .encode()
+            ),
+            None
+        );
+        assert_eq!(
+            Mark::decode(
+                7,
+                &Mark {
+                    last: span,
+                    sequence: 1
+                }
+                .encode()
+            ),
+            None
+        );
+    }
 }

@@ -28,7 +28,9 @@ pub use collection::{
     duplicate_key_error, Collection, CollectionMeta, CollectionStats, DiskSizes, InsertOutcome,
     Writer,
 };
-pub use column_store::{is_column_store, ColumnStoreView, COLUMN_STORE, ROW_GROUP_SPAN_BITS};
+pub use column_store::{
+    is_column_store, ColumnStoreView, COLUMN_STORE, RECORD_IDS_PATH, ROW_GROUP_SPAN_BITS,
+};
 pub use geo_index::{is_geo, GeoIndex, GEO_CELL_FIELD, SPHERE_INDEX_VERSION};
 pub use index::{
     hashed_value, is_hashed, DocumentKeys, IndexKey, IndexSpec, PartialFilter, Wildcard,

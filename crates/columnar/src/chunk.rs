@@ -11,7 +11,9 @@
 use arrow_array::{Array, BooleanArray, Float64Array, Int32Array, Int64Array, StringArray};
 use arrow_buffer::{BooleanBuffer, NullBuffer};
 use basalt_error::{Error, Result};
+use basalt_value::summation::Summation;
 use bson::Bson;
+use std::sync::OnceLock;
 
 /// What a path holds in a row group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,6 +126,23 @@ pub struct ColumnChunk {
     values: Values,
     /// The rows holding BSON null.
     nulls: Option<BooleanBuffer>,
+    /// Computed when first asked for, and kept with the chunk (in the cache).
+    summary: OnceLock<Option<Summary>>,
+}
+
+/// What `$sum`, `$avg`, `$min` and `$max` make of all of a number chunk's values: an
+/// unfiltered `$group` of one group takes these instead of reading the values again.
+/// The sum is the one [`Summation::add_doubles`] (or, for ints,
+/// [`Summation::add_integers`]) makes of the values in row order, and the least and
+/// greatest are the first of equal values, so each is what a pass over the values
+/// gives.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    /// Rows with a value (not null, not missing).
+    pub count: u64,
+    pub sum: Summation,
+    pub least: Option<Bson>,
+    pub greatest: Option<Bson>,
 }
 
 impl ColumnChunk {
@@ -196,6 +215,25 @@ impl ColumnChunk {
         }
     }
 
+    /// The [`Summary`] of a double or int chunk; `None` for other kinds.
+    pub fn summary(&self) -> Option<&Summary> {
+        self.summary
+            .get_or_init(|| {
+                if let Some((values, validity)) = self.doubles() {
+                    let present = present(values, validity);
+                    let mut sum = Summation::default();
+                    sum.add_doubles(present.clone());
+                    return Some(summarize(present, sum, Bson::Double));
+                }
+                let (values, validity) = self.int32s()?;
+                let present = present(values, validity);
+                let mut sum = Summation::default();
+                sum.add_integers(present.clone().map(i64::from), false);
+                Some(summarize(present, sum, Bson::Int32))
+            })
+            .as_ref()
+    }
+
     /// Whether any row holds null.
     pub fn has_nulls(&self) -> bool {
         self.nulls.is_some()
@@ -241,6 +279,7 @@ impl ColumnChunk {
             rows,
             values,
             nulls,
+            summary: OnceLock::new(),
         })
     }
 
@@ -315,7 +354,45 @@ impl ColumnChunk {
             rows,
             values,
             nulls,
+            summary: OnceLock::new(),
         })
+    }
+}
+
+/// The values of the rows that have one, in row order.
+fn present<'a, T: Copy>(
+    values: &'a [T],
+    validity: Option<&'a NullBuffer>,
+) -> impl Iterator<Item = T> + Clone + 'a {
+    values
+        .iter()
+        .enumerate()
+        .filter(move |(row, _)| validity.is_none_or(|v| v.is_valid(*row)))
+        .map(|(_, value)| *value)
+}
+
+/// A [`Summary`] of `values` (never NaN) and their `sum`.
+fn summarize<T: Copy + PartialOrd>(
+    values: impl Iterator<Item = T>,
+    sum: Summation,
+    bson: fn(T) -> Bson,
+) -> Summary {
+    let mut count = 0;
+    let (mut least, mut greatest) = (None::<T>, None::<T>);
+    for value in values {
+        count += 1;
+        if least.is_none_or(|l| value < l) {
+            least = Some(value);
+        }
+        if greatest.is_none_or(|g| value > g) {
+            greatest = Some(value);
+        }
+    }
+    Summary {
+        count,
+        sum,
+        least: least.map(bson),
+        greatest: greatest.map(bson),
     }
 }
 
@@ -428,6 +505,38 @@ mod tests {
         round_trip(Kind::Date, &[Some(Bson::DateTime(date)), Some(Bson::Null)]);
         round_trip(Kind::Null, &[Some(Bson::Null), None]);
         round_trip(Kind::Int32, &[]);
+    }
+
+    #[test]
+    fn summaries_are_what_a_pass_over_the_values_makes() {
+        let values = [
+            Some(bson!(0.0)),
+            None,
+            Some(Bson::Null),
+            Some(bson!(-0.0)),
+            Some(bson!(0.1)),
+            Some(bson!(0.2)),
+            Some(bson!(0.3)),
+        ];
+        let cells: Vec<Option<&Bson>> = values.iter().map(Option::as_ref).collect();
+        let chunk = ColumnChunk::build(Kind::Double, &cells).unwrap();
+        let summary = chunk.summary().unwrap();
+        assert_eq!(summary.count, 5);
+        assert_eq!(summary.sum.total(), bson!(0.6));
+        // The first of equal values: 0.0, not -0.0.
+        let least = summary.least.as_ref().and_then(Bson::as_f64).unwrap();
+        assert!(least == 0.0 && least.is_sign_positive());
+        assert_eq!(summary.greatest, Some(bson!(0.3)));
+        let ints = [Some(bson!(i32::MAX)), Some(bson!(i32::MAX))];
+        let cells: Vec<Option<&Bson>> = ints.iter().map(Option::as_ref).collect();
+        let chunk = ColumnChunk::build(Kind::Int32, &cells).unwrap();
+        let summary = chunk.summary().unwrap();
+        assert_eq!(summary.sum.total(), Bson::Int64(2 * i64::from(i32::MAX)));
+        let nulls = ColumnChunk::build(Kind::Int32, &[Some(&Bson::Null)]).unwrap();
+        let summary = nulls.summary().unwrap();
+        assert_eq!((summary.count, &summary.least), (0, &None));
+        let strings = ColumnChunk::build(Kind::String, &[Some(&bson!("a"))]).unwrap();
+        assert!(strings.summary().is_none());
     }
 
     #[test]

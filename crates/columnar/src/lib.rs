@@ -12,4 +12,6 @@ pub mod row_group;
 pub use cache::ChunkCache;
 pub use chunk::{Cell, ColumnChunk, Kind};
 pub use projection::ColumnProjection;
-pub use row_group::{PathInfo, RowGroupBuilder, RowGroupHeader, ROW_GROUP_SPAN_BITS};
+pub use row_group::{
+    PathInfo, RowGroupBuilder, RowGroupHeader, RECORD_IDS_PATH, ROW_GROUP_SPAN_BITS,
+};

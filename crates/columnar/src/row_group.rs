@@ -14,6 +14,13 @@ use std::collections::BTreeMap;
 /// Record ids per row group: 2^16.
 pub const ROW_GROUP_SPAN_BITS: u32 = 16;
 
+/// The chunk of the rows' record ids, stored beside the paths' chunks under a name no
+/// document path has (a BSON field name never holds a NUL): an int chunk of each row's
+/// record id less the row group's first (`record id & (2^16 - 1)`). Read only by a
+/// query that fetches the documents of the rows it selects, so the header, which every
+/// query reads, stays small.
+pub const RECORD_IDS_PATH: &str = "\0recordIds";
+
 /// What one path is in a row group.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PathInfo {
@@ -24,7 +31,7 @@ pub struct PathInfo {
 
 /// A row group's table of contents: how many rows (documents, in record id order) it
 /// has, and its paths. (A query reads every row group's header, so the rows' record
-/// ids are not in it: nothing reads them yet.)
+/// ids are not in it but in their own chunk, [`RECORD_IDS_PATH`].)
 #[derive(Clone, Debug, PartialEq)]
 pub struct RowGroupHeader {
     /// Changes whenever the row group is rebuilt, so cached chunks of an older build
@@ -118,9 +125,8 @@ struct PathValues {
 /// Shreds the documents of one row group, in record id order.
 pub struct RowGroupBuilder<'p> {
     projection: &'p ColumnProjection,
-    rows: usize,
-    /// The last row's record id: rows come in record id order.
-    last: Option<u64>,
+    /// Each row's record id: rows come in record id order.
+    record_ids: Vec<u64>,
     paths: BTreeMap<String, PathValues>,
 }
 
@@ -128,21 +134,23 @@ impl<'p> RowGroupBuilder<'p> {
     pub fn new(projection: &'p ColumnProjection) -> RowGroupBuilder<'p> {
         RowGroupBuilder {
             projection,
-            rows: 0,
-            last: None,
+            record_ids: Vec::new(),
             paths: BTreeMap::new(),
         }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rows == 0
+        self.record_ids.is_empty()
     }
 
     pub fn add(&mut self, record_id: u64, doc: &Document) {
-        debug_assert!(self.last.is_none_or(|last| last < record_id));
-        self.last = Some(record_id);
-        self.shred(doc, "", self.rows);
-        self.rows += 1;
+        debug_assert!(self.record_ids.last().is_none_or(|last| *last < record_id));
+        debug_assert!(self
+            .record_ids
+            .first()
+            .is_none_or(|first| first >> ROW_GROUP_SPAN_BITS == record_id >> ROW_GROUP_SPAN_BITS));
+        self.shred(doc, "", self.record_ids.len());
+        self.record_ids.push(record_id);
     }
 
     fn shred(&mut self, doc: &Document, prefix: &str, row: usize) {
@@ -178,11 +186,21 @@ impl<'p> RowGroupBuilder<'p> {
         }
     }
 
-    /// The row group's header (with `generation`) and its chunks.
+    /// The row group's header (with `generation`) and its chunks, the record ids'
+    /// ([`RECORD_IDS_PATH`]) among them.
     pub fn finish(self, generation: i64) -> Result<(RowGroupHeader, Vec<(String, ColumnChunk)>)> {
-        let rows = self.rows;
+        let rows = self.record_ids.len();
         let mut paths = BTreeMap::new();
-        let mut chunks = Vec::new();
+        let offsets: Vec<Bson> = self
+            .record_ids
+            .iter()
+            .map(|id| Bson::Int32((id & ((1 << ROW_GROUP_SPAN_BITS) - 1)) as i32))
+            .collect();
+        let cells: Vec<Option<&Bson>> = offsets.iter().map(Some).collect();
+        let mut chunks = vec![(
+            RECORD_IDS_PATH.to_string(),
+            ColumnChunk::build(Kind::Int32, &cells)?,
+        )];
         for (path, values) in self.paths {
             let kind = match (values.mixed, values.kind, values.values.is_empty()) {
                 (true, _, _) => Kind::Mixed,
@@ -251,6 +269,10 @@ mod tests {
         assert_eq!(chunk("t.q").cell(0), Cell::Str("1"));
         assert_eq!(chunk("t").cell(2), Cell::Int32(5));
         assert!(chunks.iter().all(|(p, _)| p != "s" && p != "m"));
+        let ids = chunk(RECORD_IDS_PATH);
+        let ids: Vec<Cell> = (0..3).map(|row| ids.cell(row)).collect();
+        assert_eq!(ids, [Cell::Int32(1), Cell::Int32(4), Cell::Int32(5)]);
+        assert!(!header.paths.contains_key(RECORD_IDS_PATH));
         assert!(header.serves("a") && header.serves("t.v") && header.serves("nope"));
         assert!(!header.serves("t") && !header.serves("s") && !header.serves("s.x"));
     }

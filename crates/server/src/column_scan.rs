@@ -1,6 +1,10 @@
-//! Aggregations read through a column store index (`COLUMN_SCAN`): the pipeline's head
+//! Queries read through a column store index (`COLUMN_SCAN`). An aggregation's head
 //! ([`basalt_agg::ColumnPlan`]) runs over each row group's chunks on the scan workers,
-//! and the partial results merge in record order as a parallel scan's do.
+//! and the partial results merge in record order as a parallel scan's do. A find (or a
+//! count, update, delete) selects rows by its filter over the chunks and fetches only
+//! their documents, by the record ids the row group keeps ([`RECORD_IDS_PATH`]); a row
+//! group where most rows pass is scanned instead, as fetching most of its documents one
+//! by one would cost more.
 //!
 //! A row group is read from its chunks only when the snapshot holds no write to it since
 //! it was built and every path the head reads is a leaf of chunk-held values there
@@ -8,18 +12,23 @@
 //! run through the row engine over their documents. Either way the result is the row
 //! engine's, so which row groups are current only changes the speed.
 //!
-//! The column store is chosen when the collection has one, the pipeline has a plan,
-//! and no hint names another index; an index that pins its leading field to points
-//! (an equality) reads fewer documents than any scan and keeps the query.
+//! The column store is chosen when the collection has one, the pipeline (the filter)
+//! has a plan, and no hint names another index; an index that pins its leading field to
+//! points (an equality) reads fewer documents than any scan and keeps the query. A find
+//! also needs part of its filter to run as loops over chunks (or a hint).
 
-use crate::exec::{AccessPath, Deadline, ExecStats, RangeScan, Step};
+use crate::exec::{AccessPath, Deadline, ExecStats, Needs, RangeScan, Step};
 use crate::parallel_scan::{self, RecordRange};
 use basalt_agg::Pipeline;
 use basalt_agg::{ColumnPlan, Partial, Partitioned, RowGroupColumns};
-use basalt_catalog::{Collection, ColumnStoreView, IndexSpec, ROW_GROUP_SPAN_BITS};
-use basalt_error::Result;
+use basalt_catalog::{
+    Collection, ColumnStoreView, IndexSpec, RECORD_IDS_PATH, ROW_GROUP_SPAN_BITS,
+};
+use basalt_error::{Error, Result};
 use basalt_plan::{IndexScanPlan, Plan};
 use basalt_query::Matcher;
+use basalt_storage::Snapshot;
+use basalt_value::Collation;
 use bson::{doc, Bson, Document};
 
 /// The column store index that may read a pipeline with `plan`: the collection's, when
@@ -56,7 +65,8 @@ pub(crate) enum Otherwise<'a> {
 impl<'a> From<&'a AccessPath> for Otherwise<'a> {
     fn from(path: &'a AccessPath) -> Otherwise<'a> {
         match path {
-            AccessPath::CollectionScan => Otherwise::CollectionScan,
+            // A find's column scan reads as a collection scan would, only faster.
+            AccessPath::CollectionScan | AccessPath::Columns(_) => Otherwise::CollectionScan,
             AccessPath::IndexScan(scan) => Otherwise::IndexScan(scan),
             AccessPath::Or(_) | AccessPath::Cells(_) => Otherwise::Other,
         }
@@ -113,13 +123,16 @@ pub(crate) fn explain(
     if !preferred_over(otherwise, hint.is_some()) {
         return Ok(None);
     }
+    stage(collection, &index, &plan).map(Some)
+}
+
+/// The `COLUMN_SCAN` stage of `plan` over `index`.
+fn stage(collection: &Collection, index: &IndexSpec, plan: &ColumnPlan) -> Result<Document> {
     let snapshot = collection.snapshot();
     let view = collection.column_store_view(&*snapshot, index.id)?;
     let last_group = collection.record_id_high_water() >> ROW_GROUP_SPAN_BITS;
     let from_chunks = (0..=last_group)
-        .filter(|group| {
-            view.is_current(*group) && plan.paths().iter().all(|p| view.groups[group].serves(p))
-        })
+        .filter(|group| served(&view, plan, *group))
         .count();
     let mut stage = doc! {
         "stage": "COLUMN_SCAN",
@@ -130,7 +143,40 @@ pub(crate) fn explain(
         "rowGroupsFromDocuments": (last_group + 1) as i64 - from_chunks as i64,
     };
     stage.extend(plan.explain());
-    Ok(Some(stage))
+    Ok(stage)
+}
+
+/// Whether row group `group` can be read from its chunks for `plan`: no write reached
+/// it since it was built, and every path the plan reads is a leaf of chunk-held values
+/// there.
+fn served(view: &ColumnStoreView, plan: &ColumnPlan, group: u64) -> bool {
+    view.is_current(group)
+        && plan
+            .paths()
+            .iter()
+            .all(|path| view.groups[&group].serves(path))
+}
+
+/// The chunks `plan` reads in row group `group`, when it is [`served`].
+fn read_columns(
+    collection: &Collection,
+    snapshot: &dyn Snapshot,
+    view: &ColumnStoreView,
+    plan: &ColumnPlan,
+    group: u64,
+) -> Result<Option<RowGroupColumns>> {
+    if !served(view, plan, group) {
+        return Ok(None);
+    }
+    let chunks = plan
+        .paths()
+        .iter()
+        .map(|path| collection.column_chunk(snapshot, view, group, path))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some(RowGroupColumns {
+        rows: view.groups[&group].rows,
+        chunks,
+    }))
 }
 
 /// What a column scan read, for explain and the profiler.
@@ -164,50 +210,32 @@ pub(crate) fn run(
     deadline: Deadline,
     workers: usize,
 ) -> Result<Option<(Partial, ColumnScanStats)>> {
-    let snapshot = collection.snapshot();
-    let view = collection.column_store_view(&*snapshot, index.id)?;
-    let last_group = collection.record_id_high_water() >> ROW_GROUP_SPAN_BITS;
-    let ranges: Vec<RecordRange> = (0..=last_group)
-        .map(|group| group_range(group, last_group))
-        .collect();
-    let scan = RangeScan {
+    let needs = fields.into();
+    let results = over_row_groups(
         collection,
-        snapshot: &*snapshot,
+        index,
+        plan,
         matcher,
-        deadline: deadline.clone(),
-        needs: fields.into(),
-    };
-    let results = parallel_scan::run_ranges(&ranges, workers, &|range| {
-        let group = range
-            .after
-            .map_or(0, |after| (after + 1) >> ROW_GROUP_SPAN_BITS);
-        let mut stats = ColumnScanStats::default();
-        let served = view.is_current(group)
-            && plan
-                .paths()
-                .iter()
-                .all(|path| view.groups[&group].serves(path));
-        if !served {
-            stats.row_groups_from_documents = 1;
-            return Ok(partition_partial(&scan, split, range)?.map(|p| (p, stats)));
-        }
-        deadline.check()?;
-        let header = &view.groups[&group];
-        let chunks = plan
-            .paths()
-            .iter()
-            .map(|path| collection.column_chunk(&*snapshot, &view, group, path))
-            .collect::<Result<Vec<_>>>()?;
-        let columns = RowGroupColumns {
-            rows: header.rows,
-            chunks,
-        };
-        let mut partial = split.empty();
-        plan.accumulate(split, &mut partial, &columns)?;
-        stats.row_groups_from_chunks = 1;
-        stats.rows_from_chunks = columns.rows as u64;
-        Ok((!split.exceeds_memory(&partial)).then_some((partial, stats)))
-    })?;
+        needs,
+        &deadline,
+        workers,
+        &|group| {
+            let mut stats = ColumnScanStats::default();
+            match group {
+                RowGroup::Chunks(columns) => {
+                    let mut partial = split.empty();
+                    plan.accumulate(split, &mut partial, &columns)?;
+                    stats.row_groups_from_chunks = 1;
+                    stats.rows_from_chunks = columns.rows as u64;
+                    Ok((!split.exceeds_memory(&partial)).then_some((partial, stats)))
+                }
+                RowGroup::Documents(scan, range) => {
+                    stats.row_groups_from_documents = 1;
+                    Ok(partition_partial(scan, split, range)?.map(|p| (p, stats)))
+                }
+            }
+        },
+    )?;
     let mut merged = split.empty();
     let mut total = ColumnScanStats::default();
     for result in results {
@@ -223,6 +251,52 @@ pub(crate) fn run(
         }
     }
     Ok(Some((merged, total)))
+}
+
+/// One row group as a column scan reads it: its chunks, or its records.
+enum RowGroup<'s> {
+    Chunks(RowGroupColumns),
+    Documents(&'s RangeScan<'s>, RecordRange),
+}
+
+/// Runs `work` over every row group of `index` in one snapshot, on the scan workers,
+/// with the row group's chunks where it is [`served`], else with its record range (the
+/// last one open-ended) and a scan of it that matches `matcher` and decodes what
+/// `needs` says; the results come in record order.
+#[allow(clippy::too_many_arguments)]
+fn over_row_groups<T: Send>(
+    collection: &Collection,
+    index: &IndexSpec,
+    plan: &ColumnPlan,
+    matcher: &Matcher,
+    needs: Needs<'_>,
+    deadline: &Deadline,
+    workers: usize,
+    work: &(dyn Fn(RowGroup<'_>) -> Result<T> + Sync),
+) -> Result<Vec<T>> {
+    let snapshot = collection.snapshot();
+    let view = collection.column_store_view(&*snapshot, index.id)?;
+    let last_group = collection.record_id_high_water() >> ROW_GROUP_SPAN_BITS;
+    let ranges: Vec<RecordRange> = (0..=last_group)
+        .map(|group| group_range(group, last_group))
+        .collect();
+    let scan = RangeScan {
+        collection,
+        snapshot: &*snapshot,
+        matcher,
+        deadline: deadline.clone(),
+        needs,
+    };
+    parallel_scan::run_ranges(&ranges, workers, &|range| {
+        deadline.check()?;
+        let group = range
+            .after
+            .map_or(0, |after| (after + 1) >> ROW_GROUP_SPAN_BITS);
+        match read_columns(collection, &*snapshot, &view, plan, group)? {
+            Some(columns) => work(RowGroup::Chunks(columns)),
+            None => work(RowGroup::Documents(&scan, range)),
+        }
+    })
 }
 
 /// Documents a partition hands to the pipeline's stages at a time.
@@ -249,4 +323,169 @@ pub(crate) fn partition_partial(
     })?;
     split.accumulate(&mut partial, Box::new(batch.into_iter().map(Ok)))?;
     Ok((!split.exceeds_memory(&partial)).then_some(partial))
+}
+
+/// A query's read through a column store index: the index and the filter its chunks
+/// select rows by ([`ColumnPlan::for_filter`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ColumnFind {
+    pub index: IndexSpec,
+    pub filter: Document,
+}
+
+/// A column find for a query the planner would read `otherwise`, when the collection's
+/// column store index serves `filter` and the column store should read it: without a
+/// collation (the loops compare strings by their bytes), with part of the filter run as
+/// loops over chunks unless a hint names the index, and as [`preferred_over`] says.
+pub(crate) fn find_path(
+    collection: &Collection,
+    filter: &Document,
+    collation: Option<&Collation>,
+    hint: Option<&Bson>,
+    otherwise: Otherwise<'_>,
+) -> Option<ColumnFind> {
+    if collation.is_some() {
+        return None;
+    }
+    let meta = collection.meta();
+    if !meta.indexes.iter().any(|i| i.is_column_store()) {
+        return None;
+    }
+    drop(meta);
+    let plan = ColumnPlan::for_filter(filter)?;
+    let index = eligible_index(collection, &plan, hint)?;
+    let hinted = hint.is_some();
+    (preferred_over(otherwise, hinted) && (hinted || plan.has_loops())).then(|| ColumnFind {
+        index,
+        filter: filter.clone(),
+    })
+}
+
+/// What a column find visits, in record order.
+#[derive(Debug)]
+pub enum Segment {
+    /// The records the chunks selected in a row group: each is fetched and matched
+    /// again (a later batch's snapshot may hold another version of it).
+    Records(Vec<u64>),
+    /// A range of records read as a collection scan reads it.
+    Range(RecordRange),
+}
+
+/// A row group's rows of which at most one in this many pass are fetched one by one;
+/// with more, its records are scanned.
+const FETCH_ONE_IN_MIN: usize = 8;
+
+/// The segments of a column find (its first batch's work): for each row group, the
+/// records its chunks select, or its range where it is not served or most rows pass;
+/// then the records past the last row group.
+pub(crate) fn find_segments(
+    collection: &Collection,
+    snapshot: &dyn Snapshot,
+    find: &ColumnFind,
+    deadline: &Deadline,
+) -> Result<Vec<Segment>> {
+    let plan = ColumnPlan::for_filter(&find.filter)
+        .ok_or_else(|| Error::internal("a column find's filter has no column plan"))?;
+    let view = collection.column_store_view(snapshot, find.index.id)?;
+    let last_group = collection.record_id_high_water() >> ROW_GROUP_SPAN_BITS;
+    let mut segments = Vec::new();
+    for group in 0..=last_group {
+        deadline.check()?;
+        let (after, last) = ColumnStoreView::record_range(group);
+        let range = RecordRange { after, last };
+        match selected_records(collection, snapshot, &view, &plan, group)? {
+            Some(records) if records.len() * FETCH_ONE_IN_MIN <= view.groups[&group].rows => {
+                if !records.is_empty() {
+                    segments.push(Segment::Records(records));
+                }
+            }
+            _ => push_range(&mut segments, range),
+        }
+    }
+    let (_, last) = ColumnStoreView::record_range(last_group);
+    let past = RecordRange {
+        after: Some(last),
+        last: u64::MAX,
+    };
+    push_range(&mut segments, past);
+    Ok(segments)
+}
+
+/// Appends a range to the segments, as part of the previous one when they meet.
+fn push_range(segments: &mut Vec<Segment>, range: RecordRange) {
+    match segments.last_mut() {
+        Some(Segment::Range(previous)) if range.after == Some(previous.last) => {
+            previous.last = range.last;
+        }
+        _ => segments.push(Segment::Range(range)),
+    }
+}
+
+/// The records of row group `group` whose rows pass `plan`'s filter; `None` when the
+/// group is not served, or was built before row groups kept their record ids.
+fn selected_records(
+    collection: &Collection,
+    snapshot: &dyn Snapshot,
+    view: &ColumnStoreView,
+    plan: &ColumnPlan,
+    group: u64,
+) -> Result<Option<Vec<u64>>> {
+    let Some(columns) = read_columns(collection, snapshot, view, plan, group)? else {
+        return Ok(None);
+    };
+    let Some(ids) = collection.column_chunk(snapshot, view, group, RECORD_IDS_PATH)? else {
+        return Ok(None);
+    };
+    let offsets = match ids.int32s() {
+        Some((offsets, None)) if offsets.len() == columns.rows => offsets,
+        _ => {
+            return Err(Error::internal(
+                "a column store row group's record ids are corrupt",
+            ))
+        }
+    };
+    let first = group << ROW_GROUP_SPAN_BITS;
+    let selected = plan.select(&columns)?;
+    Ok(Some(
+        selected
+            .iter()
+            .map(|&row| first + offsets[row as usize] as u64)
+            .collect(),
+    ))
+}
+
+/// The explain stage of a column find: `COLUMN_SCAN` as for an aggregation.
+pub(crate) fn find_stage(collection: &Collection, find: &ColumnFind) -> Result<Document> {
+    let plan = ColumnPlan::for_filter(&find.filter)
+        .ok_or_else(|| Error::internal("a column find's filter has no column plan"))?;
+    stage(collection, &find.index, &plan)
+}
+
+/// How many documents match a column find's filter: the rows its chunks select in the
+/// row groups they serve, and a count of the matching documents elsewhere, over row
+/// groups on the scan workers.
+pub(crate) fn count(
+    collection: &Collection,
+    find: &ColumnFind,
+    matcher: &Matcher,
+    deadline: Deadline,
+    workers: usize,
+) -> Result<i64> {
+    let plan = ColumnPlan::for_filter(&find.filter)
+        .ok_or_else(|| Error::internal("a column find's filter has no column plan"))?;
+    let needs = Needs::Fields(&[]);
+    let counts = over_row_groups(
+        collection,
+        &find.index,
+        &plan,
+        matcher,
+        needs,
+        &deadline,
+        workers,
+        &|group| match group {
+            RowGroup::Chunks(columns) => Ok(plan.select(&columns)?.len() as i64),
+            RowGroup::Documents(scan, range) => scan.count(range),
+        },
+    )?;
+    Ok(counts.into_iter().sum())
 }

@@ -5,6 +5,7 @@
 //! or an index scan over key ranges that fetches each record. The matcher always
 //! re-checks candidates, so an access path only has to return a superset of the matches.
 
+use crate::column_scan::{ColumnFind, Segment};
 use crate::operations::Progress;
 use crate::parallel_scan::{self, RecordRange};
 use crate::request::Fields;
@@ -102,6 +103,9 @@ pub enum AccessPath {
     /// The records a geo index's cells reach (`crate::geo::cell_scans`), each fetched
     /// once in record order: a collection scan's order, from a fraction of its reads.
     Cells(Box<crate::geo::CellScan>),
+    /// The records a column store index's chunks select, fetched in record order
+    /// (`crate::column_scan`).
+    Columns(Box<ColumnFind>),
 }
 
 impl AccessPath {
@@ -125,6 +129,7 @@ impl AccessPath {
                 .collect::<Vec<_>>()
                 .join(", "),
             AccessPath::Cells(cells) => ixscan(&cells.index),
+            AccessPath::Columns(_) => "COLUMN_SCAN".to_string(),
         }
     }
 
@@ -155,7 +160,10 @@ impl AccessPath {
         if filtered.is_some() || hint.is_some_and(|h| !is_empty_hint(h)) {
             let (choice, sorted) =
                 plan_choice(collection, filter, collation, hint, sort, projection)?;
-            let path = AccessPath::from(choice.winner);
+            let mut path = AccessPath::from(choice.winner);
+            if filtered.is_none() && !sorted {
+                path = path.or_column_store(collection, filter, collation, hint);
+            }
             path.note_index_uses(collection);
             return Ok((path, sorted));
         }
@@ -165,18 +173,35 @@ impl AccessPath {
             return Ok((path, false));
         }
         let planned = text_planning_filter(collection, filter)?;
-        let filter = planned.as_ref().unwrap_or(filter);
         let (meta, generation) = collection.meta_for_planning();
         let parts = basalt_plan::QueryShapeParts { sort, collation };
         let (plan, sorted) = basalt_plan::plan_with_cache(
             collection.plan_cache(),
             (&meta, generation),
-            filter,
+            planned.as_ref().unwrap_or(filter),
             parts,
         )?;
-        let path = AccessPath::from(plan);
+        let mut path = AccessPath::from(plan);
+        if !sorted {
+            path = path.or_column_store(collection, filter, collation, None);
+        }
         path.note_index_uses(collection);
         Ok((path, sorted))
+    }
+
+    /// A column store find instead of this path when the collection's column store
+    /// index serves the filter and should read it (`crate::column_scan::find_path`).
+    fn or_column_store(
+        self,
+        collection: &Collection,
+        filter: &Document,
+        collation: Option<&Collation>,
+        hint: Option<&Bson>,
+    ) -> AccessPath {
+        match crate::column_scan::find_path(collection, filter, collation, hint, (&self).into()) {
+            Some(find) => AccessPath::Columns(Box::new(find)),
+            None => self,
+        }
     }
 
     /// Counts this operation in the `$indexStats` of every index the path reads.
@@ -188,6 +213,7 @@ impl AccessPath {
                 .iter()
                 .for_each(|scan| collection.note_index_use(scan.index.id)),
             AccessPath::Cells(cells) => collection.note_index_use(cells.index.id),
+            AccessPath::Columns(find) => collection.note_index_use(find.index.id),
         }
     }
 }
@@ -349,6 +375,8 @@ pub struct Position {
     seen: HashSet<u64>,
     /// The records a scan of cells reaches, in order, found by its first batch.
     cell_records: Option<Arc<CellRecords>>,
+    /// What a column store find reads, in order, found by its first batch.
+    column_segments: Option<Arc<Vec<Segment>>>,
 }
 
 impl Position {
@@ -636,67 +664,177 @@ fn execute_unrecorded(
             }
             Ok(())
         }
-        AccessPath::CollectionScan => {
-            // Records are tested on the fields the filter reads, decoded alone; only
-            // the matches are decoded whole, or only as far as the visitor needs them:
-            // then the fields both need are decoded once.
-            let read_fields = matcher.top_level_fields();
-            let decoded_fields = match (&read_fields, fields) {
-                (Some(read), Some(wanted)) => {
-                    let mut both = read.clone();
-                    both.extend(wanted.iter().filter(|f| !read.contains(f)).cloned());
-                    Some(both)
+        AccessPath::CollectionScan => scan_records(
+            collection, snapshot, matcher, position, stats, &deadline, fields, visit,
+        ),
+        AccessPath::Columns(find) => {
+            let segments = match &position.column_segments {
+                Some(segments) => segments.clone(),
+                None => {
+                    let segments = Arc::new(crate::column_scan::find_segments(
+                        collection, snapshot, find, &deadline,
+                    )?);
+                    position.column_segments = Some(segments.clone());
+                    segments
                 }
-                _ => None,
             };
-            let last_record = position.last_record.unwrap_or(u64::MAX);
-            collection.scan(snapshot, position.after_record, &mut |record_id, raw| {
-                if record_id > last_record {
-                    return Ok(ControlFlow::Break(()));
-                }
-                stats.docs_examined += 1;
-                if stats
-                    .docs_examined
-                    .is_multiple_of(DEADLINE_CHECK_INTERVAL_DOCS)
-                {
-                    deadline.check()?;
-                }
-                let corrupt = |e: bson::error::Error| {
-                    Error::internal(format!("corrupt record {record_id}: {e}"))
-                };
-                if matcher.rejects_raw(raw) {
-                    position.after_record = Some(record_id);
-                    return Ok(ControlFlow::Continue(()));
-                }
-                // The matching document, decoded as far as needed; `None` on no match.
-                let matching = if let Some(decoded) = &decoded_fields {
-                    let doc = fields_of(raw, decoded).map_err(corrupt)?;
-                    matcher.try_matches(&doc)?.then_some(doc)
-                } else if let Some(read) = &read_fields {
-                    let tested = fields_of(raw, read).map_err(corrupt)?;
-                    if matcher.try_matches(&tested)? {
-                        Some(Document::try_from(raw).map_err(corrupt)?)
-                    } else {
-                        None
+            let read = RecordReading::new(matcher, fields);
+            for segment in segments.iter() {
+                deadline.check()?;
+                match segment {
+                    Segment::Records(records) => {
+                        let start = match position.after_record {
+                            Some(after) => records.partition_point(|id| *id <= after),
+                            None => 0,
+                        };
+                        for &record_id in &records[start..] {
+                            stats.docs_examined += 1;
+                            let Some(bytes) = collection.get_record_bytes(snapshot, record_id)?
+                            else {
+                                continue;
+                            };
+                            let corrupt =
+                                |e| Error::internal(format!("corrupt record {record_id}: {e}"));
+                            let raw = RawDocument::from_bytes(&bytes).map_err(corrupt)?;
+                            let step = match read.matching(matcher, record_id, raw)? {
+                                Some(doc) => visit(record_id, Some(raw), doc)?,
+                                None => Step::Continue,
+                            };
+                            if step != Step::StopBefore {
+                                position.after_record = Some(record_id);
+                            }
+                            if step != Step::Continue {
+                                return Ok(());
+                            }
+                        }
                     }
-                } else {
-                    let doc = Document::try_from(raw).map_err(corrupt)?;
-                    matcher.try_matches(&doc)?.then_some(doc)
-                };
-                let step = match matching {
-                    Some(doc) => visit(record_id, Some(raw), doc)?,
-                    None => Step::Continue,
-                };
-                if step != Step::StopBefore {
-                    position.after_record = Some(record_id);
+                    Segment::Range(range) => {
+                        if position
+                            .after_record
+                            .is_some_and(|after| after >= range.last)
+                        {
+                            continue;
+                        }
+                        let mut within =
+                            Position::records(position.after_record.max(range.after), range.last);
+                        let mut stopped = false;
+                        scan_records(
+                            collection,
+                            snapshot,
+                            matcher,
+                            &mut within,
+                            stats,
+                            &deadline,
+                            fields,
+                            &mut |record_id, raw, doc| {
+                                let step = visit(record_id, raw, doc)?;
+                                stopped = step != Step::Continue;
+                                Ok(step)
+                            },
+                        )?;
+                        position.after_record = within.after_record;
+                        if stopped {
+                            return Ok(());
+                        }
+                    }
                 }
-                Ok(match step {
-                    Step::Continue => ControlFlow::Continue(()),
-                    Step::StopAfter | Step::StopBefore => ControlFlow::Break(()),
-                })
-            })
+            }
+            Ok(())
         }
     }
+}
+
+/// How a scan tests a record and decodes a match: on the fields the filter reads,
+/// decoded alone; a match then decoded whole, or only as far as the visitor needs it
+/// (the fields both need decoded once).
+struct RecordReading {
+    read_fields: Option<Vec<String>>,
+    decoded_fields: Option<Vec<String>>,
+}
+
+impl RecordReading {
+    fn new(matcher: &Matcher, wanted: Option<&[String]>) -> RecordReading {
+        let read_fields = matcher.top_level_fields();
+        let decoded_fields = match (&read_fields, wanted) {
+            (Some(read), Some(wanted)) => {
+                let mut both = read.clone();
+                both.extend(wanted.iter().filter(|f| !read.contains(f)).cloned());
+                Some(both)
+            }
+            _ => None,
+        };
+        RecordReading {
+            read_fields,
+            decoded_fields,
+        }
+    }
+
+    /// The record, decoded as far as needed, when it matches.
+    fn matching(
+        &self,
+        matcher: &Matcher,
+        record_id: u64,
+        raw: &RawDocument,
+    ) -> Result<Option<Document>> {
+        let corrupt =
+            |e: bson::error::Error| Error::internal(format!("corrupt record {record_id}: {e}"));
+        if matcher.rejects_raw(raw) {
+            return Ok(None);
+        }
+        Ok(if let Some(decoded) = &self.decoded_fields {
+            let doc = fields_of(raw, decoded).map_err(corrupt)?;
+            matcher.try_matches(&doc)?.then_some(doc)
+        } else if let Some(read) = &self.read_fields {
+            let tested = fields_of(raw, read).map_err(corrupt)?;
+            if matcher.try_matches(&tested)? {
+                Some(Document::try_from(raw).map_err(corrupt)?)
+            } else {
+                None
+            }
+        } else {
+            let doc = Document::try_from(raw).map_err(corrupt)?;
+            matcher.try_matches(&doc)?.then_some(doc)
+        })
+    }
+}
+
+/// The collection scan from `position` on (to its last record, if it has one).
+#[allow(clippy::too_many_arguments)]
+fn scan_records(
+    collection: &Collection,
+    snapshot: &dyn Snapshot,
+    matcher: &Matcher,
+    position: &mut Position,
+    stats: &mut ExecStats,
+    deadline: &Deadline,
+    fields: Option<&[String]>,
+    visit: &mut Visitor<'_>,
+) -> Result<()> {
+    let read = RecordReading::new(matcher, fields);
+    let last_record = position.last_record.unwrap_or(u64::MAX);
+    collection.scan(snapshot, position.after_record, &mut |record_id, raw| {
+        if record_id > last_record {
+            return Ok(ControlFlow::Break(()));
+        }
+        stats.docs_examined += 1;
+        if stats
+            .docs_examined
+            .is_multiple_of(DEADLINE_CHECK_INTERVAL_DOCS)
+        {
+            deadline.check()?;
+        }
+        let step = match read.matching(matcher, record_id, raw)? {
+            Some(doc) => visit(record_id, Some(raw), doc)?,
+            None => Step::Continue,
+        };
+        if step != Step::StopBefore {
+            position.after_record = Some(record_id);
+        }
+        Ok(match step {
+            Step::Continue => ControlFlow::Continue(()),
+            Step::StopAfter | Step::StopBefore => ControlFlow::Break(()),
+        })
+    })
 }
 
 /// The records a scan of cells reaches, in id order, each once, with the values their
@@ -1422,6 +1560,16 @@ impl RangeScan<'_> {
             self.needs,
             visit,
         )
+    }
+
+    /// How many records of `range` match.
+    pub fn count(&self, range: RecordRange) -> Result<i64> {
+        let mut matched = 0i64;
+        self.visit(range, &mut ExecStats::default(), &mut |_, _, _| {
+            matched += 1;
+            Ok(Step::Continue)
+        })?;
+        Ok(matched)
     }
 }
 

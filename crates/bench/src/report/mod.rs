@@ -78,7 +78,19 @@ pub(crate) struct DatasetReport {
     pub indexes: Vec<(String, Duration)>,
     /// The collection's `collStats` after the load and its indexes.
     pub storage: StorageFigures,
+    /// The load again, into a collection with a column store index (when the dataset's
+    /// scans ran on one).
+    pub column_store_load: Option<ColumnStoreLoad>,
     pub queries: Vec<QueryReport>,
+}
+
+/// A load into a collection with a column store index: the import's time, and how long
+/// after it the background merge had made every row group current (`None`: not within
+/// the wait).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ColumnStoreLoad {
+    pub load: Duration,
+    pub current_after: Option<Duration>,
 }
 
 /// What `collStats` says a loaded collection takes: its documents' BSON bytes, and on

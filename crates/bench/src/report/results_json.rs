@@ -41,6 +41,10 @@ pub(crate) fn to_json(report: &Report) -> Value {
                 "basalt_s": d.load.as_secs_f64(),
                 "basalt_docs_per_s": rate(d.docs, d.load),
                 "failures": d.load_failures,
+                "with_column_store": d.column_store_load.as_ref().map(|again| json!({
+                    "basalt_s": again.load.as_secs_f64(),
+                    "current_after_s": again.current_after.map(|after| after.as_secs_f64()),
+                })),
                 "indexes": d.indexes.iter().map(|(keys, took)| json!({"keys": keys, "build_s": took.as_secs_f64()})).collect::<Vec<_>>(),
                 "storage": {
                     "bson_bytes": d.storage.bson_bytes,
@@ -74,6 +78,7 @@ pub(crate) fn to_json(report: &Report) -> Value {
             "value_bytes": kv.value_bytes,
             "put": phase(kv.puts.ops_per_second(), &kv.puts.latencies),
             "get": phase(kv.gets.ops_per_second(), &kv.gets.latencies),
+            "put_column_store": phase(kv.column_store_puts.ops_per_second(), &kv.column_store_puts.latencies),
         })),
         "tools": report.tools.as_ref().map(|tools| {
             let (word, detail) = status(&tools.status);

@@ -73,7 +73,12 @@ pub(crate) fn to_table(report: &Report) -> String {
         let mut rows = vec![header(&[
             "phase", "ops/s", "p50", "p90", "p99", "p99.9", "max",
         ])];
-        for (name, phase) in [("put", &kv.puts), ("get by _id", &kv.gets)] {
+        let phases = [
+            ("put", &kv.puts),
+            ("get by _id", &kv.gets),
+            ("put, column store index", &kv.column_store_puts),
+        ];
+        for (name, phase) in phases {
             let mut row = vec![name.to_string(), format_rate(phase.ops_per_second())];
             row.extend(percentiles(&phase.latencies));
             rows.push(row);
@@ -163,6 +168,19 @@ fn loads(report: &Report) -> String {
                 d.id.name(),
                 bytes as f64 / 1e6,
                 format_ratio(bytes as f64 / storage.bson_bytes.max(1) as f64),
+            ));
+        }
+        if let Some(again) = &d.column_store_load {
+            notes.push(format!(
+                "  {}: loaded again with a column store index in {} ({} docs/s, {:.2}x the load's time); every row group current {}",
+                d.id.name(),
+                format_duration(again.load),
+                format_rate(rate(d.docs, again.load)),
+                again.load.as_secs_f64() / d.load.as_secs_f64().max(1e-9),
+                match again.current_after {
+                    Some(after) => format!("{} after", format_duration(after)),
+                    None => "not within the wait".to_string(),
+                },
             ));
         }
         if d.load_failures > 0 {

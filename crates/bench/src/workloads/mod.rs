@@ -116,9 +116,9 @@ pub(crate) enum MongoOp {
     /// An aggregation with `hint: {$natural: 1}`: a collection scan even where an index
     /// of the dataset could serve it.
     AggregateScan(Vec<Document>),
-    /// An aggregation hinted to the column store index the bench builds
+    /// An aggregation or a find hinted to the column store index the bench builds
     /// ([`COLUMN_STORE_INDEX`]).
-    AggregateColumnStore(Vec<Document>),
+    ColumnStore(Box<MongoOp>),
     /// The `mapReduce` command with inline output; its `results` are the answer.
     MapReduce {
         map: String,

@@ -1,6 +1,8 @@
 //! W4, key-value: 32-character keys and 100–1900-byte ASCII values, put by 20 client
 //! threads and then read back by `_id` in another order; throughput and the latency
-//! percentiles of each phase. Every value read is compared with the one written.
+//! percentiles of each phase. Every value read is compared with the one written. Then
+//! the puts again, into a collection with a column store index: what keeping one costs
+//! a write.
 //!
 //! Keys and values are functions of the seed and the operation's number, so the reading
 //! threads regenerate what to expect instead of keeping a gigabyte of values around.
@@ -44,6 +46,8 @@ impl Phase {
 pub(crate) struct KvResult {
     pub puts: Phase,
     pub gets: Phase,
+    /// The puts into a collection with a column store index.
+    pub column_store_puts: Phase,
     pub value_bytes: u64,
 }
 
@@ -83,7 +87,8 @@ fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
-/// Puts `ops` keys, then gets them all, from [`THREADS`] threads blocking on `runtime`.
+/// Puts `ops` keys, then gets them all, from [`THREADS`] threads blocking on `runtime`;
+/// then puts them again into a new collection with a column store index.
 pub(crate) fn run(
     db: &Database,
     runtime: &tokio::runtime::Handle,
@@ -91,18 +96,7 @@ pub(crate) fn run(
     seed: u64,
 ) -> Result<KvResult> {
     let collection: Collection<Document> = db.collection(COLLECTION);
-    runtime
-        .block_on(collection.drop().into_future())
-        .map_err(|e| io_error("cannot drop w4", e))?;
-    let value_bytes = (0..ops).map(|i| value(seed, i).len() as u64).sum();
-    let puts = phase(ops, |i| {
-        let document = doc! {"_id": key(seed, i), "value": value(seed, i)};
-        let started = Instant::now();
-        runtime
-            .block_on(collection.insert_one(document).into_future())
-            .map_err(|e| io_error(format!("put {i}"), e))?;
-        Ok(started.elapsed())
-    })?;
+    let puts = put_all(db, runtime, ops, seed, None)?;
     let gets = phase(ops, |n| {
         let i = read_order(n, ops);
         let (key, expected) = (key(seed, i), value(seed, i));
@@ -119,10 +113,41 @@ pub(crate) fn run(
             )),
         }
     })?;
+    let column_store = doc! {"$**": "columnstore"};
+    let column_store_puts = put_all(db, runtime, ops, seed, Some(column_store))?;
     Ok(KvResult {
         puts,
         gets,
-        value_bytes,
+        column_store_puts,
+        value_bytes: (0..ops).map(|i| value(seed, i).len() as u64).sum(),
+    })
+}
+
+/// Puts the `ops` keys into W4's collection, made anew (with `index`, its keys).
+fn put_all(
+    db: &Database,
+    runtime: &tokio::runtime::Handle,
+    ops: u64,
+    seed: u64,
+    index: Option<Document>,
+) -> Result<Phase> {
+    let collection: Collection<Document> = db.collection(COLLECTION);
+    runtime
+        .block_on(collection.drop().into_future())
+        .map_err(|e| io_error("cannot drop w4", e))?;
+    if let Some(keys) = index {
+        let create = doc! {"createIndexes": COLLECTION, "indexes": [{"key": keys, "name": "w4"}]};
+        runtime
+            .block_on(db.run_command(create).into_future())
+            .map_err(|e| io_error("cannot index w4", e))?;
+    }
+    phase(ops, |i| {
+        let document = doc! {"_id": key(seed, i), "value": value(seed, i)};
+        let started = Instant::now();
+        runtime
+            .block_on(collection.insert_one(document).into_future())
+            .map_err(|e| io_error(format!("put {i}"), e))?;
+        Ok(started.elapsed())
     })
 }
 

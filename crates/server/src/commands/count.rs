@@ -1,7 +1,7 @@
 //! `count`: how many documents match, after skip and limit.
 
 use super::Ctx;
-use crate::exec::{for_each_match, AccessPath, Deadline, ExecStats, Needs, RangeScan, Step};
+use crate::exec::{for_each_match, AccessPath, Deadline, Needs, RangeScan};
 use crate::parallel_scan;
 use crate::request::Fields;
 use basalt_catalog::Collection;
@@ -128,6 +128,9 @@ fn count_matches(
     deadline: Deadline,
     workers: usize,
 ) -> Result<i64> {
+    if let (AccessPath::Columns(find), None) = (path, wanted) {
+        return crate::column_scan::count(collection, find, matcher, deadline, workers);
+    }
     let snapshot = collection.snapshot();
     if *path == AccessPath::CollectionScan && wanted.is_none() {
         // Counted on all scan workers, each over its ranges of the collection.
@@ -139,14 +142,7 @@ fn count_matches(
             deadline,
             needs: Needs::Fields(&[]),
         };
-        let counts = parallel_scan::run(high_water, workers, &|range| {
-            let mut matched = 0i64;
-            scan.visit(range, &mut ExecStats::default(), &mut |_, _, _| {
-                matched += 1;
-                Ok(Step::Continue)
-            })?;
-            Ok(matched)
-        })?;
+        let counts = parallel_scan::run(high_water, workers, &|range| scan.count(range))?;
         return Ok(counts.into_iter().sum());
     }
     let mut matched = 0i64;

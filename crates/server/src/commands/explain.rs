@@ -152,7 +152,30 @@ pub fn explain(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                     .input_fields()
                     .map(<[String]>::to_vec);
             }
-            planner.insert("winningPlan", query.stages(&choice.winner, &matcher, None));
+            // A find through a column store index fetches what its chunks select.
+            let column = match (&filtered, query.min_max, index_sorted) {
+                (None, None, false) => crate::column_scan::find_path(
+                    &collection,
+                    &query.filter,
+                    collation.as_ref(),
+                    query.hint,
+                    (&choice.winner).into(),
+                ),
+                _ => None,
+            };
+            let column_stage = column
+                .as_ref()
+                .map(|find| crate::column_scan::find_stage(&collection, find))
+                .transpose()?;
+            let winner_path = match column {
+                Some(find) => AccessPath::Columns(Box::new(find)),
+                None => AccessPath::from(choice.winner.clone()),
+            };
+            let winner = |run: Option<&Run>| match &column_stage {
+                Some(stage) => query.column_stages(stage, run),
+                None => query.stages(&choice.winner, &matcher, run),
+            };
+            planner.insert("winningPlan", winner(None));
             if let Some(rest) = &query.rest_of_pipeline {
                 let mut specs = vec![doc! {"$match": query.filter.clone()}];
                 specs.extend(basalt_agg::stage_documents(rest)?);
@@ -180,26 +203,37 @@ pub fn explain(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                     Some(_) => None,
                     None => query.limit.map(|l| l + query.skip),
                 };
-                let run = run_plan(&collection, &matcher, &choice.winner, wanted, &query)?;
+                let run = run_plan(&collection, &matcher, &winner_path, wanted, &query)?;
                 let mut stats = doc! {
                     "executionSuccess": true,
                     "nReturned": run.returned as i64,
                     "executionTimeMillis": run.millis,
                     "totalKeysExamined": run.stats.keys_examined as i64,
                     "totalDocsExamined": run.stats.docs_examined as i64,
-                    "executionStages": query.stages(&choice.winner, &matcher, Some(&run)),
+                    "executionStages": winner(Some(&run)),
                 };
                 if verbosity == Verbosity::AllPlansExecution {
                     let mut all = Vec::new();
-                    for plan in std::iter::once(&choice.winner).chain(&choice.rejected) {
-                        let trial =
-                            run_plan(&collection, &matcher, plan, Some(TRIAL_RESULTS_MAX), &query)?;
+                    let trials = std::iter::once((winner_path.clone(), None))
+                        .chain(choice.rejected.iter().map(|p| (p.clone().into(), Some(p))));
+                    for (path, rejected) in trials {
+                        let trial = run_plan(
+                            &collection,
+                            &matcher,
+                            &path,
+                            Some(TRIAL_RESULTS_MAX),
+                            &query,
+                        )?;
+                        let stages = match rejected {
+                            Some(plan) => query.stages(plan, &matcher, Some(&trial)),
+                            None => winner(Some(&trial)),
+                        };
                         all.push(Bson::Document(doc! {
                             "nReturned": trial.returned as i64,
                             "executionTimeMillisEstimate": trial.millis,
                             "totalKeysExamined": trial.stats.keys_examined as i64,
                             "totalDocsExamined": trial.stats.docs_examined as i64,
-                            "executionStages": query.stages(plan, &matcher, Some(&trial)),
+                            "executionStages": stages,
                         }));
                     }
                     stats.insert("allPlansExecution", all);
@@ -346,20 +380,19 @@ struct Run {
 fn run_plan(
     collection: &basalt_catalog::Collection,
     matcher: &Matcher,
-    plan: &Plan,
+    path: &AccessPath,
     wanted: Option<u64>,
     query: &Query<'_>,
 ) -> Result<Run> {
     let started = Instant::now();
     let snapshot = collection.snapshot();
-    let path = AccessPath::from(plan.clone());
     let mut stats = ExecStats::default();
     let mut matched = 0u64;
     execute(
         collection,
         &*snapshot,
         matcher,
-        &path,
+        path,
         &mut Position::default(),
         &mut stats,
         Deadline::from_max_time_ms(None),
@@ -394,14 +427,8 @@ impl Query<'_> {
     /// The stage tree of a plan, annotated with execution figures when `run` is given.
     fn stages(&self, plan: &Plan, matcher: &Matcher, run: Option<&Run>) -> Document {
         let covered = self.is_covered(plan, matcher);
-        let annotate = |mut stage: Document, returned: u64| {
-            if let Some(run) = run {
-                stage.insert("nReturned", returned as i64);
-                stage.insert("executionTimeMillisEstimate", run.millis);
-            }
-            stage
-        };
-        let mut stage = match plan {
+        let annotate = |stage: Document, returned: u64| annotated(stage, returned, run);
+        let stage = match plan {
             Plan::CollectionScan => {
                 let mut scan = plan.to_explain(&self.filter);
                 if let Some(run) = run {
@@ -434,6 +461,28 @@ impl Query<'_> {
                 }
             }
         };
+        self.outer_stages(stage, covered, run)
+    }
+
+    /// The stage tree of a find through a column store index: a FETCH of the records
+    /// its `COLUMN_SCAN` selects (or scans, where it does not serve).
+    fn column_stages(&self, column_scan: &Document, run: Option<&Run>) -> Document {
+        let mut fetch = doc! { "stage": "FETCH" };
+        if !self.filter.is_empty() {
+            fetch.insert("filter", self.filter.clone());
+        }
+        if let Some(run) = run {
+            fetch.insert("docsExamined", run.stats.docs_examined as i64);
+        }
+        fetch.insert("inputStage", column_scan.clone());
+        let fetch = annotated(fetch, run.map_or(0, |r| r.matched), run);
+        self.outer_stages(fetch, false, run)
+    }
+
+    /// The stages above the one that finds documents: sort or limit, skip, projection,
+    /// and the command's own.
+    fn outer_stages(&self, mut stage: Document, covered: bool, run: Option<&Run>) -> Document {
+        let annotate = |stage: Document, returned: u64| annotated(stage, returned, run);
         let returned = run.map_or(0, |r| r.returned);
         let wrap = |name: &str, extra: Document, input: Document| {
             let mut outer = doc! { "stage": name };
@@ -470,6 +519,15 @@ impl Query<'_> {
         }
         stage
     }
+}
+
+/// A stage with the documents it returned and the run's time, when it ran.
+fn annotated(mut stage: Document, returned: u64, run: Option<&Run>) -> Document {
+    if let Some(run) = run {
+        stage.insert("nReturned", returned as i64);
+        stage.insert("executionTimeMillisEstimate", run.millis);
+    }
+    stage
 }
 
 /// The stages of an aggregation after its leading `$match`, as they run: optimized, as
