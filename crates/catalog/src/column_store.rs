@@ -2,10 +2,13 @@
 //! collection's documents as row groups of column chunks (`basalt_columnar`), kept in the
 //! index's key range, and the record ids written since their row group was built.
 //!
-//! Keys, after the index id (u64 BE): `g` · row group (u64 BE) → the row group's header;
-//! `h` · row group · path → a chunk; `w` · record id → the write's sequence number and
-//! the last record id of the run of records it marks (within the row group: an insert
-//! batch marks its records with one key per row group). Every
+//! Keys in the index keyspace, after the index id (u64 BE): `g` · row group (u64 BE) →
+//! the row group's header; `h` · row group · path → a chunk. Write markers are in the
+//! catalog keyspace, `w` · index id · record id → the write's sequence number and the
+//! last record id of the run of records it marks (within the row group: an insert batch
+//! marks its records with one key per row group); there they stay out of the index
+//! keyspace, into which a bulk insert ingests tables of its own that another key range
+//! would make overlap (measured: a W1 load took twice as long). Every
 //! insert, update and delete puts its `w` key in the batch that changes the document, so a
 //! snapshot always knows which rows of a row group are stale: a query runs a row group
 //! with written records on the documents themselves (exact by construction), and the
@@ -33,13 +36,18 @@ const HEADER_TAG: u8 = b'g';
 const CHUNK_TAG: u8 = b'h';
 const WRITTEN_TAG: u8 = b'w';
 
-/// A row group merges once this many of its records were written, or once a write to
-/// it is older than [`MERGE_AFTER_MS`], and no write reached it for [`MERGE_QUIET_MS`]
-/// (a row group still being written, by a bulk load, would only be rebuilt again, or
-/// not committed at all): until then, queries read its documents.
+/// When the merge rebuilds a row group. It must have [`MERGE_WRITTEN_MIN`] written
+/// records or a write older than [`MERGE_AFTER_MS`], and no write for
+/// [`MERGE_QUIET_MS`] (one still being written would only be rebuilt again). And the
+/// merge yields to a stream of writes to the collection: it waits until the collection
+/// had no write for [`MERGE_QUIET_MS`] too, unless [`MERGE_BACKLOG_MAX`] records wait
+/// or a write waited [`MERGE_OVERDUE_MS`]. Until a row group merges, queries read its
+/// documents, so the waiting costs reads speed, never answers.
 pub const MERGE_WRITTEN_MIN: usize = 1024;
 pub const MERGE_AFTER_MS: i64 = 2_000;
 pub const MERGE_QUIET_MS: i64 = 500;
+pub const MERGE_BACKLOG_MAX: usize = 16 << ROW_GROUP_SPAN_BITS;
+pub const MERGE_OVERDUE_MS: i64 = 30_000;
 
 /// Decoded chunks kept between queries, for every collection.
 const CHUNK_CACHE_BYTES: usize = 1 << 30;
@@ -81,8 +89,18 @@ fn chunk_prefix(index_id: u64, group: u64) -> Vec<u8> {
     key
 }
 
+/// The keyspace of the write markers.
+const MARKERS: Space = Space::Catalog;
+
+/// The prefix of the write markers of index `index_id`.
+pub(crate) fn marker_prefix(index_id: u64) -> Vec<u8> {
+    let mut key = vec![WRITTEN_TAG];
+    key.extend_from_slice(&index_id.to_be_bytes());
+    key
+}
+
 fn written_key(index_id: u64, record_id: u64) -> Vec<u8> {
-    let mut key = tagged(index_id, WRITTEN_TAG);
+    let mut key = marker_prefix(index_id);
     key.extend_from_slice(&record_id.to_be_bytes());
     key
 }
@@ -132,7 +150,7 @@ pub(crate) fn mark_written(
     for index_id in indexes {
         for &(first, last) in &runs {
             let mark = Mark { last, sequence };
-            batch.put(Space::Indexes, written_key(index_id, first), mark.encode());
+            batch.put(MARKERS, written_key(index_id, first), mark.encode());
         }
     }
 }
@@ -281,13 +299,26 @@ impl Collection {
                     .or_default()
                     .insert(first, mark);
             }
+            let age = |sequence: i64| (now - sequence) >> 10;
+            let records = |marks: &BTreeMap<u64, Mark>| -> usize {
+                marks.iter().map(|(first, mark)| mark.records(*first)).sum()
+            };
+            let newest_write = by_group
+                .values()
+                .flat_map(|marks| marks.values())
+                .map(|m| m.sequence)
+                .max();
+            let backlog: usize = by_group.values().map(records).sum();
+            let writes_paused = newest_write.is_none_or(|newest| age(newest) >= MERGE_QUIET_MS);
             for (group, marks) in by_group {
                 let sequences = marks.values().map(|mark| mark.sequence);
                 let oldest = sequences.clone().min().unwrap_or(now);
                 let newest = sequences.max().unwrap_or(now);
-                let written: usize = marks.iter().map(|(first, mark)| mark.records(*first)).sum();
-                let due = (written >= MERGE_WRITTEN_MIN || (now - oldest) >> 10 >= MERGE_AFTER_MS)
-                    && (now - newest) >> 10 >= MERGE_QUIET_MS;
+                let due = (records(&marks) >= MERGE_WRITTEN_MIN || age(oldest) >= MERGE_AFTER_MS)
+                    && age(newest) >= MERGE_QUIET_MS
+                    && (writes_paused
+                        || backlog >= MERGE_BACKLOG_MAX
+                        || age(oldest) >= MERGE_OVERDUE_MS);
                 if !due || self.is_retired() {
                     continue;
                 }
@@ -303,7 +334,7 @@ impl Collection {
                 }
                 let mut batch = batch;
                 for record_id in marks.keys() {
-                    batch.delete(Space::Indexes, written_key(index.id, *record_id));
+                    batch.delete(MARKERS, written_key(index.id, *record_id));
                 }
                 self.engine.write(batch, Durability::Process)?;
                 merged += 1;
@@ -336,13 +367,13 @@ impl crate::Catalog {
 
 /// The markers of records written since their row group was built, by first record.
 fn written(snapshot: &dyn Snapshot, index_id: u64) -> Result<BTreeMap<u64, Mark>> {
-    written_under(snapshot, &tagged(index_id, WRITTEN_TAG))
+    written_under(snapshot, &marker_prefix(index_id))
 }
 
 /// The row groups with written records: one seek per such row group, however many
 /// markers it has (a bulk load leaves one per record).
 fn written_groups(snapshot: &dyn Snapshot, index_id: u64) -> Result<BTreeSet<u64>> {
-    let prefix = tagged(index_id, WRITTEN_TAG);
+    let prefix = marker_prefix(index_id);
     let mut groups = BTreeSet::new();
     let mut after: Option<Vec<u8>> = None;
     loop {
@@ -351,7 +382,7 @@ fn written_groups(snapshot: &dyn Snapshot, index_id: u64) -> Result<BTreeSet<u64
             None => ScanStart::Beginning,
         };
         let mut found = None;
-        snapshot.scan_prefix(Space::Indexes, &prefix, start, &mut |key, _| {
+        snapshot.scan_prefix(MARKERS, &prefix, start, &mut |key, _| {
             let corrupt = || Error::internal("a column store write marker is corrupt");
             found = Some(keys::trailing_record_id(key).ok_or_else(corrupt)?);
             Ok(ControlFlow::Break(()))
@@ -375,7 +406,7 @@ const _: () = assert!(ROW_GROUP_SPAN_BITS.is_multiple_of(8));
 /// The markers of one row group: its record ids share their high 48 bits, so their keys
 /// share a prefix.
 fn group_marks(snapshot: &dyn Snapshot, index_id: u64, group: u64) -> Result<BTreeMap<u64, Mark>> {
-    let mut prefix = tagged(index_id, WRITTEN_TAG);
+    let mut prefix = marker_prefix(index_id);
     let first = (group << ROW_GROUP_SPAN_BITS).to_be_bytes();
     prefix.extend_from_slice(&first[..8 - ROW_GROUP_SPAN_BITS as usize / 8]);
     written_under(snapshot, &prefix)
@@ -383,19 +414,14 @@ fn group_marks(snapshot: &dyn Snapshot, index_id: u64, group: u64) -> Result<BTr
 
 fn written_under(snapshot: &dyn Snapshot, prefix: &[u8]) -> Result<BTreeMap<u64, Mark>> {
     let mut found = BTreeMap::new();
-    snapshot.scan_prefix(
-        Space::Indexes,
-        prefix,
-        ScanStart::Beginning,
-        &mut |key, value| {
-            let first = keys::trailing_record_id(key);
-            match first.and_then(|first| Some((first, Mark::decode(first, value)?))) {
-                Some((first, mark)) => found.insert(first, mark),
-                None => return Err(Error::internal("a column store write marker is corrupt")),
-            };
-            Ok(ControlFlow::Continue(()))
-        },
-    )?;
+    snapshot.scan_prefix(MARKERS, prefix, ScanStart::Beginning, &mut |key, value| {
+        let first = keys::trailing_record_id(key);
+        match first.and_then(|first| Some((first, Mark::decode(first, value)?))) {
+            Some((first, mark)) => found.insert(first, mark),
+            None => return Err(Error::internal("a column store write marker is corrupt")),
+        };
+        Ok(ControlFlow::Continue(()))
+    })?;
     Ok(found)
 }
 

@@ -3,7 +3,9 @@
 //! - catalog: `c` | db | 0x00 | collection → collection metadata (BSON);
 //!   `n` → the next id to hand out (u64, big-endian);
 //!   `i` | collection id → the first and last record ids (u64 BE) of an insert batch
-//!   being ingested (present only while it is written)
+//!   being ingested (present only while it is written);
+//!   `w` | index id | record id → a column store index's write marker
+//!   (`column_store.rs`)
 //! - records: collection id (u64 BE) | record id (u64 BE) → document (BSON)
 //! - indexes: index id (u64 BE) | encoded key | record id (u64 BE) → empty
 //!

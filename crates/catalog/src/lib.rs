@@ -24,6 +24,19 @@ mod validate;
 
 pub use capped::CappedBounds;
 use collection::{delete_prefix, delete_record_ids};
+
+/// Deletes an index's entries (and a column store's write markers, kept apart).
+fn delete_index_data(engine: &dyn Engine, index: &IndexSpec) -> Result<()> {
+    delete_prefix(engine, Space::Indexes, &index.id.to_be_bytes())?;
+    if index.is_column_store() {
+        delete_prefix(
+            engine,
+            Space::Catalog,
+            &column_store::marker_prefix(index.id),
+        )?;
+    }
+    Ok(())
+}
 pub use collection::{
     duplicate_key_error, Collection, CollectionMeta, CollectionStats, DiskSizes, InsertOutcome,
     Writer,
@@ -302,7 +315,7 @@ impl Catalog {
             failures.push(e);
         }
         for index in &meta.indexes {
-            failures.extend(delete_prefix(engine, Space::Indexes, &index.id.to_be_bytes()).err());
+            failures.extend(delete_index_data(engine, index).err());
         }
         failures.into_iter().next().map_or(Ok(()), Err)
     }
@@ -437,7 +450,7 @@ impl Catalog {
         let removed = meta.indexes.remove(position);
         let change = bson::doc! { "dropIndexes": &meta.name, "spec": removed.to_list_document() };
         self.write_meta(collection, meta, None, Some(change))?;
-        delete_prefix(&*self.engine, Space::Indexes, &removed.id.to_be_bytes())
+        delete_index_data(&*self.engine, &removed)
     }
 
     /// Persists a collection's changed metadata (and the id counter, when it moved), with
