@@ -61,6 +61,18 @@ PIPELINES = [
     [{"$group": {"_id": "$t", "c": {"$sum": 1}}}],
     [{"$match": {"k": None}}, {"$group": {"_id": "$t.q", "s": {"$addToSet": "$n"}}}],
     [{"$match": {"k": "a"}}, {"$group": {"_id": None, "s": {"$sum": "$d"}}}],
+    [{"$match": {"d": {"$gt": 0.5}}}, {"$sortByCount": "$k"}],
+    [
+        {
+            "$bucket": {
+                "groupBy": "$n",
+                "boundaries": [-50, 0, 100, 500],
+                "default": "other",
+                "output": {"c": {"$sum": 1}, "d": {"$avg": "$d"}},
+            }
+        }
+    ],
+    [{"$bucket": {"groupBy": "$d", "boundaries": [0, 1, 2, 3], "default": "over"}}],
 ]
 
 
@@ -97,7 +109,7 @@ def assert_same(plain, indexed):
 def test_answers_are_the_row_engines(twins):
     plain, indexed = twins
     assert_same(plain, indexed)
-    plan = winning_plan(indexed, PIPELINES[-1])
+    plan = winning_plan(indexed, PIPELINES[9])
     assert plan["stage"] == "COLUMN_SCAN"
     assert plan["paths"] == ["d", "k"]
     assert plan["rowGroupsFromChunks"] == 1 and plan["rowGroupsFromDocuments"] == 0
@@ -116,6 +128,17 @@ def test_answers_are_the_row_engines(twins):
     assert winning_plan(indexed, PIPELINES[1])["rowGroupsFromChunks"] == 0
     assert winning_plan(indexed, PIPELINES[7])["rowGroupsFromChunks"] == 0
     assert winning_plan(plain, PIPELINES[1])["stage"] != "COLUMN_SCAN"
+    # $sortByCount and $bucket are a $group then a $sort: the group runs on the chunks.
+    for pipeline in PIPELINES[10:]:
+        plan = winning_plan(indexed, pipeline)
+        assert (plan["stage"], plan["group"]) == ("COLUMN_SCAN", "fromChunks"), pipeline
+    assert winning_plan(indexed, PIPELINES[12])["rowGroupsFromChunks"] == 1
+    # A value in no bucket and no default: the row engine's error, from the chunks too.
+    no_default = [{"$bucket": {"groupBy": "$d", "boundaries": [0, 1, 2]}}]
+    for coll in (plain, indexed):
+        with pytest.raises(OperationFailure) as failure:
+            coll.aggregate(no_default)
+        assert failure.value.code == 40066
 
 
 def test_writes_are_seen_at_once_and_merged_later(twins):
@@ -127,7 +150,7 @@ def test_writes_are_seen_at_once_and_merged_later(twins):
     assert_same(plain, indexed)
     # Until the merge, the written row group is read from its documents.
     deadline = time.monotonic() + 30
-    while winning_plan(indexed, PIPELINES[-1])["rowGroupsFromDocuments"] != 0:
+    while winning_plan(indexed, PIPELINES[9])["rowGroupsFromDocuments"] != 0:
         assert time.monotonic() < deadline, "the written row group was never merged"
         time.sleep(0.2)
     assert_same(plain, indexed)

@@ -155,25 +155,33 @@ pub struct RowGroupColumns {
 
 impl Pipeline {
     /// The plan for running this aggregation's head on a column store index, or `None`
-    /// when the head is not a run of `$match` stages then `$group`/`$count`, or reads
-    /// paths it does not name. Uses the stages as parsed (after optimization), before a
-    /// server takes the leading `$match` for its scan.
+    /// when the head is not a run of `$match` stages then `$group` (or `$bucket` or
+    /// `$sortByCount`, which are `$group` then `$sort`) or `$count`, or reads paths it
+    /// does not name. Uses the stages as parsed (after optimization), before a server
+    /// takes the leading `$match` for its scan.
     pub fn column_plan(&self) -> Option<ColumnPlan> {
         let specs = self.specs();
-        let head = specs
-            .iter()
-            .position(|s| s.contains_key("$group") || s.contains_key("$count"))?;
         let mut filters = Vec::new();
-        for spec in &specs[..head] {
+        let mut head = None;
+        for spec in specs {
             match spec.get("$match") {
                 Some(Bson::Document(filter)) if spec.len() == 1 => filters.push(filter.clone()),
-                _ => return None,
+                _ => {
+                    head = Some(filters.len());
+                    break;
+                }
             }
         }
         if self.variables().collation().is_some() {
             return None;
         }
-        ColumnPlan::new(&filters, specs[head].get_document("$group").ok())
+        // Each `$match` before the head is one stage, so the head's stage is at its
+        // position.
+        match self.stages().get(head?)? {
+            Stage::Group(group) => ColumnPlan::new(&filters, Some(group.spec())),
+            Stage::Count(_) => ColumnPlan::new(&filters, None),
+            _ => None,
+        }
     }
 }
 
@@ -1305,7 +1313,7 @@ mod tests {
         fn random_heads_agree(
             kinds in proptest::collection::vec(0u8..7, 3),
             rows in proptest::collection::vec((0u8..4, -20i32..20, -20i32..20, -20i32..20), 0..60),
-            head in 0usize..10,
+            head in 0usize..13,
             constant in -20i32..20,
         ) {
             let docs: Vec<Document> = rows
@@ -1335,6 +1343,8 @@ mod tests {
                 7 => vec![group(bson::bson!({"$add": ["$a", 1]}))],
                 // A key and an argument that may fail, on different rows.
                 8 => vec![doc! {"$group": {"_id": {"$add": ["$n.x", 1]}, "s": {"$sum": {"$multiply": ["$b", 2]}}, "t": {"$push": {"$concat": ["$a", "!"]}}}}],
+                10 => vec![doc! {"$match": {"b": {"$ne": null}}}, doc! {"$sortByCount": "$n.x"}],
+                11 => vec![doc! {"$bucket": {"groupBy": "$a", "boundaries": [-20, -5, 0, 5], "default": "other", "output": {"c": {"$sum": 1}, "m": {"$max": "$b"}}}}],
                 // W1's shape: projections fused into the group, keyed by an expression.
                 _ => vec![
                     doc! {"$project": {"_id": 0, "m": "$b", "e": {"$multiply": ["$a", {"$cond": [{"$eq": ["$n.x", "s1"]}, 1.5, 1]}]}}},
@@ -1403,6 +1413,11 @@ mod tests {
             ],
             vec![doc! {"$sort": {"a": 1}}, doc! {"$group": {"_id": "$a"}}],
             vec![doc! {"$match": {"a": 1}}],
+            vec![
+                doc! {"$match": {"a": 1}},
+                doc! {"$limit": 5},
+                doc! {"$count": "n"},
+            ],
         ] {
             let pipeline = Pipeline::parse_aggregate(&stages, None, false, None).unwrap();
             assert!(pipeline.column_plan().is_none(), "{stages:?}");

@@ -34,6 +34,9 @@ pub(crate) struct Group {
     fields: Vec<(String, AccumulatorSpec)>,
     /// What string keys compare under.
     collation: Option<Collation>,
+    /// The specification it was parsed from (a `$bucket`'s or `$sortByCount`'s is the
+    /// `$group` MongoDB defines it as): what a column store plans the group from.
+    spec: Document,
 }
 
 /// A group's key: its `_id` value, ordered as values are, strings under the stage's
@@ -120,7 +123,12 @@ impl Group {
             id,
             fields,
             collation: ctx.collation().cloned(),
+            spec: doc.clone(),
         })
+    }
+
+    pub(crate) fn spec(&self) -> &Document {
+        &self.spec
     }
 
     pub(crate) fn apply<'a>(
