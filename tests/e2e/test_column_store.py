@@ -293,6 +293,11 @@ def test_finds_counts_and_writes_read_the_chunks(twins):
     # A filter with nothing to run as loops over chunks, or with a collation, scans.
     assert find_plan(indexed, {"$or": [{"k": "a"}, {"d": 1}]})["stage"] == "COLLSCAN"
     assert find_plan(indexed, FILTERS[0], collation={"locale": "fr"})["stage"] == "COLLSCAN"
+    # A bad filter gets MongoDB's error, as without the index.
+    for coll in (plain, indexed):
+        with pytest.raises(OperationFailure) as failure:
+            list(coll.find({"k": {"$bogus": 1}, "d": 2.25}))
+        assert failure.value.code == 2
     for coll in (plain, indexed):
         coll.update_many({"k": "a", "d": 2.25}, {"$set": {"d": 7.5, "n": "seven"}})
         coll.delete_many({"t.q": "5", "d": {"$lt": 0.5}})

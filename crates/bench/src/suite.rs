@@ -400,12 +400,12 @@ fn load_with_column_store(
     let name = format!("{}_{COLUMN_STORE_INDEX}", dataset.collection());
     eprintln!("basalt: loading {name}, with a column store index ...");
     let coll = db.collection::<Document>(&name);
-    let drop = || {
+    let drop_collection = || {
         runtime
             .block_on(coll.drop().into_future())
             .map_err(|e| io_error(format!("cannot drop {name}"), e))
     };
-    drop()?;
+    drop_collection()?;
     let key = doc! {"$**": "columnstore"};
     build_index(runtime, db, &name, &key, COLUMN_STORE_INDEX)?;
     let summary = import::run(&ImportArgs::new(
@@ -452,7 +452,7 @@ fn load_with_column_store(
             }
         }
     };
-    drop()?;
+    drop_collection()?;
     Ok(ColumnStoreLoad {
         load: summary.elapsed,
         current_after,

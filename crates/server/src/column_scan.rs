@@ -333,6 +333,14 @@ pub struct ColumnFind {
     pub filter: Document,
 }
 
+impl ColumnFind {
+    /// The plan its filter has (checked when the path was chosen).
+    fn plan(&self) -> Result<ColumnPlan> {
+        ColumnPlan::for_filter(&self.filter)
+            .ok_or_else(|| Error::internal("a column find's filter has no column plan"))
+    }
+}
+
 /// A column find for a query the planner would read `otherwise`, when the collection's
 /// column store index serves `filter` and the column store should read it: without a
 /// collation (the loops compare strings by their bytes), with part of the filter run as
@@ -347,11 +355,15 @@ pub(crate) fn find_path(
     if collation.is_some() {
         return None;
     }
-    let meta = collection.meta();
-    if !meta.indexes.iter().any(|i| i.is_column_store()) {
+    // Most collections have no column store: their queries parse no plan.
+    if !collection
+        .meta()
+        .indexes
+        .iter()
+        .any(|i| i.is_column_store())
+    {
         return None;
     }
-    drop(meta);
     let plan = ColumnPlan::for_filter(filter)?;
     let index = eligible_index(collection, &plan, hint)?;
     let hinted = hint.is_some();
@@ -384,8 +396,7 @@ pub(crate) fn find_segments(
     find: &ColumnFind,
     deadline: &Deadline,
 ) -> Result<Vec<Segment>> {
-    let plan = ColumnPlan::for_filter(&find.filter)
-        .ok_or_else(|| Error::internal("a column find's filter has no column plan"))?;
+    let plan = find.plan()?;
     let view = collection.column_store_view(snapshot, find.index.id)?;
     let last_group = collection.record_id_high_water() >> ROW_GROUP_SPAN_BITS;
     let mut segments = Vec::new();
@@ -456,8 +467,7 @@ fn selected_records(
 
 /// The explain stage of a column find: `COLUMN_SCAN` as for an aggregation.
 pub(crate) fn find_stage(collection: &Collection, find: &ColumnFind) -> Result<Document> {
-    let plan = ColumnPlan::for_filter(&find.filter)
-        .ok_or_else(|| Error::internal("a column find's filter has no column plan"))?;
+    let plan = find.plan()?;
     stage(collection, &find.index, &plan)
 }
 
@@ -471,8 +481,7 @@ pub(crate) fn count(
     deadline: Deadline,
     workers: usize,
 ) -> Result<i64> {
-    let plan = ColumnPlan::for_filter(&find.filter)
-        .ok_or_else(|| Error::internal("a column find's filter has no column plan"))?;
+    let plan = find.plan()?;
     let needs = Needs::Fields(&[]);
     let counts = over_row_groups(
         collection,
