@@ -297,6 +297,37 @@ def test_files_pass_between_basalt_and_mongodb_tools(client, db, shop, tmp_path)
             client.drop_database(target)
 
 
+def test_mongoimport_and_bsondump_read_what_basalt_writes(client, db, shop, tmp_path):
+    """The two Database Tools the round trips above leave out: `mongoimport` loads
+    `basalt export`'s canonical Extended JSON back with every type intact, and `bsondump`
+    reads a `basalt dump` file document for document."""
+    mongoimport, bsondump = tool("mongoimport"), tool("bsondump")
+    exported = tmp_path / "items.json"
+    basalt("export", f"--uri={shop}", f"--db={db.name}", "--collection=items",
+           "--jsonFormat=canonical", f"--out={exported}", "--quiet")  # fmt: skip
+    done = subprocess.run(
+        [mongoimport, f"--uri={shop}", f"--db={db.name}", "--collection=imported",
+         f"--file={exported}"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "300 document(s) imported successfully" in done.stderr
+    assert raw_documents(db.imported) == raw_documents(db.items)
+
+    dump = tmp_path / "dump"
+    basalt("dump", f"--uri={shop}", f"--db={db.name}", "--collection=items", f"--out={dump}",
+           "--quiet")  # fmt: skip
+    done = subprocess.run(
+        [bsondump, "--type=json", str(dump / db.name / "items.bson")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "300 objects found" in done.stderr
+    options = bson.json_util.JSONOptions(json_mode=bson.json_util.JSONMode.CANONICAL)
+    dumped = [bson.json_util.loads(line, json_options=options) for line in done.stdout.splitlines()]
+    assert dumped == list(db.items.find().sort("_id", 1))
+
+
 def test_export_parquet_read_back_by_duckdb(db, shop, tmp_path):
     import duckdb
 

@@ -1261,7 +1261,8 @@ mod tests {
         let projection = ColumnProjection::default();
         let mut builder = RowGroupBuilder::new(&projection);
         for (i, d) in docs.iter().enumerate() {
-            builder.add(i as u64 + 1, d);
+            let raw = bson::RawDocumentBuf::try_from(d).unwrap();
+            builder.add(i as u64 + 1, &raw).unwrap();
         }
         let (header, chunks) = builder.finish(1).unwrap();
         if !plan.paths().iter().all(|p| header.serves(p)) {

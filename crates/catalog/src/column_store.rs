@@ -21,10 +21,10 @@ use crate::{keys, CollectionMeta, IndexSpec};
 use basalt_columnar::{ChunkCache, ColumnChunk, ColumnProjection, RowGroupBuilder, RowGroupHeader};
 use basalt_error::{Error, Result};
 use basalt_storage::{Durability, ScanStart, Snapshot, Space, WriteBatch};
-use bson::{Bson, Document};
+use bson::Bson;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// The index type's name in a key pattern.
@@ -441,7 +441,7 @@ fn build_group(
         if record_id > last {
             return Ok(ControlFlow::Break(()));
         }
-        builder.add(record_id, &decode(record_id, raw)?);
+        builder.add(record_id, raw)?;
         Ok(ControlFlow::Continue(()))
     })?;
     let mut batch = WriteBatch::default();
@@ -479,13 +479,11 @@ fn build_group(
     Ok(batch)
 }
 
-fn decode(record_id: u64, raw: &bson::RawDocument) -> Result<Document> {
-    Document::try_from(raw).map_err(|e| Error::internal(format!("corrupt record {record_id}: {e}")))
-}
-
 impl Writer<'_> {
     /// Builds a new column store index's row groups from every record (under the write
-    /// lock, as every index build). `progress` hears the documents scanned so far.
+    /// lock, as every index build). Row groups are shredded on a thread per core, and
+    /// written in record id order as each is done; `progress` hears the documents
+    /// scanned so far.
     pub(crate) fn build_column_store(
         &mut self,
         index: &IndexSpec,
@@ -494,20 +492,51 @@ impl Writer<'_> {
     ) -> Result<()> {
         let collection = self.collection();
         let snapshot = collection.engine.snapshot();
-        let mut groups = BTreeSet::new();
+        let mut groups = Vec::new();
         collection.scan(&*snapshot, None, &mut |record_id, _| {
-            groups.insert(group_of(record_id));
+            let group = group_of(record_id);
+            if groups.last() != Some(&group) {
+                groups.push(group);
+            }
             Ok(ControlFlow::Continue(()))
         })?;
-        let mut scanned = 0;
-        for group in groups {
-            // A new index's keys: written as tables directly, as a bulk load's.
-            let batch = build_group(collection, &*snapshot, index.id, projection, group)?;
-            collection.engine.ingest(batch)?;
-            scanned += 1u64 << ROW_GROUP_SPAN_BITS;
-            progress(scanned);
-        }
-        Ok(())
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(groups.len());
+        let next = AtomicUsize::new(0);
+        let snapshot = &*snapshot;
+        std::thread::scope(|scope| {
+            let (done, built) = std::sync::mpsc::sync_channel(workers);
+            for _ in 0..workers {
+                let (done, next, groups) = (done.clone(), &next, &groups);
+                scope.spawn(move || loop {
+                    let at = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(group) = groups.get(at) else { break };
+                    let batch = build_group(collection, snapshot, index.id, projection, *group);
+                    // A failed build stops the others at their next row group.
+                    if batch.is_err() {
+                        next.store(groups.len(), Ordering::Relaxed);
+                    }
+                    if done.send((at, batch)).is_err() {
+                        break;
+                    }
+                });
+            }
+            drop(done);
+            // Written in order: a batch that arrives early waits for those before it.
+            let mut waiting = BTreeMap::new();
+            let mut written = 0;
+            for (at, batch) in built {
+                waiting.insert(at, batch?);
+                while let Some(batch) = waiting.remove(&written) {
+                    // A new index's keys: written as tables directly, as a bulk load's.
+                    collection.engine.ingest(batch)?;
+                    written += 1;
+                    progress((written as u64) << ROW_GROUP_SPAN_BITS);
+                }
+            }
+            Ok(())
+        })
     }
 }
 

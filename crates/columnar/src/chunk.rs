@@ -12,7 +12,7 @@ use arrow_array::{Array, BooleanArray, Float64Array, Int32Array, Int64Array, Str
 use arrow_buffer::{BooleanBuffer, NullBuffer};
 use basalt_error::{Error, Result};
 use basalt_value::summation::Summation;
-use bson::Bson;
+use bson::{Bson, RawBsonRef};
 use std::sync::OnceLock;
 
 /// What a path holds in a row group.
@@ -58,17 +58,17 @@ impl Kind {
         })
     }
 
-    /// The kind of a value a chunk can hold; `None` for the others (arrays, documents
-    /// apart, NaN, decimals, ObjectIds, ...).
-    pub fn of(value: &Bson) -> Option<Kind> {
+    /// A stored value a chunk can hold, with its kind; `None` for the others (arrays,
+    /// documents apart, NaN, decimals, ObjectIds, ...).
+    pub fn cell_value(value: RawBsonRef<'_>) -> Option<(Kind, Bson)> {
         Some(match value {
-            Bson::Int32(_) => Kind::Int32,
-            Bson::Int64(_) => Kind::Int64,
-            Bson::Double(d) if !d.is_nan() => Kind::Double,
-            Bson::String(_) => Kind::String,
-            Bson::Boolean(_) => Kind::Bool,
-            Bson::DateTime(_) => Kind::Date,
-            Bson::Null => Kind::Null,
+            RawBsonRef::Int32(n) => (Kind::Int32, Bson::Int32(n)),
+            RawBsonRef::Int64(n) => (Kind::Int64, Bson::Int64(n)),
+            RawBsonRef::Double(d) if !d.is_nan() => (Kind::Double, Bson::Double(d)),
+            RawBsonRef::String(s) => (Kind::String, Bson::String(s.to_string())),
+            RawBsonRef::Boolean(b) => (Kind::Bool, Bson::Boolean(b)),
+            RawBsonRef::DateTime(d) => (Kind::Date, Bson::DateTime(d)),
+            RawBsonRef::Null => (Kind::Null, Bson::Null),
             _ => return None,
         })
     }

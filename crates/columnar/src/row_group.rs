@@ -8,7 +8,7 @@
 use crate::chunk::{ColumnChunk, Kind};
 use crate::projection::ColumnProjection;
 use basalt_error::{Error, Result};
-use bson::{doc, Bson, Document};
+use bson::{doc, Bson, Document, RawBsonRef, RawDocument};
 use std::collections::BTreeMap;
 
 /// Record ids per row group: 2^16.
@@ -143,47 +143,71 @@ impl<'p> RowGroupBuilder<'p> {
         self.record_ids.is_empty()
     }
 
-    pub fn add(&mut self, record_id: u64, doc: &Document) {
+    /// Adds the next record's document, shredded from its stored bytes (only the
+    /// values a chunk holds are copied out); damaged bytes are an error.
+    pub fn add(&mut self, record_id: u64, doc: &RawDocument) -> Result<()> {
         debug_assert!(self.record_ids.last().is_none_or(|last| *last < record_id));
         debug_assert!(self
             .record_ids
             .first()
             .is_none_or(|first| first >> ROW_GROUP_SPAN_BITS == record_id >> ROW_GROUP_SPAN_BITS));
-        self.shred(doc, "", self.record_ids.len());
+        let mut path = String::new();
+        if !self.shred(doc, &mut path, self.record_ids.len()) {
+            return Err(Error::internal(format!("corrupt record {record_id}")));
+        }
         self.record_ids.push(record_id);
+        Ok(())
     }
 
-    fn shred(&mut self, doc: &Document, prefix: &str, row: usize) {
-        for (field, value) in doc {
-            let path = if prefix.is_empty() {
-                field.clone()
-            } else {
-                format!("{prefix}.{field}")
+    /// Files each value of `doc` (found under `path`, which it leaves as it found it)
+    /// under its path, allocating a path's name only the first time it is seen. False
+    /// when the bytes are damaged.
+    fn shred(&mut self, doc: &RawDocument, path: &mut String, row: usize) -> bool {
+        let prefix = path.len();
+        let mut intact = true;
+        let walked = basalt_value::raw::for_each_field(doc, |key, value| {
+            let (Ok(key), Some(value)) = (std::str::from_utf8(key), value) else {
+                intact = false;
+                return false;
             };
-            if !self.projection.may_keep_within(&path) {
-                continue;
+            if prefix > 0 {
+                path.push('.');
             }
-            let keep = self.projection.keeps(&path);
-            if let Bson::Document(inner) = value {
-                if keep {
-                    self.paths.entry(path.clone()).or_default().has_documents = true;
+            path.push_str(key);
+            if self.projection.may_keep_within(path) {
+                let keep = self.projection.keeps(path);
+                match value {
+                    RawBsonRef::Document(inner) => {
+                        if keep {
+                            self.values_at(path).has_documents = true;
+                        }
+                        intact = self.shred(inner, path, row);
+                    }
+                    value if keep => {
+                        let values = self.values_at(path);
+                        match Kind::cell_value(value) {
+                            Some((Kind::Null, _)) => values.values.push((row, Bson::Null)),
+                            Some((kind, value)) if values.kind.is_none_or(|k| k == kind) => {
+                                values.kind = Some(kind);
+                                values.values.push((row, value));
+                            }
+                            _ => values.mixed = true,
+                        }
+                    }
+                    _ => {}
                 }
-                self.shred(inner, &path, row);
-                continue;
             }
-            if !keep {
-                continue;
-            }
-            let values = self.paths.entry(path).or_default();
-            match Kind::of(value) {
-                Some(Kind::Null) => values.values.push((row, Bson::Null)),
-                Some(kind) if values.kind.is_none_or(|k| k == kind) => {
-                    values.kind = Some(kind);
-                    values.values.push((row, value.clone()));
-                }
-                _ => values.mixed = true,
-            }
+            path.truncate(prefix);
+            intact
+        });
+        walked && intact
+    }
+
+    fn values_at(&mut self, path: &str) -> &mut PathValues {
+        if !self.paths.contains_key(path) {
+            self.paths.insert(path.to_string(), PathValues::default());
         }
+        self.paths.get_mut(path).expect("inserted above")
     }
 
     /// The row group's header (with `generation`) and its chunks, the record ids'
@@ -245,14 +269,23 @@ impl<'p> RowGroupBuilder<'p> {
 mod tests {
     use super::*;
     use crate::chunk::Cell;
+    use bson::rawdoc;
 
     #[test]
     fn documents_shred_into_typed_paths() {
         let all = ColumnProjection::default();
         let mut builder = RowGroupBuilder::new(&all);
-        builder.add(65_537, &doc! {"a": 1, "t": {"v": 2.5, "q": "1"}, "s": [1]});
-        builder.add(65_540, &doc! {"a": null, "t": {"v": 3.0}, "m": 1});
-        builder.add(65_541, &doc! {"t": 5, "m": "x"});
+        let docs = [
+            (
+                65_537,
+                rawdoc! {"a": 1, "t": {"v": 2.5, "q": "1"}, "s": [1]},
+            ),
+            (65_540, rawdoc! {"a": null, "t": {"v": 3.0}, "m": 1}),
+            (65_541, rawdoc! {"t": 5, "m": "x"}),
+        ];
+        for (record_id, doc) in &docs {
+            builder.add(*record_id, doc).unwrap();
+        }
         let (header, chunks) = builder.finish(7).unwrap();
         let header = RowGroupHeader::from_bytes(&header.to_bytes().unwrap()).unwrap();
         assert_eq!(header.rows, 3);
@@ -275,5 +308,18 @@ mod tests {
         assert!(!header.paths.contains_key(RECORD_IDS_PATH));
         assert!(header.serves("a") && header.serves("t.v") && header.serves("nope"));
         assert!(!header.serves("t") && !header.serves("s") && !header.serves("s.x"));
+    }
+
+    #[test]
+    fn damaged_bytes_are_an_error_not_a_panic() {
+        let all = ColumnProjection::default();
+        let mut builder = RowGroupBuilder::new(&all);
+        let mut bytes = rawdoc! {"t": {"q": "abc"}}.into_bytes();
+        // The string's length prefix (after the outer and inner headers and keys) made
+        // to run past the document's end.
+        let at = bytes.len() - 10;
+        bytes[at] = 200;
+        let doc = RawDocument::from_bytes(&bytes).unwrap();
+        assert!(builder.add(1, doc).is_err());
     }
 }
