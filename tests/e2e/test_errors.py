@@ -219,6 +219,73 @@ def test_write_concerns_are_parsed_as_mongod_on_a_standalone(db, concern, code):
     assert db.c.count_documents({}) == 0
 
 
+@pytest.mark.parametrize(
+    ("command", "code"),
+    [
+        ({"insert": "c", "documents": [{}], "ordered": 1}, 14),
+        ({"insert": "c", "documents": [{}], "bogus": 1}, 40415),
+        ({"update": "c", "updates": [{"q": {}, "u": {}}], "Ordered": True}, 40415),
+        ({"delete": "c", "deletes": [{"q": {}, "limit": 0}], "let": 1}, 14),
+        ({"findAndModify": "c", "query": {}, "remove": True, "hint": 1}, 14),
+        ({"findAndModify": "c", "query": {}, "remove": "yes"}, 14),
+        ({"count": "c", "Query": {}}, 40415),
+        ({"count": "c", "hint": 1}, 9),
+        ({"drop": "c", "bogus": 1}, 40415),
+        ({"dropIndexes": "c", "index": "*", "bogus": 1}, 40415),
+        ({"killCursors": "c", "cursors": [], "bogus": 1}, 40415),
+        ({"connectionStatus": 1, "showPrivileges": "yes"}, 14),
+        ({"dbStats": 1, "freeStorage": "yes"}, 14),
+        # Kept, as mongod keeps them: numbers for safe booleans, count's legacy fields.
+        ({"insert": "c", "documents": [{}], "bypassDocumentValidation": 1}, None),
+        ({"count": "c", "fields": 5}, None),
+        ({"connectionStatus": 1, "showPrivileges": 0}, None),
+        ({"findAndModify": "c", "query": {"x": 1}, "remove": 1, "hint": "_id_"}, None),
+    ],
+)
+def test_command_arguments_are_declared_and_typed_as_mongod(db, command, code):
+    """Arguments checked in one place (commands/arguments.rs) before a command runs: an
+    unknown field (case matters) is 40415, a field of the wrong type TypeMismatch, and
+    nothing is written when either is refused."""
+    db.c.insert_one({"_id": "kept"})
+    if code is None:
+        assert db.command(command)["ok"] == 1
+    else:
+        with pytest.raises(OperationFailure) as info:
+            db.command(command)
+        assert info.value.code == code, info.value.details
+        assert [d["_id"] for d in db.c.find()] == ["kept"]
+
+
+@pytest.mark.parametrize(
+    ("command", "write_concern"),
+    [
+        ({"killCursors": "c", "cursors": []}, False),
+        ({"startSession": 1}, False),
+        ({"killAllSessions": []}, False),
+        ({"renameCollection": "{db}.c", "to": "{db}.d"}, True),
+    ],
+)
+def test_commands_that_read_only_at_local(client, db, command, write_concern):
+    """mongod's maintenance commands read only at `local`: another level is
+    InvalidOptions (72), a misspelt one BadValue; those that take no write concern refuse
+    one (72), and renameCollection takes one."""
+    db.c.insert_one({})
+    command = {k: v.format(db=db.name) if isinstance(v, str) else v for k, v in command.items()}
+    target = client.admin if "renameCollection" in command or "killAllSessions" in command else db
+    for level, code in [("majority", 72), ("snapshot", 72), ("available", 72), ("bogus", 2)]:
+        with pytest.raises(OperationFailure) as info:
+            target.command({**command, "readConcern": {"level": level}})
+        assert info.value.code == code, level
+    with_concern = {**command, "writeConcern": {"w": 1}}
+    if write_concern:
+        assert target.command(with_concern)["ok"] == 1
+    else:
+        with pytest.raises(OperationFailure) as info:
+            target.command(with_concern)
+        assert info.value.code == 72
+        assert target.command({**command, "readConcern": {"level": "local"}})["ok"] == 1
+
+
 def test_explain_verbosity_is_a_string_or_null(db):
     inner = {"find": "c", "filter": {}}
     assert db.command("explain", inner, verbosity=None)["ok"] == 1

@@ -94,7 +94,6 @@ impl Profiler {
 /// `profile`: `{profile: <level>, slowms, sampleRate, filter}` on a database; level -1
 /// (or one out of range) only reads. The reply holds the settings as they were.
 pub fn profile(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
-    crate::commands::refuse_unknown_fields("profile", body, &["slowms", "sampleRate", "filter"])?;
     let level = match body.get("profile") {
         None | Some(Bson::Null) => {
             return Err(Error::location(

@@ -333,7 +333,6 @@ fn is_empty(settings: &Document) -> bool {
 }
 
 pub fn set_query_settings(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
-    crate::commands::refuse_unknown_fields("setQuerySettings", body, &["settings"])?;
     let named = named("setQuerySettings", body.get("setQuerySettings"))?;
     let given = parsed_settings(body.get("settings"))?;
     let (mut entries, stored) = read_stored(ctx)?;
@@ -397,7 +396,6 @@ pub fn set_query_settings(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
 }
 
 pub fn remove_query_settings(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
-    crate::commands::refuse_unknown_fields("removeQuerySettings", body, &[])?;
     let named = named("removeQuerySettings", body.get("removeQuerySettings"))?;
     let (mut entries, stored) = read_stored(ctx)?;
     let before = entries.len();

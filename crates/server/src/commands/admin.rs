@@ -311,7 +311,6 @@ pub fn get_log(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
 /// `logRotate`: `{logRotate: 1 | "server"}` (any number or boolean) rotates the log
 /// file; "audit" names a log this server does not keep.
 pub fn log_rotate(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
-    super::refuse_unknown_fields("logRotate", body, &[])?;
     match body.get("logRotate") {
         Some(Bson::String(target)) if target == "server" => {}
         Some(Bson::String(target)) => {

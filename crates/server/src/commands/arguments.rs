@@ -4,11 +4,13 @@
 //! TypeMismatch, whether or not the command reads the field (mongod parses every field
 //! before it acts). The generic arguments (`lsid`, `comment`, read and write concerns,
 //! ...) are every command's (`request::GENERIC_COMMAND_FIELDS`, and
-//! `generic_arguments.rs` for their contents).
+//! `generic_arguments.rs` for their contents); a `$` field that is not one of them is
+//! unknown too.
 //!
-//! A command declared here needs no field checks of its own; the others still check
-//! theirs where they read them (`refuse_unknown_fields` and the typed readers of
-//! `request::Fields`), and move here as they are touched.
+//! A field declared `Any` is typed by the command where it reads it (its own errors
+//! differ from a plain TypeMismatch). A command not declared here still checks its
+//! fields where it reads them (`find`'s options, `create`, `collMod`, `fsync`, ...),
+//! and moves here as it is touched.
 
 use crate::request::{Fields, GENERIC_COMMAND_FIELDS};
 use basalt_error::{Error, Result};
@@ -25,43 +27,245 @@ enum Kind {
     Document,
     /// A cursor's options: an object whose only field is `batchSize`, a number.
     Cursor,
+    /// An array (or null); its elements are the command's to check.
+    Array,
+    /// `indexHint`: an index's name or its key pattern (or null).
+    Hint,
+    /// Any value: the command checks it where it reads it.
+    Any,
 }
 
-/// The arguments of one command: its first field's (the namespace) and these.
+/// A field's name and type.
+type Field = (&'static str, Kind);
+
+/// The arguments of one command: its first field's (the namespace) and these groups'.
 struct Declared {
     command: &'static str,
-    fields: &'static [(&'static str, Kind)],
+    fields: &'static [&'static [Field]],
 }
+
+/// What every write command takes (mongod's `WriteCommandRequestBase`).
+const WRITE_COMMAND_FIELDS: &[Field] = &[
+    ("bypassDocumentValidation", Kind::SafeBool),
+    ("ordered", Kind::Bool),
+    ("stmtId", Kind::Any),
+    ("stmtIds", Kind::Any),
+    ("isTimeseriesNamespace", Kind::SafeBool),
+    ("collectionUUID", Kind::Any),
+    ("encryptionInformation", Kind::Document),
+    ("bypassEmptyTsReplacement", Kind::SafeBool),
+];
+
+/// What update, delete and findAndModify take beside their own.
+const LET_FIELDS: &[Field] = &[
+    ("let", Kind::Document),
+    ("runtimeConstants", Kind::Document),
+];
 
 const DECLARED: &[Declared] = &[
     Declared {
         command: "listIndexes",
-        fields: &[
+        fields: &[&[
             ("cursor", Kind::Cursor),
             ("includeBuildUUIDs", Kind::SafeBool),
             ("includeIndexBuildInfo", Kind::SafeBool),
             ("rawData", Kind::SafeBool),
-        ],
+        ]],
     },
     Declared {
         command: "listDatabases",
-        fields: &[
+        fields: &[&[
             ("filter", Kind::Document),
             ("nameOnly", Kind::SafeBool),
             ("authorizedDatabases", Kind::Bool),
-        ],
+        ]],
     },
     Declared {
         command: "listCollections",
-        fields: &[
+        fields: &[&[
             ("filter", Kind::Document),
             ("cursor", Kind::Cursor),
             ("nameOnly", Kind::SafeBool),
             ("authorizedCollections", Kind::Bool),
             ("includePendingDrops", Kind::SafeBool),
             ("rawData", Kind::SafeBool),
+        ]],
+    },
+    Declared {
+        command: "insert",
+        fields: &[
+            &[
+                ("documents", Kind::Array),
+                ("includeQueryStatsMetrics", Kind::SafeBool),
+            ],
+            WRITE_COMMAND_FIELDS,
         ],
     },
+    Declared {
+        command: "update",
+        fields: &[
+            &[("updates", Kind::Array)],
+            WRITE_COMMAND_FIELDS,
+            LET_FIELDS,
+        ],
+    },
+    Declared {
+        command: "delete",
+        fields: &[
+            &[("deletes", Kind::Array)],
+            WRITE_COMMAND_FIELDS,
+            LET_FIELDS,
+        ],
+    },
+    Declared {
+        command: "findAndModify",
+        fields: &[
+            &[
+                ("query", Kind::Document),
+                ("fields", Kind::Document),
+                ("sort", Kind::Document),
+                ("batchSize", Kind::Any),
+                ("singleBatch", Kind::Bool),
+                ("hint", Kind::Hint),
+                ("collation", Kind::Document),
+                ("arrayFilters", Kind::Array),
+                ("remove", Kind::SafeBool),
+                ("update", Kind::Any),
+                ("upsert", Kind::SafeBool),
+                ("new", Kind::SafeBool),
+                ("stmtId", Kind::Any),
+                ("bypassDocumentValidation", Kind::SafeBool),
+                ("encryptionInformation", Kind::Document),
+                ("bypassEmptyTsReplacement", Kind::SafeBool),
+                ("sampleId", Kind::Any),
+                ("isTimeseriesNamespace", Kind::SafeBool),
+            ],
+            LET_FIELDS,
+        ],
+    },
+    Declared {
+        command: "count",
+        fields: &[&[
+            ("query", Kind::Document),
+            ("limit", Kind::Any),
+            ("skip", Kind::Any),
+            // count's own hint check answers FailedToParse; `fields` is ignored.
+            ("hint", Kind::Any),
+            ("collation", Kind::Document),
+            ("fields", Kind::Any),
+            ("queryOptions", Kind::Document),
+            ("mirrored", Kind::SafeBool),
+            ("sampleId", Kind::Any),
+            ("encryptionInformation", Kind::Document),
+            ("rawData", Kind::SafeBool),
+        ]],
+    },
+    Declared {
+        command: "drop",
+        fields: &[&[("collectionUUID", Kind::Any)]],
+    },
+    Declared {
+        command: "dropIndexes",
+        fields: &[&[
+            ("index", Kind::Any),
+            ("collectionUUID", Kind::Any),
+            ("isTimeseriesNamespace", Kind::SafeBool),
+        ]],
+    },
+    Declared {
+        command: "killCursors",
+        fields: &[&[("cursors", Kind::Any)]],
+    },
+    Declared {
+        command: "connectionStatus",
+        fields: &[&[("showPrivileges", Kind::SafeBool)]],
+    },
+    Declared {
+        command: "dbStats",
+        fields: &[&[("scale", Kind::Any), ("freeStorage", Kind::SafeBool)]],
+    },
+    Declared {
+        command: "distinct",
+        fields: &[&[
+            ("key", Kind::Any),
+            ("query", Kind::Any),
+            ("collation", Kind::Any),
+            ("hint", Kind::Any),
+        ]],
+    },
+    Declared {
+        command: "renameCollection",
+        fields: &[&[
+            ("to", Kind::Any),
+            ("dropTarget", Kind::Any),
+            ("stayTemp", Kind::Any),
+            ("collectionUUID", Kind::Any),
+        ]],
+    },
+    Declared {
+        command: "setFeatureCompatibilityVersion",
+        fields: &[&[("confirm", Kind::Any), ("fromConfigServer", Kind::Any)]],
+    },
+    Declared {
+        command: "profile",
+        fields: &[&[
+            ("slowms", Kind::Any),
+            ("sampleRate", Kind::Any),
+            ("filter", Kind::Any),
+        ]],
+    },
+    Declared {
+        command: "setQuerySettings",
+        fields: &[&[("settings", Kind::Any)]],
+    },
+    Declared {
+        command: "removeQuerySettings",
+        fields: &[],
+    },
+    Declared {
+        command: "lockInfo",
+        fields: &[&[("includeStorageEngineDump", Kind::Any)]],
+    },
+    Declared {
+        command: "logRotate",
+        fields: &[],
+    },
+    Declared {
+        command: "compact",
+        fields: &[&[
+            ("dryRun", Kind::Any),
+            ("force", Kind::Any),
+            ("freeSpaceTargetMB", Kind::Any),
+        ]],
+    },
+    Declared {
+        command: "autoCompact",
+        fields: &[&[("runOnce", Kind::Any), ("freeSpaceTargetMB", Kind::Any)]],
+    },
+    Declared {
+        command: "dataSize",
+        fields: &[&[
+            ("keyPattern", Kind::Any),
+            ("min", Kind::Any),
+            ("max", Kind::Any),
+            ("estimate", Kind::Any),
+        ]],
+    },
+];
+
+/// mongod's generic arguments whose names start with `$` beside those drivers send
+/// (`request::GENERIC_COMMAND_FIELDS`): what its routers and members add. A name
+/// starting with `$_` is an internal one. Any other `$` field is unknown.
+const GENERIC_DOLLAR_FIELDS: &[&str] = &[
+    "$audit",
+    "$client",
+    "$configServerState",
+    "$configTime",
+    "$topologyTime",
+    "$gleStats",
+    "$oplogQueryData",
+    "$replData",
+    "$queryOptions",
 ];
 
 /// Checks `body`'s fields against what command `name` declares; a command not declared
@@ -75,6 +279,7 @@ pub(crate) fn check(name: &str, body: &Document) -> Result<()> {
         let kind = declared
             .fields
             .iter()
+            .flat_map(|group| group.iter())
             .find(|(field, _)| field == key)
             .map(|(_, kind)| *kind);
         match kind {
@@ -88,7 +293,17 @@ pub(crate) fn check(name: &str, body: &Document) -> Result<()> {
             Some(Kind::SafeBool) => fields.bool_or(key, false).map(drop)?,
             Some(Kind::Document) => fields.document_opt(key).map(drop)?,
             Some(Kind::Cursor) => check_cursor(name, &fields, value)?,
-            None if GENERIC_COMMAND_FIELDS.contains(&key.as_str()) || key.starts_with('$') => {}
+            Some(Kind::Array) if *value != Bson::Null => fields.array_opt(key).map(drop)?,
+            Some(Kind::Hint) if !matches!(value, Bson::String(_) | Bson::Document(_) | Bson::Null) => {
+                return Err(Error::type_mismatch(format!(
+                    "BSON field '{name}.{key}' is the wrong type '{}', expected types '[string, object]'",
+                    crate::request::type_name(value)
+                )))
+            }
+            Some(Kind::Array | Kind::Hint | Kind::Any) => {}
+            None if GENERIC_COMMAND_FIELDS.contains(&key.as_str())
+                || GENERIC_DOLLAR_FIELDS.contains(&key.as_str())
+                || key.starts_with("$_") => {}
             None => return Err(unknown(&format!("{name}.{key}"))),
         }
     }
@@ -152,6 +367,14 @@ mod tests {
             code(doc! {"listCollections": 1, "$db": "x", "lsid": {}}),
             None
         );
+        assert_eq!(code(doc! {"insert": "c", "documents": null}), None);
+        assert_eq!(code(doc! {"insert": "c", "documents": 1}), Some(14));
+        assert_eq!(code(doc! {"insert": "c", "stmtIds": [0]}), None);
+        assert_eq!(code(doc! {"update": "c", "updates": [], "let": {}}), None);
+        assert_eq!(code(doc! {"delete": "c", "ordered": null}), None);
+        assert_eq!(code(doc! {"delete": "c", "ordered": 0}), Some(14));
+        assert_eq!(code(doc! {"findAndModify": "c", "hint": {"a": 1}}), None);
+        assert_eq!(code(doc! {"findAndModify": "c", "hint": [1]}), Some(14));
         // A command not declared here is its own to check.
         assert_eq!(code(doc! {"ping": 1, "anything": 1}), None);
     }

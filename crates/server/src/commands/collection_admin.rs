@@ -138,11 +138,6 @@ fn check_uuid(ctx: &Ctx<'_>, namespace: (&str, &str), expected: bson::Uuid) -> R
 }
 
 pub fn rename_collection(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
-    super::generic_arguments::refuse_unknown_fields(
-        "renameCollection",
-        body,
-        &["to", "dropTarget", "stayTemp", "collectionUUID"],
-    )?;
     let from = split_namespace(body, "renameCollection")?;
     let to = split_namespace(body, "to")?;
     match body.get("stayTemp") {

@@ -9,19 +9,15 @@
 //! compaction already satisfies.
 
 use super::Ctx;
-use crate::request::{coerced_integer, type_name, GENERIC_COMMAND_FIELDS};
+use crate::request::{coerced_integer, type_name};
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Bson, Document};
 use parking_lot::Mutex;
-
-const COMPACT_FIELDS: &[&str] = &["compact", "dryRun", "force", "freeSpaceTargetMB", "comment"];
-const AUTO_COMPACT_FIELDS: &[&str] = &["autoCompact", "runOnce", "freeSpaceTargetMB", "comment"];
 
 /// The largest free space target (in MB) whose bytes fit an int64.
 const FREE_SPACE_TARGET_MB_MAX: i64 = i64::MAX >> 20;
 
 pub fn compact(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
-    refuse_unknown("compact", COMPACT_FIELDS, body)?;
     let name = match body.get("compact") {
         Some(Bson::String(name))
             if !name.is_empty() && !name.starts_with('.') && !name.contains('\0') =>
@@ -76,7 +72,6 @@ pub fn compact(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
 pub struct AutoCompactSetting(Mutex<Option<(Option<i64>, bool)>>);
 
 pub fn auto_compact(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
-    refuse_unknown("autoCompact", AUTO_COMPACT_FIELDS, body)?;
     let enable = match body.get("autoCompact") {
         Some(Bson::Boolean(enable)) => *enable,
         Some(Bson::Null) => {
@@ -126,19 +121,6 @@ pub fn auto_compact(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             *setting = Some(wanted);
             Ok(Document::new())
         }
-    }
-}
-
-fn refuse_unknown(command: &str, fields: &[&str], body: &Document) -> Result<()> {
-    match body
-        .keys()
-        .find(|k| !fields.contains(&k.as_str()) && !GENERIC_COMMAND_FIELDS.contains(&k.as_str()))
-    {
-        Some(key) => Err(Error::location(
-            40415,
-            format!("BSON field '{command}.{key}' is an unknown field."),
-        )),
-        None => Ok(()),
     }
 }
 

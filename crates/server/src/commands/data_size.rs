@@ -3,26 +3,15 @@
 //! mongod counts them: the documents' BSON sizes, summed.
 
 use super::Ctx;
-use crate::request::{type_name, GENERIC_COMMAND_FIELDS};
+use crate::request::type_name;
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Bson, Document};
 use std::cmp::Ordering;
 use std::ops::ControlFlow;
 use std::time::Instant;
 
-const FIELDS: &[&str] = &["dataSize", "keyPattern", "min", "max", "estimate"];
-
 pub fn data_size(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let started = Instant::now();
-    if let Some(key) = body
-        .keys()
-        .find(|k| !FIELDS.contains(&k.as_str()) && !GENERIC_COMMAND_FIELDS.contains(&k.as_str()))
-    {
-        return Err(Error::location(
-            40415,
-            format!("BSON field 'dataSize.{key}' is an unknown field."),
-        ));
-    }
     let namespace = match body.get("dataSize") {
         Some(Bson::String(namespace)) => namespace,
         Some(Bson::Null) => {

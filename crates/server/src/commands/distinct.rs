@@ -44,10 +44,7 @@ pub(super) fn add_values(path: &FieldPath, doc: &Document, values: &mut Distinct
 }
 
 /// The fields of a `distinct` command besides the generic ones.
-const DISTINCT_FIELDS: &[&str] = &["key", "query", "collation", "hint"];
-
 pub fn distinct(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
-    super::generic_arguments::refuse_unknown_fields("distinct", body, DISTINCT_FIELDS)?;
     super::generic_arguments::refuse_write_concern("distinct", body)?;
     let fields = Fields::new(body);
     let name = fields.collection()?;

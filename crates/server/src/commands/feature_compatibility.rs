@@ -28,8 +28,6 @@ const VERSIONS: &[&str] = &["7.0", LATEST];
 const COLLECTION: &str = "system.version";
 const DOCUMENT_ID: &str = "featureCompatibilityVersion";
 /// The command's own fields besides the generic arguments.
-const FIELDS: &[&str] = &["confirm", "fromConfigServer"];
-
 /// The current FCV.
 pub fn current(ctx: &Ctx<'_>) -> Result<String> {
     let stored = super::read_own_document(ctx.server, "admin", COLLECTION, DOCUMENT_ID)?;
@@ -64,11 +62,6 @@ pub fn parameter(ctx: &Ctx<'_>) -> Result<Document> {
 }
 
 pub fn set_feature_compatibility_version(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
-    super::generic_arguments::refuse_unknown_fields(
-        "setFeatureCompatibilityVersion",
-        body,
-        FIELDS,
-    )?;
     let requested = match body.get("setFeatureCompatibilityVersion") {
         Some(Bson::String(version)) => version.as_str(),
         None | Some(Bson::Null) => {

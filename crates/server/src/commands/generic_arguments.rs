@@ -68,29 +68,19 @@ pub(super) fn refuse_write_concern(name: &str, body: &Document) -> Result<()> {
     Ok(())
 }
 
-/// Refuses the fields of `body` that are neither `known` to command `name` nor generic
-/// (40415, as mongod's parser does); `$`-prefixed fields are the wire protocol's.
-pub(crate) fn refuse_unknown_fields(name: &str, body: &Document, known: &[&str]) -> Result<()> {
-    for key in body.keys().skip(1) {
-        if !known.contains(&key.as_str())
-            && !crate::request::GENERIC_COMMAND_FIELDS.contains(&key.as_str())
-            && !key.starts_with('$')
-        {
-            return Err(Error::location(
-                40415,
-                format!("BSON field '{name}.{key}' is an unknown field."),
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// For a command that takes no write concern and reads only at `local` (mongod's
 /// maintenance commands): a `writeConcern` document or another read concern level (or
 /// a point in time to read at) is InvalidOptions, checked before the concerns' fields.
 pub(super) fn check_local_concerns_only(name: &str, body: &Document) -> Result<()> {
-    use bson::Bson;
     refuse_write_concern(name, body)?;
+    check_local_read_concern(name, body)
+}
+
+/// For a command that reads only at `local` (a collection's renames and conversions,
+/// which take a write concern): another read concern level, or a point in time to read
+/// at, is InvalidOptions.
+pub(super) fn check_local_read_concern(name: &str, body: &Document) -> Result<()> {
+    use bson::Bson;
     let Some(Bson::Document(concern)) = body.get("readConcern") else {
         return Ok(());
     };

@@ -25,8 +25,7 @@ fn request(mode: &str) -> Bson {
     })
 }
 
-pub fn lock_info(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
-    super::refuse_unknown_fields("lockInfo", body, &["includeStorageEngineDump"])?;
+pub fn lock_info(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
     let state = ctx.server.fsync_lock.state();
     let granted: Vec<Bson> = std::iter::repeat_n(request("S"), state.fsync_locks as usize)
         .chain(std::iter::repeat_n(

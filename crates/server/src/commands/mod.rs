@@ -29,7 +29,6 @@ mod find;
 mod find_and_modify;
 mod fsync;
 mod generic_arguments;
-pub(crate) use generic_arguments::refuse_unknown_fields;
 mod get_more;
 mod hello;
 mod insert;
@@ -151,6 +150,8 @@ struct Command {
     /// Takes no write concern and reads only at `local` (mongod's maintenance
     /// commands): any other is InvalidOptions.
     local_concerns_only: bool,
+    /// Reads only at `local`, and takes a write concern.
+    local_read_concern_only: bool,
 }
 
 const fn command(
@@ -166,6 +167,7 @@ const fn command(
         admin_only: false,
         counter: Counter::Command,
         local_concerns_only: false,
+        local_read_concern_only: false,
     }
 }
 
@@ -183,6 +185,7 @@ const fn cursor_command(
         admin_only: false,
         counter: Counter::Command,
         local_concerns_only: false,
+        local_read_concern_only: false,
     }
 }
 
@@ -198,6 +201,11 @@ const fn admin_only(mut c: Command) -> Command {
 
 const fn local_concerns_only(mut c: Command) -> Command {
     c.local_concerns_only = true;
+    c
+}
+
+const fn local_read_concern_only(mut c: Command) -> Command {
+    c.local_read_concern_only = true;
     c
 }
 
@@ -486,27 +494,27 @@ static COMMANDS: &[Command] = &[
         user_management::revoke_roles_from_role,
         "stops a role inheriting roles",
     ),
-    command(
+    local_concerns_only(command(
         "startSession",
         admin::start_session,
         "starts a logical session",
-    ),
+    )),
     command("endSessions", admin::end_sessions, "ends logical sessions"),
-    command(
+    local_concerns_only(command(
         "killSessions",
         admin::end_sessions,
         "kills logical sessions",
-    ),
+    )),
     command(
         "refreshSessions",
         admin::refresh_sessions,
         "keeps logical sessions alive",
     ),
-    command(
+    local_concerns_only(command(
         "killAllSessions",
         admin::kill_all_sessions,
         "kills every logical session",
-    ),
+    )),
     admin_only(command(
         "commitTransaction",
         outside_transaction,
@@ -535,7 +543,11 @@ static COMMANDS: &[Command] = &[
         cursor_command("getMore", get_more::get_more, "the next batch of a cursor"),
         Counter::GetMore,
     ),
-    command("killCursors", kill_cursors::kill_cursors, "closes cursors"),
+    local_concerns_only(command(
+        "killCursors",
+        kill_cursors::kill_cursors,
+        "closes cursors",
+    )),
     counted(
         command("insert", insert::insert, "inserts documents"),
         Counter::OwnCount,
@@ -617,21 +629,21 @@ static COMMANDS: &[Command] = &[
         validate_db_metadata::validate_db_metadata,
         "lists what in a database would break a Stable API version",
     ),
-    command(
+    local_read_concern_only(command(
         "convertToCapped",
         capped::convert_to_capped,
         "makes a collection capped, keeping its newest documents that fit",
-    ),
+    )),
     command(
         "cloneCollectionAsCapped",
         capped::clone_collection_as_capped,
         "copies a collection into a new capped collection",
     ),
-    admin_only(command(
+    admin_only(local_read_concern_only(command(
         "renameCollection",
         collection_admin::rename_collection,
         "renames a collection",
-    )),
+    ))),
     with_aliases(
         command("collStats", stats::coll_stats, "collection statistics"),
         &["collstats"],
@@ -882,6 +894,8 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
                 .is_some_and(|s| s.contains_key("$planCacheStats")));
     if command.is_some_and(|c| c.local_concerns_only) || plan_cache_stats {
         generic_arguments::check_local_concerns_only(name, body)?;
+    } else if command.is_some_and(|c| c.local_read_concern_only) {
+        generic_arguments::check_local_read_concern(name, body)?;
     }
     generic_arguments::check(ctx, name, body)?;
     let Some(command) = command else {
