@@ -235,11 +235,19 @@ def test_write_concerns_are_parsed_as_mongod_on_a_standalone(db, concern, code):
         ({"killCursors": "c", "cursors": [], "bogus": 1}, 40415),
         ({"connectionStatus": 1, "showPrivileges": "yes"}, 14),
         ({"dbStats": 1, "freeStorage": "yes"}, 14),
+        ({"aggregate": "c", "pipeline": [], "cursor": {}, "explain": 1}, 14),
+        ({"aggregate": "c", "pipeline": [], "cursor": {"BatchSize": 1}}, 40415),
+        ({"aggregate": "c", "pipeline": [], "cursor": {}, "$bogus": 1}, 40415),
+        ({"find": "c", "$bogus": 1}, 40415),
+        # An explained command's arguments are checked as when it runs.
+        ({"explain": {"count": "c", "Query": {}}}, 40415),
+        ({"explain": {"delete": "c", "deletes": [{"q": {}, "limit": 0}], "ordered": 1}}, 14),
         # Kept, as mongod keeps them: numbers for safe booleans, count's legacy fields.
         ({"insert": "c", "documents": [{}], "bypassDocumentValidation": 1}, None),
         ({"count": "c", "fields": 5}, None),
         ({"connectionStatus": 1, "showPrivileges": 0}, None),
         ({"findAndModify": "c", "query": {"x": 1}, "remove": 1, "hint": "_id_"}, None),
+        ({"aggregate": "c", "pipeline": [], "cursor": {}, "$readPreference": {}}, None),
     ],
 )
 def test_command_arguments_are_declared_and_typed_as_mongod(db, command, code):

@@ -21,6 +21,8 @@ use bson::{Bson, Document};
 enum Kind {
     /// `bool`: true or false (or null, which is absent), nothing else.
     Bool,
+    /// true or false, not even null (`aggregate`'s `explain` and `allowDiskUse`).
+    StrictBool,
     /// `safeBool` / `optionalBool`: a boolean, a number (non-zero is true) or null.
     SafeBool,
     /// An object (or null).
@@ -88,6 +90,61 @@ const DECLARED: &[Declared] = &[
             ("nameOnly", Kind::SafeBool),
             ("authorizedCollections", Kind::Bool),
             ("includePendingDrops", Kind::SafeBool),
+            ("rawData", Kind::SafeBool),
+        ]],
+    },
+    Declared {
+        command: "find",
+        // Read (or accepted, as mongod does, for those that mean nothing here: no
+        // shards, replicas or query statistics) and typed by find itself.
+        fields: &[&[
+            ("filter", Kind::Any),
+            ("projection", Kind::Any),
+            ("sort", Kind::Any),
+            ("hint", Kind::Any),
+            ("skip", Kind::Any),
+            ("limit", Kind::Any),
+            ("batchSize", Kind::Any),
+            ("singleBatch", Kind::Any),
+            ("collation", Kind::Any),
+            ("allowDiskUse", Kind::Any),
+            ("let", Kind::Any),
+            ("noCursorTimeout", Kind::Any),
+            ("allowPartialResults", Kind::Any),
+            ("oplogReplay", Kind::Any),
+            ("readOnce", Kind::Any),
+            ("allowSpeculativeMajorityRead", Kind::Any),
+            ("term", Kind::Any),
+            ("includeQueryStatsMetrics", Kind::Any),
+            ("maxTimeMSOpOnly", Kind::Any),
+            ("min", Kind::Any),
+            ("max", Kind::Any),
+            ("returnKey", Kind::Any),
+            ("showRecordId", Kind::Any),
+            ("tailable", Kind::Any),
+            ("awaitData", Kind::Any),
+        ]],
+    },
+    Declared {
+        command: "aggregate",
+        fields: &[&[
+            ("pipeline", Kind::Any),
+            ("explain", Kind::StrictBool),
+            ("allowDiskUse", Kind::StrictBool),
+            ("cursor", Kind::Cursor),
+            ("bypassDocumentValidation", Kind::SafeBool),
+            ("collation", Kind::Document),
+            // aggregate's own hint check answers FailedToParse.
+            ("hint", Kind::Any),
+            ("let", Kind::Document),
+            ("fromMongos", Kind::SafeBool),
+            ("fromRouter", Kind::SafeBool),
+            ("needsMerge", Kind::SafeBool),
+            ("exchange", Kind::Document),
+            ("isMapReduceCommand", Kind::SafeBool),
+            ("collectionUUID", Kind::Any),
+            ("encryptionInformation", Kind::Document),
+            ("includeQueryStatsMetrics", Kind::SafeBool),
             ("rawData", Kind::SafeBool),
         ]],
     },
@@ -282,25 +339,29 @@ pub(crate) fn check(name: &str, body: &Document) -> Result<()> {
             .flat_map(|group| group.iter())
             .find(|(field, _)| field == key)
             .map(|(_, kind)| *kind);
+        let wrong_type = |expected: &str| {
+            Err(Error::type_mismatch(format!(
+                "BSON field '{name}.{key}' is the wrong type '{}', expected {expected}",
+                crate::request::type_name(value)
+            )))
+        };
         match kind {
             Some(Kind::Bool) if !matches!(value, Bson::Boolean(_) | Bson::Null) => {
-                return Err(Error::type_mismatch(format!(
-                    "BSON field '{name}.{key}' is the wrong type '{}', expected type 'bool'",
-                    crate::request::type_name(value)
-                )))
+                return wrong_type("type 'bool'")
             }
-            Some(Kind::Bool) => {}
+            Some(Kind::StrictBool) if !matches!(value, Bson::Boolean(_)) => {
+                return wrong_type("type 'bool'")
+            }
+            Some(Kind::Hint)
+                if !matches!(value, Bson::String(_) | Bson::Document(_) | Bson::Null) =>
+            {
+                return wrong_type("types '[string, object]'")
+            }
             Some(Kind::SafeBool) => fields.bool_or(key, false).map(drop)?,
             Some(Kind::Document) => fields.document_opt(key).map(drop)?,
             Some(Kind::Cursor) => check_cursor(name, &fields, value)?,
             Some(Kind::Array) if *value != Bson::Null => fields.array_opt(key).map(drop)?,
-            Some(Kind::Hint) if !matches!(value, Bson::String(_) | Bson::Document(_) | Bson::Null) => {
-                return Err(Error::type_mismatch(format!(
-                    "BSON field '{name}.{key}' is the wrong type '{}', expected types '[string, object]'",
-                    crate::request::type_name(value)
-                )))
-            }
-            Some(Kind::Array | Kind::Hint | Kind::Any) => {}
+            Some(Kind::Bool | Kind::StrictBool | Kind::Hint | Kind::Array | Kind::Any) => {}
             None if GENERIC_COMMAND_FIELDS.contains(&key.as_str())
                 || GENERIC_DOLLAR_FIELDS.contains(&key.as_str())
                 || key.starts_with("$_") => {}
@@ -375,6 +436,22 @@ mod tests {
         assert_eq!(code(doc! {"delete": "c", "ordered": 0}), Some(14));
         assert_eq!(code(doc! {"findAndModify": "c", "hint": {"a": 1}}), None);
         assert_eq!(code(doc! {"findAndModify": "c", "hint": [1]}), Some(14));
+        let aggregate = |field: &str, value: Bson| {
+            let mut body = doc! {"aggregate": "c", "pipeline": [], "cursor": {}};
+            body.insert(field, value);
+            code(body)
+        };
+        assert_eq!(aggregate("explain", Bson::Boolean(true)), None);
+        assert_eq!(aggregate("explain", Bson::Null), Some(14));
+        assert_eq!(aggregate("explain", Bson::Int32(1)), Some(14));
+        assert_eq!(aggregate("allowDiskUse", Bson::Int32(0)), Some(14));
+        assert_eq!(
+            aggregate("cursor", doc! {"BatchSize": 1}.into()),
+            Some(40415)
+        );
+        assert_eq!(aggregate("$readPreference", doc! {}.into()), None);
+        assert_eq!(aggregate("$_internalX", Bson::Int32(1)), None);
+        assert_eq!(aggregate("$bogus", Bson::Int32(1)), Some(40415));
         // A command not declared here is its own to check.
         assert_eq!(code(doc! {"ping": 1, "anything": 1}), None);
     }

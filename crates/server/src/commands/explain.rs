@@ -282,6 +282,8 @@ fn parse_query(inner: &Document) -> Result<Query<'_>> {
     let Some(command) = inner.keys().next() else {
         return Err(Error::bad_value("explain needs a command to explain"));
     };
+    // The explained command's arguments are checked as when it runs.
+    super::arguments::check(command, inner)?;
     let mut query = Query {
         collection: "",
         filter: Document::new(),

@@ -7,44 +7,18 @@ use super::Ctx;
 use crate::cursors::CursorSource;
 use crate::exec::{collect_matches, let_scope, AccessPath, CollectionScan};
 use crate::local_oplog;
-use crate::request::{is_requested, Fields, GENERIC_COMMAND_FIELDS};
+use crate::request::{is_requested, Fields};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_query::{Matcher, Projection, SortSpec};
 use basalt_value::Collation;
 use bson::{doc, Bson, Document, RawDocumentBuf};
 
-/// The find options Basalt reads or accepts (as mongod does, for those that mean
-/// nothing here: no shards, replicas or query statistics).
-const FIND_FIELDS: &[&str] = &[
-    "filter",
-    "projection",
-    "sort",
-    "hint",
-    "skip",
-    "limit",
-    "batchSize",
-    "singleBatch",
-    "collation",
-    "allowDiskUse",
-    "let",
-    "noCursorTimeout",
-    "allowPartialResults",
-    "oplogReplay",
-    "readOnce",
-    "allowSpeculativeMajorityRead",
-    "term",
-    "includeQueryStatsMetrics",
-    "maxTimeMSOpOnly",
-    "min",
-    "max",
-];
-
 /// Find options not built yet: refused when asked for rather than ignored, since the
 /// results would silently differ.
 const UNSUPPORTED_FIND_FIELDS: &[&str] = &["returnKey", "showRecordId"];
 
-/// Refuses unknown fields (40415, as mongod's parser does), options not built yet, and
-/// tailable cursors on collections that are not capped.
+/// Refuses options not built yet, and tailable cursors on collections that are not
+/// capped (unknown fields are refused before, `arguments.rs`).
 pub(super) fn check_fields(body: &Document, namespace: &str, capped: bool) -> Result<()> {
     for (key, value) in body.iter().skip(1) {
         let key = key.as_str();
@@ -67,14 +41,6 @@ pub(super) fn check_fields(body: &Document, namespace: &str, capped: bool) -> Re
                     "error processing query: ns={namespace} tailable cursor requested on non capped collection"
                 )));
             }
-        } else if !FIND_FIELDS.contains(&key)
-            && !GENERIC_COMMAND_FIELDS.contains(&key)
-            && !key.starts_with('$')
-        {
-            return Err(Error::location(
-                40415,
-                format!("BSON field 'find.{key}' is an unknown field."),
-            ));
         }
     }
     Ok(())
