@@ -181,6 +181,25 @@ def test_many_row_groups_and_a_kill_9(own_server):
     assert indexed.database.command("validate", indexed.name)["valid"] is True
 
 
+def test_a_build_skips_row_groups_left_without_records(db):
+    """The build finds the row groups that hold records by seeking past each one: a
+    row group whose records were all deleted (record ids 60,001-135,001 cover the
+    second one) is skipped, and the groups after it are built."""
+    plain, indexed = db.plain, db.indexed
+    docs = [{"_id": i, "k": "abc"[i % 3], "n": i % 1000} for i in range(140_000)]
+    for coll in (plain, indexed):
+        for start in range(0, len(docs), 20_000):
+            coll.insert_many(docs[start : start + 20_000])
+        coll.delete_many({"_id": {"$gte": 60_000, "$lte": 135_000}})
+    indexed.create_index(COLUMN_STORE, name="cs")
+    pipeline = [{"$group": {"_id": "$k", "n": {"$sum": "$n"}, "c": {"$sum": 1}}}]
+    plan = winning_plan(indexed, pipeline)
+    # Both row groups with records come from chunks (the empty one between them has
+    # none to read).
+    assert plan["rowGroupsFromChunks"] == 2
+    assert results(indexed, pipeline) == results(plain, pipeline)
+
+
 def test_kill_9_during_merges(own_server):
     """Row groups rebuilt in the background while the process dies: after the restart
     every answer is still the row engine's, and the merge finishes its work."""

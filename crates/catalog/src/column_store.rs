@@ -492,14 +492,20 @@ impl Writer<'_> {
     ) -> Result<()> {
         let collection = self.collection();
         let snapshot = collection.engine.snapshot();
+        // The row groups that hold records: one seek each, past the group before.
         let mut groups = Vec::new();
-        collection.scan(&*snapshot, None, &mut |record_id, _| {
-            let group = group_of(record_id);
-            if groups.last() != Some(&group) {
-                groups.push(group);
-            }
-            Ok(ControlFlow::Continue(()))
-        })?;
+        let mut after = None;
+        loop {
+            let mut first = None;
+            collection.scan(&*snapshot, after, &mut |record_id, _| {
+                first = Some(record_id);
+                Ok(ControlFlow::Break(()))
+            })?;
+            let Some(first) = first else { break };
+            let group = group_of(first);
+            groups.push(group);
+            after = Some(ColumnStoreView::record_range(group).1);
+        }
         let workers = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .min(groups.len());

@@ -9,8 +9,8 @@
 //!
 //! A field declared `Any` is typed by the command where it reads it (its own errors
 //! differ from a plain TypeMismatch). A command not declared here still checks its
-//! fields where it reads them (`find`'s options, `create`, `collMod`, `fsync`, ...),
-//! and moves here as it is touched.
+//! fields where it reads them (`create`, `collMod`, `fsync`, `bulkWrite`'s own
+//! field specs, ...), and moves here as it is touched.
 
 use crate::request::{Fields, GENERIC_COMMAND_FIELDS};
 use basalt_error::{Error, Result};
@@ -349,19 +349,17 @@ pub(crate) fn check(name: &str, body: &Document) -> Result<()> {
             Some(Kind::Bool) if !matches!(value, Bson::Boolean(_) | Bson::Null) => {
                 return wrong_type("type 'bool'")
             }
-            Some(Kind::StrictBool) if !matches!(value, Bson::Boolean(_)) => {
-                return wrong_type("type 'bool'")
-            }
             Some(Kind::Hint)
                 if !matches!(value, Bson::String(_) | Bson::Document(_) | Bson::Null) =>
             {
                 return wrong_type("types '[string, object]'")
             }
             Some(Kind::SafeBool) => fields.bool_or(key, false).map(drop)?,
+            Some(Kind::StrictBool) => fields.strict_bool_or(key, false).map(drop)?,
             Some(Kind::Document) => fields.document_opt(key).map(drop)?,
             Some(Kind::Cursor) => check_cursor(name, &fields, value)?,
             Some(Kind::Array) if *value != Bson::Null => fields.array_opt(key).map(drop)?,
-            Some(Kind::Bool | Kind::StrictBool | Kind::Hint | Kind::Array | Kind::Any) => {}
+            Some(Kind::Bool | Kind::Hint | Kind::Array | Kind::Any) => {}
             None if GENERIC_COMMAND_FIELDS.contains(&key.as_str())
                 || GENERIC_DOLLAR_FIELDS.contains(&key.as_str())
                 || key.starts_with("$_") => {}

@@ -147,11 +147,18 @@ struct Command {
     help: &'static str,
     admin_only: bool,
     counter: Counter,
+    concerns: Concerns,
+}
+
+/// The read and write concerns a command takes; the others are InvalidOptions.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Concerns {
+    Any,
+    /// Reads only at `local`, and takes a write concern (renames, conversions).
+    LocalRead,
     /// Takes no write concern and reads only at `local` (mongod's maintenance
-    /// commands): any other is InvalidOptions.
-    local_concerns_only: bool,
-    /// Reads only at `local`, and takes a write concern.
-    local_read_concern_only: bool,
+    /// commands).
+    LocalOnly,
 }
 
 const fn command(
@@ -166,8 +173,7 @@ const fn command(
         help,
         admin_only: false,
         counter: Counter::Command,
-        local_concerns_only: false,
-        local_read_concern_only: false,
+        concerns: Concerns::Any,
     }
 }
 
@@ -184,8 +190,7 @@ const fn cursor_command(
         help,
         admin_only: false,
         counter: Counter::Command,
-        local_concerns_only: false,
-        local_read_concern_only: false,
+        concerns: Concerns::Any,
     }
 }
 
@@ -200,12 +205,12 @@ const fn admin_only(mut c: Command) -> Command {
 }
 
 const fn local_concerns_only(mut c: Command) -> Command {
-    c.local_concerns_only = true;
+    c.concerns = Concerns::LocalOnly;
     c
 }
 
 const fn local_read_concern_only(mut c: Command) -> Command {
-    c.local_read_concern_only = true;
+    c.concerns = Concerns::LocalRead;
     c
 }
 
@@ -892,10 +897,15 @@ fn run(ctx: &Ctx<'_>, body: &Document) -> Result<Reply> {
         && matches!(body.get("pipeline"), Some(bson::Bson::Array(stages))
             if stages.first().and_then(bson::Bson::as_document)
                 .is_some_and(|s| s.contains_key("$planCacheStats")));
-    if command.is_some_and(|c| c.local_concerns_only) || plan_cache_stats {
-        generic_arguments::check_local_concerns_only(name, body)?;
-    } else if command.is_some_and(|c| c.local_read_concern_only) {
-        generic_arguments::check_local_read_concern(name, body)?;
+    let concerns = match command {
+        _ if plan_cache_stats => Concerns::LocalOnly,
+        Some(command) => command.concerns,
+        None => Concerns::Any,
+    };
+    match concerns {
+        Concerns::Any => {}
+        Concerns::LocalRead => generic_arguments::check_local_read_concern(name, body)?,
+        Concerns::LocalOnly => generic_arguments::check_local_concerns_only(name, body)?,
     }
     generic_arguments::check(ctx, name, body)?;
     let Some(command) = command else {
