@@ -135,6 +135,47 @@ def test_geo_near_stage_reports_distances(places):
     assert lyon["dist"]["m"] == pytest.approx(expected, rel=1e-9)
 
 
+def test_geo_near_decodes_only_what_later_stages_read(places):
+    # The scan under the stage decodes the key, the query's fields and what the stages
+    # after it read; the answers are those of whole documents.
+    paris = {"type": "Point", "coordinates": [2.35, 48.85]}
+    results = list(
+        places.aggregate(
+            [
+                {
+                    "$geoNear": {
+                        "near": paris,
+                        "key": "loc",
+                        "query": {"_id": {"$ne": 3}},
+                        "distanceField": "d",
+                    }
+                },
+                {"$limit": 3},
+                {"$project": {"_id": 0, "name": 1, "d": 1}},
+            ]
+        )
+    )
+    assert [r["name"] for r in results] == ["paris", "seine segment", "legacy pair in paris"]
+    assert all(sorted(r) == ["d", "name"] for r in results)
+    assert results[0]["d"] == 0
+    grouped = list(
+        places.aggregate(
+            [
+                {"$geoNear": {"near": paris, "key": "loc", "distanceField": "d"}},
+                {"$group": {"_id": None, "names": {"$push": "$name"}, "far": {"$max": "$d"}}},
+            ]
+        )
+    )
+    assert grouped[0]["names"] == [
+        "paris",
+        "seine segment",
+        "legacy pair in paris",
+        "lyon",
+        "berlin",
+    ]
+    assert grouped[0]["far"] > 800_000
+
+
 def test_legacy_near_sphere_measures_radians_and_2d_the_plane(coll):
     coll.create_index([("p", GEO2D)])
     coll.insert_many([{"_id": 1, "p": [3, 4]}, {"_id": 2, "p": [1, 0]}])

@@ -52,6 +52,20 @@ fn stage_reads(name: &str, args: &Bson, scope: &Scope, reads: &mut FieldSet) -> 
             Flow::Continue
         }
         ("$unset" | "$limit" | "$skip", _) => Flow::Continue,
+        // The geometry measured and the query's fields; without a named key the server
+        // picks the geo index, so any field may be the one measured.
+        ("$geoNear", Bson::Document(spec)) => {
+            match spec.get_str("key") {
+                Ok(key) => reads.add_path(key),
+                Err(_) => reads.add_whole(),
+            }
+            match spec.get_document("query") {
+                Ok(query) => filter_reads(query, scope, reads),
+                Err(_) if spec.contains_key("query") => reads.add_whole(),
+                Err(_) => {}
+            }
+            Flow::Continue
+        }
         ("$sort", Bson::Document(keys)) => {
             keys.keys().for_each(|k| reads.add_path(k));
             Flow::Continue
@@ -176,6 +190,26 @@ mod tests {
         assert_eq!(
             fields(vec![
                 doc! {"$group": {"_id": null, "all": {"$push": "$$ROOT"}}}
+            ]),
+            None
+        );
+    }
+
+    #[test]
+    fn geo_near_reads_its_key_and_its_query() {
+        let near = doc! {"type": "Point", "coordinates": [2.35, 48.85]};
+        assert_eq!(
+            fields(vec![
+                doc! {"$geoNear": {"near": near.clone(), "key": "position", "query": {"ts": 1}, "distanceField": "d"}},
+                doc! {"$limit": 10},
+                doc! {"$project": {"_id": 0, "st": 1}},
+            ]),
+            names(&["position", "ts", "st"])
+        );
+        assert_eq!(
+            fields(vec![
+                doc! {"$geoNear": {"near": near, "query": {"ts": 1}}},
+                doc! {"$project": {"_id": 0, "st": 1}},
             ]),
             None
         );

@@ -18,6 +18,7 @@ use basalt_query::{Matcher, Projection};
 use basalt_storage::Snapshot;
 use basalt_value::Collation;
 use bson::{doc, Bson, Document, RawDocument, RawDocumentBuf};
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -614,6 +615,9 @@ fn execute_unrecorded(
                         .chain(wanted)
                         .all(|f| stored_fields.contains(&f.as_str()))
             });
+            // A consumer that reads no field (a count) is handed an empty document
+            // instead of a copy of the entry's.
+            let reads_nothing = needs.decoded().is_some_and(<[String]>::is_empty);
             let mut tested: HashMap<&[u8], Option<Document>> = HashMap::new();
             for &(record_id, at) in &records.entries[start..] {
                 let stored = records.stored(at);
@@ -625,20 +629,22 @@ fn execute_unrecorded(
                     deadline.check()?;
                 }
                 let step = if answers && !stored.is_empty() {
-                    let matching = match tested.get(stored) {
-                        Some(matching) => matching.clone(),
-                        None => {
+                    let matching = match tested.entry(stored) {
+                        Entry::Occupied(tested) => tested.into_mut(),
+                        Entry::Vacant(untested) => {
                             let corrupt = |e| Error::internal(format!("corrupt index entry: {e}"));
                             let doc = Document::try_from(
                                 RawDocument::from_bytes(stored).map_err(corrupt)?,
                             )
                             .map_err(corrupt)?;
-                            let matching = matcher.try_matches(&doc)?.then_some(doc);
-                            tested.insert(stored, matching.clone());
-                            matching
+                            untested.insert(matcher.try_matches(&doc)?.then_some(doc))
                         }
                     };
-                    match matching {
+                    let handed = match matching {
+                        Some(_) if reads_nothing => Some(Document::new()),
+                        matching => matching.clone(),
+                    };
+                    match handed {
                         Some(doc) => visit(record_id, None, doc)?,
                         None => Step::Continue,
                     }
