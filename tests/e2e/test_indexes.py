@@ -597,3 +597,22 @@ def test_an_index_prepared_then_made_unique(coll):
         db.command(
             "collMod", coll.name, index={"name": "y_1", "prepareUnique": True, "hidden": True}
         )
+
+
+def test_compound_keys_in_another_order_are_another_index(coll):
+    # mongod compares key patterns field by field in order: {a, b} and {b, a} are two
+    # indexes, each named, dropped and hinted by its own pattern.
+    coll.insert_many([{"_id": i, "a": i % 3, "b": i} for i in range(6)])
+    assert coll.create_index([("a", 1), ("b", 1)]) == "a_1_b_1"
+    assert coll.create_index([("b", 1), ("a", 1)]) == "b_1_a_1"
+    # The same pattern again, with a numerically equal direction, is the same index.
+    same = coll.database.command(
+        {"createIndexes": coll.name, "indexes": [{"key": {"b": 1.0, "a": 1}, "name": "b_1_a_1"}]}
+    )
+    assert same["numIndexesBefore"] == same["numIndexesAfter"] == 3
+    with raises_code("IndexOptionsConflict"):
+        coll.create_index([("b", 1), ("a", 1)], name="other")
+    plan = coll.find({"a": 1}).hint([("b", 1), ("a", 1)]).explain()
+    assert plan["queryPlanner"]["winningPlan"]["inputStage"]["indexName"] == "b_1_a_1"
+    coll.drop_index([("b", 1), ("a", 1)])
+    assert sorted(coll.index_information()) == ["_id_", "a_1_b_1"]

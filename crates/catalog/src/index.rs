@@ -192,6 +192,20 @@ pub struct IndexKey {
 }
 
 impl IndexSpec {
+    /// Whether `key` is this index's key pattern: the same fields in the same order
+    /// (`{a: 1, b: 1}` is not `{b: 1, a: 1}`), numeric directions equal by value
+    /// (`{a: 1}` is `{a: 1.0}`), as mongod compares key patterns.
+    pub fn has_key_pattern(&self, key: &Document) -> bool {
+        self.key.len() == key.len()
+            && self.key.iter().zip(key).all(|((fa, da), (fb, db))| {
+                fa == fb
+                    && match (basalt_value::as_f64(da), basalt_value::as_f64(db)) {
+                        (Some(x), Some(y)) => x == y,
+                        _ => da == db,
+                    }
+            })
+    }
+
     pub const ID_INDEX_NAME: &'static str = "_id_";
 
     pub fn id_index(id: u64, name: &str) -> IndexSpec {

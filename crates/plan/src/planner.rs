@@ -484,24 +484,12 @@ pub fn resolve_hint<'a>(indexes: &'a [IndexSpec], hint: &Bson) -> Result<Option<
                 _ => Err(Error::bad_value("$natural hint must be 1 or -1")),
             };
         }
-        Bson::Document(key) => indexes.iter().find(|i| same_key_pattern(&i.key, key)),
+        Bson::Document(key) => indexes.iter().find(|i| i.has_key_pattern(key)),
         _ => return Err(Error::failed_to_parse("hint must be a string or an object")),
     };
     found
         .map(Some)
         .ok_or_else(|| Error::bad_value("hint provided does not correspond to an existing index"))
-}
-
-/// Key patterns compare by field names and numeric directions (`{a: 1}` = `{a: 1.0}`).
-fn same_key_pattern(a: &Document, b: &Document) -> bool {
-    a.len() == b.len()
-        && a.iter().zip(b).all(|((fa, da), (fb, db))| {
-            fa == fb
-                && match (basalt_value::as_f64(da), basalt_value::as_f64(db)) {
-                    (Some(x), Some(y)) => x == y,
-                    _ => da == db,
-                }
-        })
 }
 
 #[cfg(test)]

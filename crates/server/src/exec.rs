@@ -342,15 +342,7 @@ pub fn filtered_indexes(
 fn names_index(named: &Bson, index: &IndexSpec) -> bool {
     match named {
         Bson::String(name) => *name == index.name,
-        Bson::Document(key) => {
-            key.len() == index.key.len()
-                && key.iter().zip(&index.key).all(|((f, d), (g, e))| {
-                    f == g
-                        && (d == e
-                            || basalt_value::as_f64(d)
-                                .is_some_and(|d| basalt_value::as_f64(e) == Some(d)))
-                })
-        }
+        Bson::Document(key) => index.has_key_pattern(key),
         _ => false,
     }
 }

@@ -246,7 +246,7 @@ fn modify_index(
     let given = |option: &str| spec.get(option).filter(|v| **v != Bson::Null);
     let index = match (given("name"), given("keyPattern")) {
         (Some(Bson::String(name)), None) => meta.indexes.iter().find(|i| &i.name == name),
-        (None, Some(Bson::Document(key))) => meta.indexes.iter().find(|i| &i.key == key),
+        (None, Some(Bson::Document(key))) => meta.indexes.iter().find(|i| i.has_key_pattern(key)),
         _ => {
             return Err(Error::new(
                 ErrorCode::INVALID_OPTIONS,

@@ -115,7 +115,8 @@ pub fn create_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             ));
         }
         if let Some(same_name) = existing.iter().find(|i| i.name == spec.name) {
-            if same_name.key == spec.key
+            let same_key = same_name.has_key_pattern(&spec.key);
+            if same_key
                 && same_name.unique == spec.unique
                 && same_name.sparse == spec.sparse
                 && same_name.expire_after_seconds == spec.expire_after_seconds
@@ -125,7 +126,7 @@ pub fn create_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 continue;
             }
             return Err(Error::new(
-                if same_name.key == spec.key { ErrorCode::INDEX_OPTIONS_CONFLICT } else { ErrorCode::INDEX_KEY_SPECS_CONFLICT },
+                if same_key { ErrorCode::INDEX_OPTIONS_CONFLICT } else { ErrorCode::INDEX_KEY_SPECS_CONFLICT },
                 format!(
                     "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {}, existing index: {}",
                     spec.to_list_document(),
@@ -135,7 +136,7 @@ pub fn create_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         }
         if let Some(same_key) = existing
             .iter()
-            .find(|i| i.key == spec.key && i.collation == spec.collation)
+            .find(|i| i.has_key_pattern(&spec.key) && i.collation == spec.collation)
         {
             return Err(Error::new(
                 ErrorCode::INDEX_OPTIONS_CONFLICT,

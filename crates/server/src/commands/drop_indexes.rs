@@ -60,7 +60,8 @@ pub fn drop_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             .collect::<Result<_>>()?,
         Some(Bson::Document(key)) => {
             // Indexes under different collations may share a key pattern.
-            let matching: Vec<&IndexSpec> = indexes.iter().filter(|i| &i.key == key).collect();
+            let matching: Vec<&IndexSpec> =
+                indexes.iter().filter(|i| i.has_key_pattern(key)).collect();
             match matching.as_slice() {
                 [] => {
                     return Err(Error::new(
