@@ -62,9 +62,36 @@ def test_queries_on_time_and_meta(weather):
     plan = weather.database.command(
         "explain", {"find": "weather", "filter": {"st": 1, "ts": {"$gte": at(10)}}}
     )
+    # A bucket spans less than bucketMaxSpanSeconds (a day here) from its minimum.
     assert plan["command"]["pipeline"][0] == {
-        "$match": {"meta": 1, "control.max.ts": {"$gte": at(10)}}
+        "$match": {
+            "meta": 1,
+            "control.min.ts": {"$gt": at(10) - dt.timedelta(days=1)},
+            "control.max.ts": {"$gte": at(10)},
+        }
     }
+
+
+def test_time_conditions_read_only_the_buckets_that_can_hold_them(db):
+    # Hour-long buckets (granularity seconds); readings each 10 minutes for 4 days,
+    # one of them the last millisecond a bucket can hold.
+    db.create_collection("readings", timeseries={"timeField": "ts", "metaField": "st"})
+    times = [at(10 * i) for i in range(576)] + [at(60) - dt.timedelta(milliseconds=1)]
+    db.readings.insert_many([{"ts": t, "st": "a", "v": i} for i, t in enumerate(times)])
+    db.readings.create_index([("ts", 1)])
+    edge = at(60) - dt.timedelta(milliseconds=1)
+    assert [r["v"] for r in db.readings.find({"ts": edge})] == [576]
+    assert db.readings.count_documents({"ts": at(600)}) == 1
+    assert db.readings.count_documents({"ts": {"$gte": edge, "$lt": at(120)}}) == 7
+    assert db.readings.count_documents({"ts": {"$gt": at(5000)}}) == 75
+    plan = db.command(
+        "explain", {"find": "readings", "filter": {"ts": at(600)}}, verbosity="executionStats"
+    )
+    stats = plan["stages"][0]["$cursor"]["executionStats"]
+    # The index on the buckets' minimum time is read between one span before and the
+    # time asked for: one or two buckets, not all 96.
+    assert stats["totalKeysExamined"] <= 3
+    assert stats["nReturned"] <= 2
 
 
 def test_deletes_rewrite_the_buckets(weather):

@@ -93,17 +93,33 @@ impl Answer {
         }
     }
 
-    /// Reads documents a server returned in the shape `self` expects: each
-    /// document a row of its leaf values in order (embedded documents flattened).
-    pub(crate) fn read_documents(&self, docs: &[Document]) -> Answer {
+    /// Reads documents a server returned in the shape `self` expects: each document a
+    /// row of the values at the paths an inclusion `projection` names, in its order
+    /// (the order of a document's fields is the server's), else of its leaf values in
+    /// order (embedded documents flattened).
+    pub(crate) fn read_documents(
+        &self,
+        docs: &[Document],
+        projection: Option<&Document>,
+    ) -> Answer {
+        let included: Option<Vec<&str>> = projection.map(|projection| {
+            projection
+                .iter()
+                .filter(|(_, v)| !matches!(v, Bson::Boolean(false) | Bson::Int32(0)))
+                .map(|(path, _)| path.as_str())
+                .collect()
+        });
         match self {
             Answer::Count(_) => Answer::Count(docs.len() as u64),
             Answer::Rows(_) => Answer::Rows(
                 docs.iter()
-                    .map(|doc| {
-                        let mut row = Vec::new();
-                        flatten(doc, &mut row);
-                        row
+                    .map(|doc| match &included {
+                        Some(paths) => paths.iter().map(|path| path_cell(doc, path)).collect(),
+                        None => {
+                            let mut row = Vec::new();
+                            flatten(doc, &mut row);
+                            row
+                        }
                     })
                     .collect(),
             ),
@@ -129,6 +145,20 @@ impl Answer {
                 .collect(),
         )
     }
+}
+
+/// The value at a dotted path (through embedded documents), null when missing.
+fn path_cell(doc: &Document, path: &str) -> Cell {
+    let mut at = doc;
+    let mut parts = path.split('.').peekable();
+    while let Some(part) = parts.next() {
+        match (at.get(part), parts.peek()) {
+            (Some(Bson::Document(inner)), Some(_)) => at = inner,
+            (Some(value), None) => return bson_cell(value),
+            _ => break,
+        }
+    }
+    Cell::Null
 }
 
 fn flatten(doc: &Document, row: &mut Vec<Cell>) {
@@ -170,15 +200,24 @@ mod tests {
     use bson::doc;
 
     #[test]
+    fn projected_documents_read_in_the_projections_order() {
+        let expected = Answer::Rows(vec![vec![Cell::Str("s".into()), Cell::Int(7), Cell::Null]]);
+        let projection = doc! {"_id": 0, "st": 1, "a.v": 1, "gone": 1};
+        let got = expected.read_documents(&[doc! {"a": {"v": 7}, "st": "s"}], Some(&projection));
+        assert_eq!(expected.check(&got), Ok(()));
+    }
+
+    #[test]
     fn documents_flatten_to_rows_and_numbers_compare_loosely() {
         let expected = Answer::Rows(vec![vec![
             Cell::Str("a".into()),
             Cell::Int(3),
             Cell::Float(0.3),
         ]]);
-        let got = expected.read_documents(&[doc! {"_id": "a", "n": 3.0, "x": {"y": 0.1 + 0.2}}]);
+        let got =
+            expected.read_documents(&[doc! {"_id": "a", "n": 3.0, "x": {"y": 0.1 + 0.2}}], None);
         assert_eq!(expected.check(&got), Ok(()));
-        let wrong = expected.read_documents(&[doc! {"_id": "a", "n": 4, "x": 0.3}]);
+        let wrong = expected.read_documents(&[doc! {"_id": "a", "n": 4, "x": 0.3}], None);
         assert!(expected.check(&wrong).is_err());
     }
 

@@ -11,7 +11,8 @@ use crate::machine::Machine;
 use crate::measure::repeat;
 use crate::peers;
 use crate::report::{
-    self, ColumnStoreLoad, DatasetReport, Outcome, QueryReport, Report, Status, StorageFigures,
+    self, ColumnStoreLoad, DatasetReport, Layout, Outcome, QueryReport, Report, Status,
+    StorageFigures, TimeSeriesLoad,
 };
 use crate::server::ServerProcess;
 use crate::workloads::{
@@ -295,35 +296,31 @@ fn run_basalt(
     let summary = import::run(&load)?;
     let mut indexes = Vec::new();
     for keys in &dataset.indexes {
-        let index_name: Vec<String> = keys.iter().map(|(k, v)| format!("{k}_{v}")).collect();
-        let took = build_index(runtime, db, name, keys, &index_name.join("_"))?;
+        let took = build_index(runtime, db, name, keys, &index_name(keys))?;
         indexes.push((keys.to_string(), took));
     }
     let stats = coll_stats(runtime, db, name)?;
-    let figure = |field: &str| stats.get(field).and_then(basalt_value::as_i64).unwrap_or(0) as u64;
     let mut storage = StorageFigures {
-        bson_bytes: figure("size"),
-        storage_bytes: figure("storageSize"),
-        index_bytes: figure("totalIndexSize"),
+        bson_bytes: figure(&stats, "size"),
+        storage_bytes: figure(&stats, "storageSize"),
+        index_bytes: figure(&stats, "totalIndexSize"),
         column_store_bytes: None,
     };
     let mut queries = Vec::new();
-    let report = |query: &Query, column_store: bool| -> Result<QueryReport> {
-        let on = if column_store {
-            " on the column store"
-        } else {
-            ""
-        };
-        eprintln!("basalt: {name} {}{on} ...", query.name);
+    let report = |query: &Query, layout: Layout, on: &str| -> Result<QueryReport> {
+        match layout {
+            Layout::Documents => eprintln!("basalt: {on} {} ...", query.name),
+            layout => eprintln!("basalt: {on} {} [{}] ...", query.name, layout.name()),
+        }
         Ok(QueryReport {
             name: query.name,
-            column_store,
+            layout,
             scanned_docs: query.scanned_docs,
-            basalt: run_query(runtime, db, name, query, runs, budget)?,
+            basalt: run_query(runtime, db, on, query, runs, budget)?,
         })
     };
     for query in &dataset.queries {
-        queries.push(report(query, false)?);
+        queries.push(report(query, Layout::Documents, name)?);
     }
     // The scans that are aggregations run again, hinted to a column store index built
     // now.
@@ -362,7 +359,7 @@ fn run_basalt(
             .and_then(basalt_value::as_i64)
             .map(|bytes| bytes as u64);
         for query in &scans {
-            queries.push(report(query, true)?);
+            queries.push(report(query, Layout::ColumnStore, name)?);
         }
         // The collection goes on as the dataset declares it: the tools workload dumps
         // and restores W1 with W1's own indexes, not with the one built here to measure
@@ -379,6 +376,17 @@ fn run_basalt(
         false => Some(load_with_column_store(runtime, db, uri, dataset)?),
     };
     storage.column_store_bytes = column_store_bytes;
+    let time_series_load = match &dataset.time_series {
+        None => None,
+        Some(options) => {
+            let (load, on) = load_time_series(runtime, db, uri, dataset, options)?;
+            for query in &dataset.queries {
+                queries.push(report(query, Layout::TimeSeries, &on)?);
+            }
+            drop_collection(runtime, db, &on)?;
+            Some(load)
+        }
+    };
     Ok(DatasetReport {
         id: dataset.id,
         title: dataset.title,
@@ -390,8 +398,70 @@ fn run_basalt(
         indexes,
         storage,
         column_store_load,
+        time_series_load,
         queries,
     })
+}
+
+/// Loads the dataset again into a time-series collection created with `options`, with
+/// the dataset's indexes (which the server makes indexes of the buckets); returns the
+/// load's figures and the collection's name.
+fn load_time_series(
+    runtime: &tokio::runtime::Runtime,
+    db: &Database,
+    uri: &str,
+    dataset: &Dataset,
+    options: &Document,
+) -> Result<(TimeSeriesLoad, String)> {
+    let name = format!("{}_timeseries", dataset.collection());
+    eprintln!("basalt: loading {name}, a time-series collection ...");
+    drop_collection(runtime, db, &name)?;
+    runtime
+        .block_on(
+            db.run_command(doc! {"create": &name, "timeseries": options.clone()})
+                .into_future(),
+        )
+        .map_err(|e| io_error(format!("cannot create {name}"), e))?;
+    let summary = import::run(&ImportArgs::new(
+        uri,
+        DB,
+        &name,
+        dataset.import_file.clone(),
+    ))?;
+    // An index the server cannot make for a time-series collection is reported, and
+    // the queries that need it fail as they would for a user.
+    let mut refused_indexes = Vec::new();
+    for keys in &dataset.indexes {
+        if let Err(e) = build_index(runtime, db, &name, keys, &index_name(keys)) {
+            eprintln!("basalt: {e}");
+            refused_indexes.push(keys.to_string());
+        }
+    }
+    let stats = coll_stats(runtime, db, &name)?;
+    let load = TimeSeriesLoad {
+        load: summary.elapsed,
+        storage_bytes: figure(&stats, "storageSize"),
+        index_bytes: figure(&stats, "totalIndexSize"),
+        refused_indexes,
+    };
+    Ok((load, name))
+}
+
+/// An index's name as mongod makes it from its key pattern (`a_1_b_-1`).
+fn index_name(keys: &Document) -> String {
+    let parts: Vec<String> = keys.iter().map(|(k, v)| format!("{k}_{v}")).collect();
+    parts.join("_")
+}
+
+/// A byte count of a `collStats` reply (0 when absent).
+fn figure(stats: &Document, field: &str) -> u64 {
+    stats.get(field).and_then(basalt_value::as_i64).unwrap_or(0) as u64
+}
+
+fn drop_collection(runtime: &tokio::runtime::Runtime, db: &Database, name: &str) -> Result<()> {
+    runtime
+        .block_on(db.collection::<Document>(name).drop().into_future())
+        .map_err(|e| io_error(format!("cannot drop {name}"), e))
 }
 
 /// How long the bench waits for a column store's row groups to become current.
@@ -408,13 +478,7 @@ fn load_with_column_store(
 ) -> Result<ColumnStoreLoad> {
     let name = format!("{}_{COLUMN_STORE_INDEX}", dataset.collection());
     eprintln!("basalt: loading {name}, with a column store index ...");
-    let coll = db.collection::<Document>(&name);
-    let drop_collection = || {
-        runtime
-            .block_on(coll.drop().into_future())
-            .map_err(|e| io_error(format!("cannot drop {name}"), e))
-    };
-    drop_collection()?;
+    drop_collection(runtime, db, &name)?;
     let key = doc! {"$**": "columnstore"};
     build_index(runtime, db, &name, &key, COLUMN_STORE_INDEX)?;
     let summary = import::run(&ImportArgs::new(
@@ -461,7 +525,7 @@ fn load_with_column_store(
             }
         }
     };
-    drop_collection()?;
+    drop_collection(runtime, db, &name)?;
     Ok(ColumnStoreLoad {
         load: summary.elapsed,
         current_after,
@@ -514,9 +578,16 @@ fn run_query(
         let docs = runtime.block_on(execute(db, collection, &variant.mongo))?;
         let took = started.elapsed();
         if !std::mem::replace(&mut checked[i % variants], true) {
+            let projected = match &variant.mongo {
+                MongoOp::Find {
+                    projection: Some(projection),
+                    ..
+                } => Some(projection),
+                _ => None,
+            };
             if let Err(why) = variant
                 .expected
-                .check(&variant.expected.read_documents(&docs))
+                .check(&variant.expected.read_documents(&docs, projected))
             {
                 if status == Status::Correct {
                     status = Status::Wrong(why);

@@ -250,9 +250,12 @@ impl TimeSeries {
         (!bucket.is_empty()).then_some(bucket)
     }
 
+    /// A condition on the time field as bounds of the buckets' `control.min` and
+    /// `control.max` times. A bucket spans less than `bucketMaxSpanSeconds` from its
+    /// minimum, so a measurement at or after `t` is in a bucket whose minimum is past
+    /// `t - span`: with that bound an index led by the minimum time reads only the
+    /// buckets that can hold the time asked for (as MongoDB bounds it).
     fn time_bounds(&self, condition: &Bson, bucket: &mut Document) {
-        let min = format!("control.min.{}", self.time_field);
-        let max = format!("control.max.{}", self.time_field);
         let operators = match condition {
             Bson::Document(operators) if operators.keys().all(|k| k.starts_with('$')) => {
                 operators.clone()
@@ -260,24 +263,38 @@ impl TimeSeries {
             Bson::DateTime(_) => doc! { "$eq": condition.clone() },
             _ => return,
         };
+        let span_ms = self.bucket_max_span_seconds.saturating_mul(1000);
+        let (mut min, mut max) = (Document::new(), Document::new());
         for (operator, bound) in &operators {
-            if !matches!(bound, Bson::DateTime(_)) {
+            let Bson::DateTime(time) = bound else {
                 continue;
-            }
-            let mut narrow = |field: &str, op: &str| {
-                bucket.insert(field.to_string(), doc! { op: bound.clone() });
+            };
+            let earliest_min = || {
+                Bson::DateTime(bson::DateTime::from_millis(
+                    time.timestamp_millis().saturating_sub(span_ms),
+                ))
             };
             match operator.as_str() {
-                "$gt" => narrow(&max, "$gt"),
-                "$gte" => narrow(&max, "$gte"),
-                "$lt" => narrow(&min, "$lt"),
-                "$lte" => narrow(&min, "$lte"),
+                "$gt" | "$gte" => {
+                    max.insert(operator.clone(), bound.clone());
+                    min.insert("$gt", earliest_min());
+                }
+                "$lt" | "$lte" => {
+                    min.insert(operator.clone(), bound.clone());
+                }
                 "$eq" => {
-                    narrow(&max, "$gte");
-                    narrow(&min, "$lte");
+                    max.insert("$gte", bound.clone());
+                    min.insert("$lte", bound.clone());
+                    min.insert("$gt", earliest_min());
                 }
                 _ => {}
             }
+        }
+        if !min.is_empty() {
+            bucket.insert(format!("control.min.{}", self.time_field), min);
+        }
+        if !max.is_empty() {
+            bucket.insert(format!("control.max.{}", self.time_field), max);
         }
     }
 }
@@ -599,7 +616,7 @@ pub fn delete(
         let mut kept = Vec::new();
         let before = deleted.len();
         let measurements =
-            basalt_agg::time_series::unpack(&bucket, &options.time_field, meta.clone());
+            basalt_agg::time_series::unpack(bucket.clone(), &options.time_field, meta.clone());
         for measurement in measurements {
             let room = !just_one || deleted.is_empty();
             let gone = room && matcher.try_matches(&measurement)?;

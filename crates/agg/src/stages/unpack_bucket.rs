@@ -10,6 +10,7 @@
 use crate::pipeline::DocumentStream;
 use basalt_error::{Error, Result};
 use bson::{Bson, Document};
+use std::collections::HashMap;
 
 /// The stage's specification.
 #[derive(Debug)]
@@ -40,7 +41,7 @@ impl UnpackBucket {
             let measurements: Box<dyn Iterator<Item = Result<Document>> + Send> = match bucket {
                 Ok(bucket) => {
                     let meta = self.meta_field.as_deref().zip(bucket.get("meta").cloned());
-                    Box::new(unpack(&bucket, &self.time_field, meta).into_iter().map(Ok))
+                    Box::new(unpack(bucket, &self.time_field, meta).into_iter().map(Ok))
                 }
                 Err(e) => Box::new(std::iter::once(Err(e))),
             };
@@ -112,29 +113,38 @@ pub fn append(
 }
 
 /// The measurements of `bucket`, in their order in it, each with the bucket's meta value
-/// under the metaField when there is one.
-pub fn unpack(bucket: &Document, time_field: &str, meta: Option<(&str, Bson)>) -> Vec<Document> {
-    let Ok(data) = bucket.get_document("data") else {
+/// under the metaField when there is one. The bucket's values are moved into them, not
+/// copied.
+pub fn unpack(mut bucket: Document, time_field: &str, meta: Option<(&str, Bson)>) -> Vec<Document> {
+    let Some(Bson::Document(data)) = bucket.remove("data") else {
         return Vec::new();
     };
     let Ok(times) = data.get_document(time_field) else {
         return Vec::new();
     };
-    times
+    // Measurement `i` is the time column's `i`th key's values.
+    let positions: HashMap<String, usize> = times
         .keys()
-        .map(|index| {
-            let mut measurement = Document::new();
-            for (field, values) in data {
-                if let Some(value) = values.as_document().and_then(|v| v.get(index)) {
-                    measurement.insert(field.clone(), value.clone());
-                }
+        .enumerate()
+        .map(|(i, key)| (key.clone(), i))
+        .collect();
+    let mut measurements = vec![Document::new(); positions.len()];
+    for (field, values) in data {
+        let Bson::Document(values) = values else {
+            continue;
+        };
+        for (key, value) in values {
+            if let Some(&i) = positions.get(&key) {
+                measurements[i].insert(field.clone(), value);
             }
-            if let Some((meta_field, value)) = &meta {
-                measurement.insert(*meta_field, value.clone());
-            }
-            measurement
-        })
-        .collect()
+        }
+    }
+    if let Some((meta_field, value)) = &meta {
+        for measurement in &mut measurements {
+            measurement.insert(*meta_field, value.clone());
+        }
+    }
+    measurements
 }
 
 #[cfg(test)]
@@ -155,14 +165,14 @@ mod tests {
             },
         };
         assert_eq!(
-            unpack(&bucket, "t", Some(("st", Bson::from("s1")))),
+            unpack(bucket, "t", Some(("st", Bson::from("s1")))),
             vec![
                 doc! { "_id": 10, "t": 1, "st": "s1" },
                 doc! { "_id": 11, "t": 2, "v": 5.5, "st": "s1" },
             ]
         );
         assert_eq!(
-            unpack(&doc! { "data": {} }, "t", None),
+            unpack(doc! { "data": {} }, "t", None),
             Vec::<Document>::new()
         );
     }

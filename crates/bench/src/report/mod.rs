@@ -81,7 +81,20 @@ pub(crate) struct DatasetReport {
     /// The load again, into a collection with a column store index (when the dataset's
     /// scans ran on one).
     pub column_store_load: Option<ColumnStoreLoad>,
+    /// The load into a time-series collection (when the dataset is one).
+    pub time_series_load: Option<TimeSeriesLoad>,
     pub queries: Vec<QueryReport>,
+}
+
+/// The dataset loaded into a time-series collection: the import's time and what
+/// `collStats` says its buckets take on disk.
+#[derive(Clone, Debug)]
+pub(crate) struct TimeSeriesLoad {
+    pub load: Duration,
+    pub storage_bytes: u64,
+    pub index_bytes: u64,
+    /// The dataset's indexes the server refused to make on the time-series collection.
+    pub refused_indexes: Vec<String>,
 }
 
 /// A load into a collection with a column store index: the import's time, and how long
@@ -104,21 +117,40 @@ pub(crate) struct StorageFigures {
     pub column_store_bytes: Option<u64>,
 }
 
+/// What a query ran over: the loaded collection's documents, the column store index
+/// built on it, or the time-series collection the dataset was loaded into again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Layout {
+    Documents,
+    ColumnStore,
+    TimeSeries,
+}
+
+impl Layout {
+    /// Its name in labels and the results JSON.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Layout::Documents => "documents",
+            Layout::ColumnStore => "columnstore",
+            Layout::TimeSeries => "timeseries",
+        }
+    }
+}
+
 pub(crate) struct QueryReport {
     pub name: &'static str,
-    /// Run again after a column store index was built (its label says so).
-    pub column_store: bool,
+    pub layout: Layout,
     pub scanned_docs: Option<u64>,
     pub basalt: Outcome,
 }
 
 impl QueryReport {
-    /// The query's name in tables and charts: workload, query, and the column store
-    /// when it read one.
+    /// The query's name in tables and charts: workload, query, and the layout it read
+    /// when that is not the documents.
     pub(crate) fn label(&self, workload: WorkloadId) -> String {
-        match self.column_store {
-            true => format!("{} {} [columnstore]", workload.name(), self.name),
-            false => format!("{} {}", workload.name(), self.name),
+        match self.layout {
+            Layout::Documents => format!("{} {}", workload.name(), self.name),
+            layout => format!("{} {} [{}]", workload.name(), self.name, layout.name()),
         }
     }
 }

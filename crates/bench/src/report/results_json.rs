@@ -45,6 +45,12 @@ pub(crate) fn to_json(report: &Report) -> Value {
                     "basalt_s": again.load.as_secs_f64(),
                     "current_after_s": again.current_after.map(|after| after.as_secs_f64()),
                 })),
+                "time_series": d.time_series_load.as_ref().map(|ts| json!({
+                    "basalt_s": ts.load.as_secs_f64(),
+                    "storage_size_bytes": ts.storage_bytes,
+                    "total_index_size_bytes": ts.index_bytes,
+                    "refused_indexes": ts.refused_indexes,
+                })),
                 "indexes": d.indexes.iter().map(|(keys, took)| json!({"keys": keys, "build_s": took.as_secs_f64()})).collect::<Vec<_>>(),
                 "storage": {
                     "bson_bytes": d.storage.bson_bytes,
@@ -63,7 +69,7 @@ pub(crate) fn to_json(report: &Report) -> Value {
             },
             "queries": d.queries.iter().map(|q| json!({
                 "name": q.name,
-                "column_store": q.column_store,
+                "layout": q.layout.name(),
                 "scanned_docs": q.scanned_docs,
                 "basalt": outcome(&q.basalt, q.scanned_docs, report.scan_workers),
                 "peers": report.peers.runs.iter().filter_map(|r| {

@@ -183,6 +183,24 @@ fn loads(report: &Report) -> String {
                 },
             ));
         }
+        if let Some(ts) = &d.time_series_load {
+            notes.push(format!(
+                "  {}: loaded again into a time-series collection in {} ({} docs/s); its buckets {:.1} MB on disk ({} of the BSON; the documents' {}), indexes {:.1} MB",
+                d.id.name(),
+                format_duration(ts.load),
+                format_rate(rate(d.docs, ts.load)),
+                ts.storage_bytes as f64 / 1e6,
+                format_ratio(ts.storage_bytes as f64 / storage.bson_bytes.max(1) as f64),
+                format_ratio(storage.storage_bytes as f64 / storage.bson_bytes.max(1) as f64),
+                ts.index_bytes as f64 / 1e6,
+            ));
+            for keys in &ts.refused_indexes {
+                notes.push(format!(
+                    "  {}: the time-series collection refused index {keys}",
+                    d.id.name()
+                ));
+            }
+        }
         if d.load_failures > 0 {
             notes.push(format!(
                 "  {}: {} lines failed to load",

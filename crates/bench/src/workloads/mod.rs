@@ -76,6 +76,9 @@ pub(crate) struct Dataset {
     /// SQL (in the peers' template language, see [`Variant::sql`]) run after a peer loads.
     pub peer_setup: Vec<String>,
     pub queries: Vec<Query>,
+    /// `create`'s `timeseries` options under which the dataset is loaded again into a
+    /// time-series collection and its queries rerun there (`None`: not a time series).
+    pub time_series: Option<Document>,
 }
 
 impl Dataset {

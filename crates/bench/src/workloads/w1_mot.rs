@@ -116,6 +116,7 @@ pub(crate) fn generate(dir: &Path, size: u64, seed: u64) -> Result<Dataset> {
         checksum,
         indexes: Vec::new(),
         peer_setup: Vec::new(),
+        time_series: None,
         queries: vec![Query {
             name: "banding",
             scanned_docs: Some(size),

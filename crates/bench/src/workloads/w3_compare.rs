@@ -37,6 +37,7 @@ pub(crate) fn generate(dir: &Path, size: u64, seed: u64) -> Result<Dataset> {
         // For the hybrid `$where` below; the other two queries scan the collection.
         indexes: vec![doc! {"b": 1}],
         peer_setup: Vec::new(),
+        time_series: None,
         queries: vec![
             Query {
                 name: "$match+$expr count",

@@ -277,6 +277,9 @@ pub(crate) fn generate(dir: &Path, size: u64, seed: u64) -> Result<Dataset> {
         checksum,
         indexes: vec![doc! {"ts": 1, "st": 1}, doc! {"position": "2dsphere"}],
         peer_setup: vec!["CREATE INDEX $table_ts_st ON $table ($(ts), $(st))".to_string()],
+        // Readings twice a day: buckets of "hours" granularity span 30 days (60 readings
+        // of one station), where "seconds" would make a bucket of each reading.
+        time_series: Some(doc! {"timeField": "ts", "metaField": "st", "granularity": "hours"}),
         queries: vec![
             Query {
                 name: "point",
