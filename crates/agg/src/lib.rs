@@ -23,6 +23,7 @@ pub use optimization::optimize;
 pub use partitioned::{Partial, Partitioned};
 pub use stages::current_op::CurrentOpOptions;
 pub use stages::geo_near::GeoNear;
+pub use stages::unpack_bucket::UnpackBucket;
 /// Time-series buckets: MongoDB's format, written and read.
 pub mod time_series {
     pub use crate::stages::unpack_bucket::{append, unpack};

@@ -422,12 +422,7 @@ fn load_time_series(
                 .into_future(),
         )
         .map_err(|e| io_error(format!("cannot create {name}"), e))?;
-    let summary = import::run(&ImportArgs::new(
-        uri,
-        DB,
-        &name,
-        dataset.import_file.clone(),
-    ))?;
+    let summary = import_into(uri, &name, dataset)?;
     // An index the server cannot make for a time-series collection is reported, and
     // the queries that need it fail as they would for a user.
     let mut refused_indexes = Vec::new();
@@ -445,6 +440,11 @@ fn load_time_series(
         refused_indexes,
     };
     Ok((load, name))
+}
+
+/// Loads the dataset's file into collection `name` (which may exist already).
+fn import_into(uri: &str, name: &str, dataset: &Dataset) -> Result<import::ImportSummary> {
+    import::run(&ImportArgs::new(uri, DB, name, dataset.import_file.clone()))
 }
 
 /// An index's name as mongod makes it from its key pattern (`a_1_b_-1`).
@@ -481,12 +481,7 @@ fn load_with_column_store(
     drop_collection(runtime, db, &name)?;
     let key = doc! {"$**": "columnstore"};
     build_index(runtime, db, &name, &key, COLUMN_STORE_INDEX)?;
-    let summary = import::run(&ImportArgs::new(
-        uri,
-        DB,
-        &name,
-        dataset.import_file.clone(),
-    ))?;
+    let summary = import_into(uri, &name, dataset)?;
     let loaded = Instant::now();
     let explain = doc! {
         "explain": {

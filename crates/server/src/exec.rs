@@ -1695,7 +1695,17 @@ const STREAM_BATCH_DOCS: usize = 1024;
 impl CollectionScan {
     /// The scan as an iterator, read in batches: a consumer that stops early (`$limit`)
     /// stops the scan too.
-    pub fn into_stream(self) -> ScanStream {
+    pub fn into_stream(self) -> ScanStream<Document> {
+        self.into_stream_of()
+    }
+
+    /// The scan as an iterator of the matching records' stored bytes (decoded only as
+    /// far as the filter reads).
+    pub fn into_stored_stream(self) -> ScanStream<RawDocumentBuf> {
+        self.into_stream_of()
+    }
+
+    fn into_stream_of<T: BatchItem>(self) -> ScanStream<T> {
         ScanStream {
             scan: self,
             buffered: std::collections::VecDeque::new(),
@@ -1704,16 +1714,16 @@ impl CollectionScan {
     }
 }
 
-pub struct ScanStream {
+pub struct ScanStream<T> {
     scan: CollectionScan,
-    buffered: std::collections::VecDeque<Document>,
+    buffered: std::collections::VecDeque<T>,
     done: bool,
 }
 
-impl Iterator for ScanStream {
-    type Item = Result<Document>;
+impl<T: BatchItem> Iterator for ScanStream<T> {
+    type Item = Result<T>;
 
-    fn next(&mut self) -> Option<Result<Document>> {
+    fn next(&mut self) -> Option<Result<T>> {
         loop {
             if let Some(doc) = self.buffered.pop_front() {
                 return Some(Ok(doc));
@@ -1721,10 +1731,7 @@ impl Iterator for ScanStream {
             if self.done {
                 return None;
             }
-            match self
-                .scan
-                .next_batch::<Document>(STREAM_BATCH_DOCS, usize::MAX)
-            {
+            match self.scan.next_batch::<T>(STREAM_BATCH_DOCS, usize::MAX) {
                 Ok((batch, exhausted)) => {
                     self.buffered.extend(batch);
                     self.done = exhausted;

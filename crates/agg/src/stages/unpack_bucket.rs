@@ -9,12 +9,12 @@
 
 use crate::pipeline::DocumentStream;
 use basalt_error::{Error, Result};
-use bson::{Bson, Document};
+use bson::{Bson, Document, RawDocument};
 use std::collections::HashMap;
 
 /// The stage's specification.
 #[derive(Debug)]
-pub(crate) struct UnpackBucket {
+pub struct UnpackBucket {
     time_field: String,
     meta_field: Option<String>,
 }
@@ -36,6 +36,45 @@ impl UnpackBucket {
         })
     }
 
+    /// The measurements of a bucket read as its stored bytes: each value decoded once,
+    /// straight into its measurement (no document of the whole bucket first).
+    pub fn unpack_stored(&self, bucket: &RawDocument) -> Result<Vec<Document>> {
+        let corrupt = |e: bson::error::Error| Error::internal(format!("a corrupt bucket: {e}"));
+        let Some(data) = subdocument(bucket, "data")? else {
+            return Ok(Vec::new());
+        };
+        let Some(times) = subdocument(data, &self.time_field)? else {
+            return Ok(Vec::new());
+        };
+        let mut positions: HashMap<&str, usize> = HashMap::new();
+        for (i, element) in times.into_iter().enumerate() {
+            positions.insert(element.map_err(corrupt)?.0.as_str(), i);
+        }
+        let mut measurements = vec![Document::new(); positions.len()];
+        for element in data {
+            let (field, values) = element.map_err(corrupt)?;
+            let Some(values) = values.as_document() else {
+                continue;
+            };
+            for element in values {
+                let (key, value) = element.map_err(corrupt)?;
+                if let Some(&i) = positions.get(key.as_str()) {
+                    let value = Bson::try_from(value).map_err(corrupt)?;
+                    measurements[i].insert(field.as_str(), value);
+                }
+            }
+        }
+        if let Some(meta_field) = &self.meta_field {
+            if let Some(meta) = bucket.get("meta").map_err(corrupt)? {
+                let meta = Bson::try_from(meta).map_err(corrupt)?;
+                for measurement in &mut measurements {
+                    measurement.insert(meta_field.clone(), meta.clone());
+                }
+            }
+        }
+        Ok(measurements)
+    }
+
     pub(crate) fn apply<'a>(&'a self, input: DocumentStream<'a>) -> DocumentStream<'a> {
         Box::new(input.flat_map(move |bucket| {
             let measurements: Box<dyn Iterator<Item = Result<Document>> + Send> = match bucket {
@@ -48,6 +87,14 @@ impl UnpackBucket {
             measurements
         }))
     }
+}
+
+/// The embedded document at `name` in `doc`, if that is one.
+fn subdocument<'a>(doc: &'a RawDocument, name: &str) -> Result<Option<&'a RawDocument>> {
+    let value = doc
+        .get(name)
+        .map_err(|e| Error::internal(format!("a corrupt bucket: {e}")))?;
+    Ok(value.and_then(|v| v.as_document()))
 }
 
 /// Adds `measurements` to `bucket` (a new one when `bucket` is empty: `_id` set by the

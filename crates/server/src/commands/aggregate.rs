@@ -324,7 +324,21 @@ pub(super) fn results(
                             deadline.clone(),
                         )
                         .with_fields(input_fields);
-                        stream_pipeline(pipeline, collections, scan.into_stream())
+                        // Time-series buckets are unpacked from their stored bytes.
+                        let source: ResultStream<'static> = match pipeline.take_leading_unpack() {
+                            Some(unpack) => {
+                                Box::new(scan.into_stored_stream().flat_map(move |bucket| {
+                                    match bucket.and_then(|b| unpack.unpack_stored(&b)) {
+                                        Ok(measurements) => {
+                                            measurements.into_iter().map(Ok).collect()
+                                        }
+                                        Err(e) => vec![Err(e)],
+                                    }
+                                }))
+                            }
+                            None => Box::new(scan.into_stream()),
+                        };
+                        stream_pipeline(pipeline, collections, source)
                     }
                 }
             }
