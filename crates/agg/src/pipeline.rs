@@ -506,21 +506,21 @@ impl Pipeline {
         &self.vars
     }
 
-    /// Takes the query part of a leading `$match` (all of it but a top-level `$expr`)
-    /// for a server that applies it in the scan instead, where it can use an index; a
-    /// `$expr` stays behind in the pipeline.
     /// Takes a leading `$_internalUnpackBucket` for a server that unpacks the buckets
     /// from their stored bytes as it scans them.
     pub fn take_leading_unpack(&mut self) -> Option<crate::UnpackBucket> {
-        let Some(Stage::UnpackBucket(_)) = self.stages.0.first() else {
+        if !matches!(self.stages.0.first(), Some(Stage::UnpackBucket(_))) {
             return None;
-        };
+        }
         match self.stages.0.remove(0) {
             Stage::UnpackBucket(unpack) => Some(unpack),
             _ => None,
         }
     }
 
+    /// Takes the query part of a leading `$match` (all of it but a top-level `$expr`)
+    /// for a server that applies it in the scan instead, where it can use an index; a
+    /// `$expr` stays behind in the pipeline.
     pub fn take_leading_match(&mut self) -> Result<Option<Document>> {
         let Some(Stage::Match(stage)) = self.stages.0.first_mut() else {
             return Ok(None);

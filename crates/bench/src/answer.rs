@@ -105,7 +105,9 @@ impl Answer {
         let included: Option<Vec<&str>> = projection.map(|projection| {
             projection
                 .iter()
-                .filter(|(_, v)| !matches!(v, Bson::Boolean(false) | Bson::Int32(0)))
+                .filter(|(_, v)| {
+                    !matches!(v, Bson::Boolean(false)) && basalt_value::as_f64(v) != Some(0.0)
+                })
                 .map(|(path, _)| path.as_str())
                 .collect()
         });

@@ -615,8 +615,11 @@ pub fn delete(
             .zip(bucket.get("meta").cloned());
         let mut kept = Vec::new();
         let before = deleted.len();
-        let measurements =
-            basalt_agg::time_series::unpack(bucket.clone(), &options.time_field, meta.clone());
+        let measurements = basalt_agg::time_series::unpack(
+            &bucket,
+            &options.time_field,
+            options.meta_field.as_deref(),
+        )?;
         for measurement in measurements {
             let room = !just_one || deleted.is_empty();
             let gone = room && matcher.try_matches(&measurement)?;

@@ -5,7 +5,8 @@
 //! A bucket is MongoDB's (version 1, uncompressed): `{_id, control: {version, min, max,
 //! count}, meta, data: {<field>: {"0": v0, "1": v1, ...}}}`, where measurement `i` has
 //! the values at key `i` of each field that it has, and the bucket's `meta` is the value
-//! of every measurement's metaField. [`append`] writes the format, [`unpack`] reads it.
+//! of every measurement's metaField. [`append`] writes the format, [`unpack_stored`]
+//! reads it (from a bucket's bytes; [`unpack`] from a decoded bucket).
 
 use crate::pipeline::DocumentStream;
 use basalt_error::{Error, Result};
@@ -36,52 +37,18 @@ impl UnpackBucket {
         })
     }
 
-    /// The measurements of a bucket read as its stored bytes: each value decoded once,
-    /// straight into its measurement (no document of the whole bucket first).
+    /// The measurements of a bucket read as its stored bytes (see [`unpack_stored`]).
     pub fn unpack_stored(&self, bucket: &RawDocument) -> Result<Vec<Document>> {
-        let corrupt = |e: bson::error::Error| Error::internal(format!("a corrupt bucket: {e}"));
-        let Some(data) = subdocument(bucket, "data")? else {
-            return Ok(Vec::new());
-        };
-        let Some(times) = subdocument(data, &self.time_field)? else {
-            return Ok(Vec::new());
-        };
-        let mut positions: HashMap<&str, usize> = HashMap::new();
-        for (i, element) in times.into_iter().enumerate() {
-            positions.insert(element.map_err(corrupt)?.0.as_str(), i);
-        }
-        let mut measurements = vec![Document::new(); positions.len()];
-        for element in data {
-            let (field, values) = element.map_err(corrupt)?;
-            let Some(values) = values.as_document() else {
-                continue;
-            };
-            for element in values {
-                let (key, value) = element.map_err(corrupt)?;
-                if let Some(&i) = positions.get(key.as_str()) {
-                    let value = Bson::try_from(value).map_err(corrupt)?;
-                    measurements[i].insert(field.as_str(), value);
-                }
-            }
-        }
-        if let Some(meta_field) = &self.meta_field {
-            if let Some(meta) = bucket.get("meta").map_err(corrupt)? {
-                let meta = Bson::try_from(meta).map_err(corrupt)?;
-                for measurement in &mut measurements {
-                    measurement.insert(meta_field.clone(), meta.clone());
-                }
-            }
-        }
-        Ok(measurements)
+        unpack_stored(bucket, &self.time_field, self.meta_field.as_deref())
     }
 
     pub(crate) fn apply<'a>(&'a self, input: DocumentStream<'a>) -> DocumentStream<'a> {
         Box::new(input.flat_map(move |bucket| {
             let measurements: Box<dyn Iterator<Item = Result<Document>> + Send> = match bucket {
-                Ok(bucket) => {
-                    let meta = self.meta_field.as_deref().zip(bucket.get("meta").cloned());
-                    Box::new(unpack(bucket, &self.time_field, meta).into_iter().map(Ok))
-                }
+                Ok(bucket) => match unpack(&bucket, &self.time_field, self.meta_field.as_deref()) {
+                    Ok(measurements) => Box::new(measurements.into_iter().map(Ok)),
+                    Err(e) => Box::new(std::iter::once(Err(e))),
+                },
                 Err(e) => Box::new(std::iter::once(Err(e))),
             };
             measurements
@@ -91,10 +58,14 @@ impl UnpackBucket {
 
 /// The embedded document at `name` in `doc`, if that is one.
 fn subdocument<'a>(doc: &'a RawDocument, name: &str) -> Result<Option<&'a RawDocument>> {
-    let value = doc
+    Ok(doc
         .get(name)
-        .map_err(|e| Error::internal(format!("a corrupt bucket: {e}")))?;
-    Ok(value.and_then(|v| v.as_document()))
+        .map_err(corrupt)?
+        .and_then(|v| v.as_document()))
+}
+
+fn corrupt(e: bson::error::Error) -> Error {
+    Error::internal(format!("a corrupt bucket: {e}"))
 }
 
 /// Adds `measurements` to `bucket` (a new one when `bucket` is empty: `_id` set by the
@@ -159,39 +130,56 @@ pub fn append(
     Ok(())
 }
 
-/// The measurements of `bucket`, in their order in it, each with the bucket's meta value
-/// under the metaField when there is one. The bucket's values are moved into them, not
-/// copied.
-pub fn unpack(mut bucket: Document, time_field: &str, meta: Option<(&str, Bson)>) -> Vec<Document> {
-    let Some(Bson::Document(data)) = bucket.remove("data") else {
-        return Vec::new();
+/// The measurements of a decoded bucket (a delete's, or a stage's input): its bytes
+/// unpacked by [`unpack_stored`].
+pub fn unpack(
+    bucket: &Document,
+    time_field: &str,
+    meta_field: Option<&str>,
+) -> Result<Vec<Document>> {
+    let bytes = bson::RawDocumentBuf::try_from(bucket).map_err(corrupt)?;
+    unpack_stored(&bytes, time_field, meta_field)
+}
+
+/// The measurements of a bucket read as its stored bytes, in their order in it (the
+/// time column's keys'), each with the bucket's meta value under the metaField when
+/// there is one: each value decoded once, straight into its measurement.
+pub fn unpack_stored(
+    bucket: &RawDocument,
+    time_field: &str,
+    meta_field: Option<&str>,
+) -> Result<Vec<Document>> {
+    let Some(data) = subdocument(bucket, "data")? else {
+        return Ok(Vec::new());
     };
-    let Ok(times) = data.get_document(time_field) else {
-        return Vec::new();
+    let Some(times) = subdocument(data, time_field)? else {
+        return Ok(Vec::new());
     };
-    // Measurement `i` is the time column's `i`th key's values.
-    let positions: HashMap<String, usize> = times
-        .keys()
-        .enumerate()
-        .map(|(i, key)| (key.clone(), i))
-        .collect();
+    let mut positions: HashMap<&str, usize> = HashMap::new();
+    for (i, element) in times.into_iter().enumerate() {
+        positions.insert(element.map_err(corrupt)?.0.as_str(), i);
+    }
     let mut measurements = vec![Document::new(); positions.len()];
-    for (field, values) in data {
-        let Bson::Document(values) = values else {
+    for element in data {
+        let (field, values) = element.map_err(corrupt)?;
+        let Some(values) = values.as_document() else {
             continue;
         };
-        for (key, value) in values {
-            if let Some(&i) = positions.get(&key) {
-                measurements[i].insert(field.clone(), value);
+        for element in values {
+            let (key, value) = element.map_err(corrupt)?;
+            if let Some(&i) = positions.get(key.as_str()) {
+                let value = Bson::try_from(value).map_err(corrupt)?;
+                measurements[i].insert(field.as_str(), value);
             }
         }
     }
-    if let Some((meta_field, value)) = &meta {
+    if let (Some(meta_field), Some(meta)) = (meta_field, bucket.get("meta").map_err(corrupt)?) {
+        let meta = Bson::try_from(meta).map_err(corrupt)?;
         for measurement in &mut measurements {
-            measurement.insert(*meta_field, value.clone());
+            measurement.insert(meta_field, meta.clone());
         }
     }
-    measurements
+    Ok(measurements)
 }
 
 #[cfg(test)]
@@ -212,15 +200,29 @@ mod tests {
             },
         };
         assert_eq!(
-            unpack(bucket, "t", Some(("st", Bson::from("s1")))),
+            unpack(&bucket, "t", Some("st")).unwrap(),
             vec![
                 doc! { "_id": 10, "t": 1, "st": "s1" },
                 doc! { "_id": 11, "t": 2, "v": 5.5, "st": "s1" },
             ]
         );
         assert_eq!(
-            unpack(doc! { "data": {} }, "t", None),
+            unpack(&doc! { "data": {} }, "t", None).unwrap(),
             Vec::<Document>::new()
         );
+    }
+
+    #[test]
+    fn a_damaged_bucket_is_an_error_not_a_panic() {
+        let bucket = doc! { "data": { "t": { "0": 1, "1": 2 }, "v": { "0": "abc" } } };
+        let mut bytes = bson::RawDocumentBuf::try_from(&bucket)
+            .unwrap()
+            .into_bytes();
+        // The string's length now runs past the end of the document.
+        let at = bytes.windows(3).position(|w| w == b"abc").unwrap() - 4;
+        bytes[at] = 0x7f;
+        let damaged = RawDocument::from_bytes(&bytes).unwrap();
+        let error = unpack_stored(damaged, "t", None).unwrap_err();
+        assert!(error.to_string().contains("corrupt bucket"), "{error}");
     }
 }
