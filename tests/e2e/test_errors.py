@@ -242,6 +242,35 @@ def test_write_concerns_are_parsed_as_mongod_on_a_standalone(db, concern, code):
         # An explained command's arguments are checked as when it runs.
         ({"explain": {"count": "c", "Query": {}}}, 40415),
         ({"explain": {"delete": "c", "deletes": [{"q": {}, "limit": 0}], "ordered": 1}}, 14),
+        # Every command is declared: an IDL one refuses what it does not know ...
+        ({"ping": 1, "bogus": 1}, 40415),
+        ({"collStats": "c", "bogus": 1}, 40415),
+        ({"usersInfo": 1, "bogus": 1}, 40415),
+        ({"dropDatabase": 1, "bogus": 1}, 40415),
+        ({"getMore": bson.Int64(1), "collection": "c", "bogus": 1}, 40415),
+        ({"createIndexes": "c", "indexes": [{"key": {"a": 1}, "name": "a_1"}], "x": 1}, 40415),
+        ({"create": "d", "encryptedFields": "x"}, 14),
+        ({"hello": 1, "loadBalanced": 1}, 14),
+        (
+            {
+                "mapReduce": "c",
+                "map": "function() {}",
+                "reduce": "function(k, v) { return 1; }",
+                "out": {"inline": 1},
+                "verbose": 1,
+            },
+            14,
+        ),
+        # The sessions a session command names are strict {id: <UUID>, ...}.
+        ({"killSessions": [{}]}, 40414),
+        ({"killSessions": [{"id": bson.Binary(b"\0" * 8, 4)}]}, 207),
+        ({"endSessions": [{"id": bson.Binary(b"\0" * 16, 4), "x": 1}]}, 40415),
+        ({"refreshSessions": [{"id": bson.Binary(b"\0" * 16, 3)}]}, 14),
+        # ... and one mongod reads by hand ignores it.
+        ({"hello": 1, "bogus": 1}, None),
+        ({"serverStatus": 1, "bogus": 1}, None),
+        ({"validate": "c", "bogus": 1}, None),
+        ({"dbHash": 1, "bogus": 1}, None),
         # Kept, as mongod keeps them: numbers for safe booleans, count's legacy fields.
         ({"insert": "c", "documents": [{}], "bypassDocumentValidation": 1}, None),
         ({"count": "c", "fields": 5}, None),
@@ -262,6 +291,68 @@ def test_command_arguments_are_declared_and_typed_as_mongod(db, command, code):
             db.command(command)
         assert info.value.code == code, info.value.details
         assert [d["_id"] for d in db.c.find()] == ["kept"]
+
+
+def test_get_more_batch_size_is_a_safe_int64(db):
+    """getMore's batchSize is read as mongod reads a safe int64: a fraction is cut (0.5
+    is no limit, as 0 is), NaN is 0, and only a negative one is refused."""
+    db.c.insert_many([{"i": i} for i in range(5)])
+    for batch_size, returned in [
+        (0.5, 4),
+        (2.9, 2),
+        (float("nan"), 4),
+        (bson.Decimal128("1.5"), 2),
+    ]:
+        first = db.command("find", "c", batchSize=1)["cursor"]
+        reply = db.command("getMore", first["id"], collection="c", batchSize=batch_size)
+        assert len(reply["cursor"]["nextBatch"]) == returned, batch_size
+    first = db.command("find", "c", batchSize=1)["cursor"]
+    with pytest.raises(OperationFailure) as info:
+        db.command("getMore", first["id"], collection="c", batchSize=-1.5)
+    assert info.value.code == 2
+
+
+def test_options_parsed_as_strict_structs(client, db):
+    """getParameter's options document and $listLocalSessions' spec are mongod's strict
+    structs: an unknown field is 40415, a wrong type 14, a missing user 40414; null is
+    as if not given."""
+    cases = [
+        ({"getParameter": {"allParameters": 1, "bogus": 1}}, 40415),
+        ({"getParameter": {"allParameters": True, "setAt": 1.5}}, 14),
+    ]
+    for command, code in cases:
+        with pytest.raises(OperationFailure) as info:
+            client.admin.command(command)
+        assert info.value.code == code, command
+    assert "logLevel" in client.admin.command({"getParameter": {"allParameters": 1}})
+
+    def list_sessions(spec):
+        return db.client.admin.command(
+            {"aggregate": 1, "pipeline": [{"$listLocalSessions": spec}], "cursor": {}}
+        )
+
+    for spec in [{"users": None, "allUsers": None}, {"users": [None], "allUsers": True}]:
+        assert list_sessions(spec)["ok"] == 1, spec
+    for spec, code in [
+        ({"users": [{"user": "a", "db": None}]}, 40414),
+        ({"users": [{"user": "a", "db": "b", "x": 1}]}, 40415),
+        ({"users": [{"user": "a", "db": "b"}], "allUsers": True}, 12),
+    ]:
+        with pytest.raises(OperationFailure) as info:
+            list_sessions(spec)
+        assert info.value.code == code, spec
+
+
+def test_bulk_write_needs_its_operations_and_namespaces(client):
+    """bulkWrite's ops and nsInfo are required (40414), as mongod's parser has it; null
+    counts as missing too (the unit tests of commands/arguments.rs send it: pymongo
+    cannot)."""
+    for missing in ["ops", "nsInfo"]:
+        command = {"bulkWrite": 1, "ops": [], "nsInfo": [{"ns": "db.c"}]}
+        del command[missing]
+        with pytest.raises(OperationFailure) as info:
+            client.admin.command(command)
+        assert info.value.code == 40414, missing
 
 
 @pytest.mark.parametrize(

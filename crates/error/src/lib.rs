@@ -37,6 +37,7 @@ error_codes! {
     GRAPH_CONTAINS_CYCLE = 5, "GraphContainsCycle";
     UNKNOWN_ERROR = 8, "UnknownError";
     FAILED_TO_PARSE = 9, "FailedToParse";
+    UNSUPPORTED_FORMAT = 12, "UnsupportedFormat";
     UNAUTHORIZED = 13, "Unauthorized";
     TYPE_MISMATCH = 14, "TypeMismatch";
     OVERFLOW = 15, "Overflow";

@@ -184,23 +184,15 @@ impl<'a> Fields<'a> {
 
     /// `cursor.batchSize` of commands that return a cursor (aggregate, listCollections).
     pub fn cursor_batch_size(&self) -> Result<Option<usize>> {
-        let Some(cursor) = self.document_opt("cursor")? else {
-            return Ok(None);
-        };
-        // mongod reads it as a safe int64 ([`coerced_integer`]: a double's fraction cut, a
-        // decimal rounded half to even, NaN 0, infinities saturated); it must then be
-        // non-negative.
-        let n = match cursor.get("batchSize") {
-            None | Some(Bson::Null) => return Ok(None),
-            Some(v) => coerced_integer(v)
-                .ok_or_else(|| wrong_type(self.command, "batchSize", v, " 'number'"))?,
-        };
-        if n < 0 {
-            return Err(Error::bad_value(format!(
-                "BSON field 'batchSize' value must be >= 0, actual value '{n}'"
-            )));
+        match self.document_opt("cursor")? {
+            Some(cursor) => basalt_value::idl::batch_size(self.command, cursor.get("batchSize")),
+            None => Ok(None),
         }
-        Ok(Some(usize::try_from(n).unwrap_or(usize::MAX)))
+    }
+
+    /// A batch size given as the command's own field (`getMore`'s `batchSize`).
+    pub fn batch_size_opt(&self, field: &str) -> Result<Option<usize>> {
+        basalt_value::idl::batch_size(self.command, self.body.get(field))
     }
 
     pub fn string_opt(&self, field: &str) -> Result<Option<&'a str>> {

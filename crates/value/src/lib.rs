@@ -10,6 +10,7 @@ mod decimal;
 pub mod decimal_math;
 pub mod display;
 pub mod distinct;
+pub mod idl;
 pub mod key_string;
 pub mod number;
 pub mod path;

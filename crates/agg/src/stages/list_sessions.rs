@@ -9,10 +9,13 @@
 
 use crate::pipeline::{DocumentStream, ExecContext, SessionUsers};
 use crate::stages::{finished, map_documents};
-use basalt_error::{Error, Result};
+use basalt_error::{Error, ErrorCode, Result};
 use basalt_expr::type_name;
+use basalt_value::idl::{self, Kind};
 use bson::{Bson, Document};
 
+/// The spec, as mongod's strict `ListSessionsSpec`: `allUsers` (a bool) and `users` (an
+/// array of strict `{user, db}`; null as absent, null elements skipped).
 pub(crate) fn parse(stage: &str, spec: &Bson) -> Result<SessionUsers> {
     let Bson::Document(options) = spec else {
         return Err(Error::type_mismatch(format!(
@@ -20,53 +23,44 @@ pub(crate) fn parse(stage: &str, spec: &Bson) -> Result<SessionUsers> {
             type_name(Some(spec))
         )));
     };
-    let wrong_type = |name: &str, value: &Bson, expected: &str| {
-        Error::type_mismatch(format!(
-            "BSON field '{stage}.{name}' is the wrong type '{}', expected type '{expected}'",
-            type_name(Some(value))
-        ))
-    };
-    let mut users = SessionUsers::Current;
-    for (name, value) in options {
-        match (name.as_str(), value) {
-            ("allUsers", Bson::Boolean(all)) => {
-                if *all {
-                    users = SessionUsers::All;
-                }
+    idl::check_struct(
+        stage,
+        options,
+        &[("allUsers", Kind::Bool), ("users", Kind::Array)],
+        &[],
+    )?;
+    let mut named = Vec::new();
+    for (i, user) in options.get_array("users").into_iter().flatten().enumerate() {
+        let user = match user {
+            Bson::Null => continue,
+            Bson::Document(user) => user,
+            other => {
+                return Err(Error::type_mismatch(format!(
+                    "BSON field '{stage}.users.{i}' is the wrong type '{}', expected type \
+                     'object'",
+                    type_name(Some(other))
+                )))
             }
-            ("allUsers", _) => return Err(wrong_type(name, value, "bool")),
-            ("users", Bson::Array(listed)) => {
-                let mut named = Vec::with_capacity(listed.len());
-                for user in listed {
-                    let pair = match user {
-                        Bson::Document(user) => user
-                            .get_str("user")
-                            .ok()
-                            .zip(user.get_str("db").ok())
-                            .map(|(u, d)| (u.to_string(), d.to_string())),
-                        _ => None,
-                    };
-                    named.push(
-                        pair.ok_or_else(|| wrong_type("users", value, "array of {user, db}"))?,
-                    );
-                }
-                users = SessionUsers::Listed(named);
-            }
-            ("users", _) => return Err(wrong_type(name, value, "array")),
-            _ => {
-                return Err(Error::location(
-                    40415,
-                    format!("BSON field '{stage}.{name}' is an unknown field."),
-                ))
-            }
-        }
+        };
+        idl::check_struct(
+            "ListSessionsUser",
+            user,
+            &[("user", Kind::String), ("db", Kind::String)],
+            &["user", "db"],
+        )?;
+        let field = |name| user.get_str(name).unwrap_or_default().to_string();
+        named.push((field("user"), field("db")));
     }
-    if matches!(users, SessionUsers::All) && options.contains_key("users") {
-        return Err(Error::bad_value(format!(
-            "{stage}: allUsers and users cannot both be given"
-        )));
+    let all = options.get_bool("allUsers").unwrap_or(false);
+    match (all, named.is_empty()) {
+        (true, false) => Err(Error::new(
+            ErrorCode::UNSUPPORTED_FORMAT,
+            format!("{stage}: allUsers and users cannot both be given"),
+        )),
+        (true, true) => Ok(SessionUsers::All),
+        (false, _) if options.get_array("users").is_ok() => Ok(SessionUsers::Listed(named)),
+        (false, _) => Ok(SessionUsers::Current),
     }
-    Ok(users)
 }
 
 /// Whether a session document's `_id.uid` is one of `owners` (`None`: everyone's).

@@ -2,6 +2,7 @@
 //! and in daily use: ping, buildInfo, getParameter, getCmdLineOpts, hostInfo,
 //! whatsmyuri, getLog, connectionStatus, endSessions.
 
+use super::arguments::{Field, Kind};
 use super::Ctx;
 use crate::COMPATIBLE_MONGODB_VERSION;
 use basalt_error::{Error, ErrorCode, Result};
@@ -203,7 +204,20 @@ pub fn get_parameter(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     all.extend(ctx.server.parameters.current());
     let wants_all = match body.get("getParameter") {
         Some(Bson::String(s)) => s == "*",
-        Some(Bson::Document(d)) => d.get_bool("allParameters").unwrap_or(false),
+        Some(Bson::Document(options)) => {
+            // mongod's strict `GetParameterOptions`.
+            super::arguments::check_struct(
+                "getParameter",
+                options,
+                &[
+                    ("showDetails", Kind::SafeBool),
+                    ("allParameters", Kind::SafeBool),
+                    ("setAt", Kind::String),
+                ],
+                &[],
+            )?;
+            crate::request::Fields::new(options).bool_or("allParameters", false)?
+        }
         _ => false,
     };
     if wants_all {
@@ -355,23 +369,7 @@ pub fn start_session(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
 /// refresh.
 pub fn end_sessions(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let field = body.keys().next().map_or("endSessions", String::as_str);
-    let wrong_type = |path: String, value: &Bson, expected: &str| {
-        Error::type_mismatch(format!(
-            "BSON field '{path}' is the wrong type '{}', expected type '{expected}'",
-            crate::request::type_name(value)
-        ))
-    };
-    match body.get(field) {
-        Some(Bson::Array(lsids)) => {
-            for (i, lsid) in lsids.iter().enumerate() {
-                if !matches!(lsid, Bson::Document(_)) {
-                    return Err(wrong_type(format!("{field}.{field}.{i}"), lsid, "object"));
-                }
-            }
-        }
-        Some(other) => return Err(wrong_type(format!("{field}.{field}"), other, "array")),
-        None => {}
-    }
+    check_named_sessions(body, field)?;
     let lsids = crate::transactions::named_sessions(body, field);
     ctx.server.transactions.end_sessions(&lsids);
     let named: Vec<Document> = body
@@ -388,6 +386,42 @@ pub fn end_sessions(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         .sessions
         .end(&named, crate::security::cursor_owner(ctx).as_ref());
     Ok(Document::new())
+}
+
+/// What a client names a session by (mongod's strict `LogicalSessionFromClient`).
+const SESSION_FIELDS: &[Field] = &[
+    ("id", Kind::Uuid),
+    ("uid", Kind::Any),
+    ("txnNumber", Kind::Long),
+    ("txnUUID", Kind::Uuid),
+];
+
+/// Checks the sessions a command names in its first `field`: an array of
+/// `{id: <UUID>, ...}`.
+fn check_named_sessions(body: &Document, field: &str) -> Result<()> {
+    let wrong_type = |path: String, value: &Bson, expected: &str| {
+        Error::type_mismatch(format!(
+            "BSON field '{path}' is the wrong type '{}', expected type '{expected}'",
+            crate::request::type_name(value)
+        ))
+    };
+    let lsids = match body.get(field) {
+        Some(Bson::Array(lsids)) => lsids,
+        Some(other) => return Err(wrong_type(format!("{field}.{field}"), other, "array")),
+        None => return Ok(()),
+    };
+    for (i, lsid) in lsids.iter().enumerate() {
+        match lsid {
+            Bson::Document(lsid) => super::arguments::check_struct(
+                "LogicalSessionFromClient",
+                lsid,
+                SESSION_FIELDS,
+                &["id"],
+            )?,
+            other => return Err(wrong_type(format!("{field}.{field}.{i}"), other, "object")),
+        }
+    }
+    Ok(())
 }
 
 /// `killAllSessions: [{user, db}, ...]`: the sessions of those users (of every user
@@ -431,33 +465,20 @@ fn session_user(index: usize, entry: &Bson) -> Result<crate::security::UserName>
             crate::request::type_name(entry)
         )));
     };
-    if let Some(key) = entry.keys().find(|k| *k != "user" && *k != "db") {
-        return Err(Error::location(
-            40415,
-            format!("BSON field 'KillAllSessionsUser.{key}' is an unknown field."),
-        ));
-    }
-    let field = |name: &str| {
-        match entry.get(name) {
-        Some(Bson::String(value)) => Ok(value.clone()),
-        None | Some(Bson::Null) => Err(Error::location(
-            40414,
-            format!("BSON field 'KillAllSessionsUser.{name}' is missing but a required field"),
-        )),
-        Some(other) => Err(Error::type_mismatch(format!(
-            "BSON field 'KillAllSessionsUser.{name}' is the wrong type '{}', expected type 'string'",
-            crate::request::type_name(other)
-        ))),
-    }
-    };
-    Ok(crate::security::UserName::new(
-        &field("user")?,
-        &field("db")?,
-    ))
+    super::arguments::check_struct(
+        "KillAllSessionsUser",
+        entry,
+        &[("user", Kind::String), ("db", Kind::String)],
+        &["user", "db"],
+    )?;
+    // Both strings, as checked above.
+    let field = |name: &str| entry.get_str(name).unwrap_or_default();
+    Ok(crate::security::UserName::new(field("user"), field("db")))
 }
 
 /// `refreshSessions`: the sessions named are marked used now.
 pub fn refresh_sessions(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    check_named_sessions(body, "refreshSessions")?;
     let user = crate::security::cursor_owner(ctx);
     for lsid in body
         .get_array("refreshSessions")

@@ -278,10 +278,13 @@ fn staged_operations(ctx: &Ctx<'_>, body: &Document) -> Result<(Vec<Op>, Vec<Op>
     Ok((ops, deletes))
 }
 
-/// Runs a `create` or `createIndexes` entry through its command.
+/// Runs a `create` or `createIndexes` entry through its command, its arguments checked
+/// as a client's are.
 fn apply_catalog_change(ctx: &Ctx<'_>, op: &Op, body: &Document) -> Result<()> {
     let ctx = &Ctx { db: &op.db, ..*ctx };
-    if body.contains_key("create") {
+    let name = body.keys().next().map(String::as_str).unwrap_or_default();
+    super::arguments::check(name, body)?;
+    if name == "create" {
         if ctx.server.catalog.get(&op.db, &op.collection).is_some() {
             return Err(Error::new(
                 ErrorCode::NAMESPACE_EXISTS,

@@ -16,120 +16,45 @@
 //! as they were answered. In a multi-document transaction each operation is a statement
 //! of the transaction (its `lsid`, `txnNumber` and `autocommit`).
 
+use super::arguments::{check_struct, missing, unknown, Field, Kind as Type};
 use super::{dispatch, Ctx};
-use crate::request::{Fields, GENERIC_COMMAND_FIELDS};
+use crate::request::Fields;
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_repl::MemberState;
 use bson::{doc, Bson, Document};
 
-/// The BSON types a field may have.
-#[derive(Clone, Copy, PartialEq)]
-enum Type {
-    Object,
-    Array,
-    Bool,
-    String,
-    Number,
-}
-
-impl Type {
-    fn of(value: &Bson) -> Option<Type> {
-        Some(match value {
-            Bson::Document(_) => Type::Object,
-            Bson::Array(_) => Type::Array,
-            Bson::Boolean(_) => Type::Bool,
-            Bson::String(_) => Type::String,
-            Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => Type::Number,
-            _ => return None,
-        })
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Type::Object => "object",
-            Type::Array => "array",
-            Type::Bool => "bool",
-            Type::String => "string",
-            Type::Number => "number",
-        }
-    }
-}
-
-/// A field of the command or of an operation: its name, the types it takes, and whether
-/// it is required (null counts as missing, as mongod's parser has it).
-type FieldSpec = (&'static str, &'static [Type], bool);
-
-/// The fields of each kind of operation, besides the namespace index.
-const INSERT_FIELDS: &[FieldSpec] = &[("document", &[Type::Object], true)];
-const UPDATE_FIELDS: &[FieldSpec] = &[
-    ("filter", &[Type::Object], true),
-    ("updateMods", &[Type::Object, Type::Array], true),
-    ("arrayFilters", &[Type::Array], false),
-    ("multi", &[Type::Bool], false),
-    ("hint", &[Type::Object, Type::String], false),
-    ("upsert", &[Type::Bool], false),
-    ("collation", &[Type::Object], false),
-    ("sort", &[Type::Object], false),
-    ("constants", &[Type::Object], false),
+/// The fields of each kind of operation (mongod's strict `BulkWriteInsertOp`, ...), the
+/// first the index of its namespace in `nsInfo`, and those each must have.
+const INSERT_FIELDS: &[Field] = &[("insert", Type::Any), ("document", Type::Document)];
+const UPDATE_FIELDS: &[Field] = &[
+    ("update", Type::Any),
+    ("filter", Type::Document),
+    ("updateMods", Type::Any),
+    ("arrayFilters", Type::Array),
+    ("multi", Type::Bool),
+    ("hint", Type::Any),
+    ("upsert", Type::Bool),
+    ("upsertSupplied", Type::SafeBool),
+    ("collation", Type::Document),
+    ("sort", Type::Document),
+    ("constants", Type::Document),
+    ("sampleId", Type::Any),
 ];
-const DELETE_FIELDS: &[FieldSpec] = &[
-    ("filter", &[Type::Object], true),
-    ("multi", &[Type::Bool], false),
-    ("hint", &[Type::Object, Type::String], false),
-    ("collation", &[Type::Object], false),
+const DELETE_FIELDS: &[Field] = &[
+    ("delete", Type::Any),
+    ("filter", Type::Document),
+    ("multi", Type::Bool),
+    ("hint", Type::Any),
+    ("collation", Type::Document),
+    ("sampleId", Type::Any),
 ];
-/// The command's own typed fields.
-const COMMAND_FIELDS: &[FieldSpec] = &[
-    ("ops", &[Type::Array], true),
-    ("nsInfo", &[Type::Array], true),
-    ("ordered", &[Type::Bool], false),
-    (
-        "bypassDocumentValidation",
-        &[Type::Bool, Type::Number],
-        false,
-    ),
-    ("errorsOnly", &[Type::Bool], false),
-    ("let", &[Type::Object], false),
-    ("cursor", &[Type::Object], false),
-    ("writeConcern", &[Type::Object], false),
+/// An entry of `nsInfo` (mongod's `NamespaceInfoEntry`).
+const NAMESPACE_FIELDS: &[Field] = &[
+    ("ns", Type::String),
+    ("collectionUUID", Type::Any),
+    ("encryptionInformation", Type::Any),
+    ("isTimeseriesNamespace", Type::SafeBool),
 ];
-
-/// Checks `document`'s fields against `specs` (`path` names them in errors); refuses
-/// fields it does not list, besides `also`.
-fn check_fields(document: &Document, path: &str, specs: &[FieldSpec], also: &[&str]) -> Result<()> {
-    for (key, value) in document {
-        let Some((_, types, _)) = specs.iter().find(|(name, _, _)| name == key) else {
-            if also.contains(&key.as_str()) {
-                continue;
-            }
-            return Err(unknown_field(&format!("{path}.{key}")));
-        };
-        // mongod parses these two itself, and refuses them as unparseable, null too.
-        let parsed = key == "updateMods" || key == "hint";
-        if matches!(value, Bson::Null) && !parsed {
-            continue;
-        }
-        if !Type::of(value).is_some_and(|t| types.contains(&t)) {
-            let expected: Vec<&str> = types.iter().map(|t| t.name()).collect();
-            let message = format!(
-                "BSON field '{path}.{key}' is the wrong type '{}', expected type '{}'",
-                crate::request::type_name(value),
-                expected.join(", ")
-            );
-            return Err(if parsed {
-                Error::failed_to_parse(message)
-            } else {
-                Error::type_mismatch(message)
-            });
-        }
-    }
-    for (name, _, required) in specs {
-        if *required && matches!(document.get(*name), None | Some(Bson::Null)) {
-            return Err(missing(&format!("{path}.{name}")));
-        }
-    }
-    Ok(())
-}
 
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
@@ -146,17 +71,6 @@ struct Operation {
     statement: Document,
 }
 
-fn missing(field: &str) -> Error {
-    Error::location(
-        40414,
-        format!("BSON field '{field}' is missing but a required field"),
-    )
-}
-
-fn unknown_field(field: &str) -> Error {
-    Error::location(40415, format!("BSON field '{field}' is an unknown field."))
-}
-
 /// The namespaces of `nsInfo`, as (db, collection).
 fn namespaces(fields: &Fields<'_>) -> Result<Vec<(String, String)>> {
     let entries = fields.documents("nsInfo")?;
@@ -166,12 +80,7 @@ fn namespaces(fields: &Fields<'_>) -> Result<Vec<(String, String)>> {
     entries
         .into_iter()
         .map(|entry| {
-            check_fields(
-                entry,
-                "bulkWrite.nsInfo",
-                &[("ns", &[Type::String], true)],
-                &["collectionUUID", "encryptionInformation"],
-            )?;
+            check_struct("bulkWrite.nsInfo", entry, NAMESPACE_FIELDS, &["ns"])?;
             let ns = entry.get_str("ns").unwrap_or_default();
             match ns.split_once('.') {
                 Some((db, collection)) if !db.is_empty() && !collection.is_empty() => {
@@ -188,21 +97,44 @@ fn namespaces(fields: &Fields<'_>) -> Result<Vec<(String, String)>> {
 
 /// One entry of `ops`, checked, as the statement of its command.
 fn operation(index: usize, op: &Document, namespaces: &[(String, String)]) -> Result<Operation> {
-    let (kind, field, specs) = match op.keys().next().map(String::as_str) {
-        Some("insert") => (Kind::Insert, "insert", INSERT_FIELDS),
-        Some("update") => (Kind::Update, "update", UPDATE_FIELDS),
-        Some("delete") => (Kind::Delete, "delete", DELETE_FIELDS),
-        Some(other) => return Err(unknown_field(&format!("bulkWrite.ops.{other}"))),
-        None => {
-            return Err(Error::failed_to_parse(format!(
-                "bulkWrite ops.{index} is empty: each is {{insert: ...}}, {{update: ...}} or \
+    let (kind, field, fields, required): (_, _, _, &[&str]) =
+        match op.keys().next().map(String::as_str) {
+            Some("insert") => (Kind::Insert, "insert", INSERT_FIELDS, &["document"]),
+            Some("update") => (
+                Kind::Update,
+                "update",
+                UPDATE_FIELDS,
+                &["filter", "updateMods"],
+            ),
+            Some("delete") => (Kind::Delete, "delete", DELETE_FIELDS, &["filter"]),
+            Some(other) => return Err(unknown(&format!("bulkWrite.ops.{other}"))),
+            None => {
+                return Err(Error::failed_to_parse(format!(
+                    "bulkWrite ops.{index} is empty: each is {{insert: ...}}, {{update: ...}} or \
                  {{delete: ...}}"
-            )))
+                )))
+            }
+        };
+    let path = format!("bulkWrite.ops.{field}");
+    check_struct(&path, op, fields, required)?;
+    // mongod parses these itself, and refuses them as unparseable, null too.
+    for (name, accepted, expected) in [
+        ("updateMods", &["object", "array"][..], "object, array"),
+        ("hint", &["object", "string"][..], "object, string"),
+    ] {
+        match op.get(name) {
+            Some(value) if !accepted.contains(&crate::request::type_name(value)) => {
+                return Err(Error::failed_to_parse(format!(
+                    "BSON field '{path}.{name}' is the wrong type '{}', expected type \
+                     '{expected}'",
+                    crate::request::type_name(value)
+                )))
+            }
+            _ => {}
         }
-    };
-    check_fields(op, &format!("bulkWrite.ops.{field}"), specs, &[field])?;
+    }
     let target = match op.get(field) {
-        None | Some(Bson::Null) => return Err(missing(&format!("bulkWrite.ops.{field}"))),
+        None | Some(Bson::Null) => return Err(missing(&path, field)),
         Some(value) => basalt_value::as_i64(value).ok_or_else(|| {
             Error::type_mismatch(format!(
                 "BSON field 'bulkWrite.ops.{field}' is the wrong type '{}', expected type 'int'",
@@ -218,15 +150,11 @@ fn operation(index: usize, op: &Document, namespaces: &[(String, String)]) -> Re
                 "BulkWrite ops entry {index} has an invalid nsInfo index."
             ))
         })?;
+    // Present and objects, as checked above.
     let document = |name: &str| {
-        match op.get(name) {
-        Some(Bson::Document(d)) => Ok(d.clone()),
-        Some(other) => Err(Error::type_mismatch(format!(
-            "BSON field 'bulkWrite.ops.{field}.{name}' is the wrong type '{}', expected type 'object'",
-            crate::request::type_name(other)
-        ))),
-        None => Err(missing(&format!("bulkWrite.ops.{field}.{name}"))),
-    }
+        op.get_document(name)
+            .cloned()
+            .map_err(|_| missing(&path, name))
     };
     let statement = match kind {
         Kind::Insert => document("document")?,
@@ -234,7 +162,7 @@ fn operation(index: usize, op: &Document, namespaces: &[(String, String)]) -> Re
             let mut statement = doc! { "q": document("filter")? };
             let mods = op
                 .get("updateMods")
-                .ok_or_else(|| missing("bulkWrite.ops.update.updateMods"))?;
+                .ok_or_else(|| missing(&path, "updateMods"))?;
             statement.insert("u", mods.clone());
             for (name, as_name) in [
                 ("arrayFilters", "arrayFilters"),
@@ -343,9 +271,6 @@ fn result(index: usize, kind: Kind, reply: &Document, totals: &mut Totals) -> Do
 
 pub fn bulk_write(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let fields = Fields::new(body);
-    let mut also = GENERIC_COMMAND_FIELDS.to_vec();
-    also.push("bulkWrite");
-    check_fields(body, "bulkWrite", COMMAND_FIELDS, &also)?;
     let ops = fields.documents("ops")?;
     super::write_batch::check_batch_size(ops.len())?;
     let namespaces = namespaces(&fields)?;

@@ -4,6 +4,7 @@
 //! index's `expireAfterSeconds`, `hidden`, `prepareUnique` or `unique` through `index`,
 //! the last with 8.0's `dryRun`); the rest are refused by name rather than ignored.
 
+use super::arguments::{Field, Kind};
 use super::create::{capped_max, capped_size, pre_and_post_images, validation_setting};
 use super::write_batch::durability;
 use super::Ctx;
@@ -20,6 +21,18 @@ const UNSUPPORTED_OPTIONS: &[&str] = &[
     "recordIdsReplicated",
     "timeseriesBucketsMayHaveMixedSchemaData",
     "timeseriesBucketingParametersHaveChanged",
+];
+
+/// What `index` may name (mongod's `CollModIndex`); the options are typed where they
+/// are read.
+const INDEX_FIELDS: &[Field] = &[
+    ("name", Kind::String),
+    ("keyPattern", Kind::Document),
+    ("expireAfterSeconds", Kind::Any),
+    ("hidden", Kind::Any),
+    ("prepareUnique", Kind::Any),
+    ("unique", Kind::Any),
+    ("forceNonUnique", Kind::Any),
 ];
 
 pub fn coll_mod(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
@@ -111,19 +124,15 @@ pub fn coll_mod(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                     format!("option '{key}' is only for views, and {name} is a collection"),
                 ))
             }
-            generic if GENERIC_COMMAND_FIELDS.contains(&generic) => {}
             known if UNSUPPORTED_OPTIONS.contains(&known) => {
                 return Err(Error::new(
                     ErrorCode::COMMAND_NOT_SUPPORTED,
                     format!("collMod option '{known}' is not supported by Basalt yet"),
                 ))
             }
-            unknown => {
-                return Err(Error::location(
-                    40415,
-                    format!("BSON field 'collMod.{unknown}' is an unknown field."),
-                ))
-            }
+            // Generic arguments; fields collMod does not know were refused before it
+            // ran (`arguments.rs`).
+            _ => {}
         }
     }
     super::create::with_validation_defaults(&mut options);
@@ -214,35 +223,8 @@ fn modify_index(
             ))
         }
     };
-    const INDEX_FIELDS: &[&str] = &[
-        "name",
-        "keyPattern",
-        "expireAfterSeconds",
-        "hidden",
-        "prepareUnique",
-        "unique",
-        "forceNonUnique",
-    ];
-    if let Some(unknown) = spec.keys().find(|k| !INDEX_FIELDS.contains(&k.as_str())) {
-        return Err(Error::location(
-            40415,
-            format!("BSON field 'collMod.index.{unknown}' is an unknown field."),
-        ));
-    }
+    super::arguments::check_struct("collMod.index", spec, INDEX_FIELDS, &[])?;
     let meta = collection.meta();
-    for (field, expected) in [("name", "string"), ("keyPattern", "object")] {
-        match spec.get(field) {
-            None | Some(Bson::Null | Bson::String(_)) if field == "name" => {}
-            None | Some(Bson::Null | Bson::Document(_)) if field == "keyPattern" => {}
-            Some(other) => {
-                return Err(Error::type_mismatch(format!(
-                    "BSON field 'collMod.index.{field}' is the wrong type '{}', expected type '{expected}'",
-                    crate::request::type_name(other)
-                )))
-            }
-            None => {}
-        }
-    }
     let given = |option: &str| spec.get(option).filter(|v| **v != Bson::Null);
     let index = match (given("name"), given("keyPattern")) {
         (Some(Bson::String(name)), None) => meta.indexes.iter().find(|i| &i.name == name),

@@ -12,15 +12,13 @@
 
 use super::write_batch::durability;
 use super::Ctx;
-use crate::request::{is_requested, Fields, GENERIC_COMMAND_FIELDS};
+use crate::request::{is_requested, Fields};
 use crate::timeseries::TimeSeries;
 use crate::views::{self, Definer, View};
 use basalt_catalog::validate_collection_name;
 use basalt_error::{Error, ErrorCode, Result};
 use bson::{doc, Bson, Document};
 
-/// Options accepted and kept (reported back by listCollections).
-const KEPT_OPTIONS: &[&str] = &["clusteredIndex"];
 /// Options that ask for collection kinds Basalt does not have yet.
 const UNSUPPORTED_OPTIONS: &[&str] = &["encryptedFields"];
 
@@ -33,17 +31,6 @@ const NOT_FOR_TIME_SERIES: &[&str] = &[
     "idIndex",
     "clusteredIndex",
     "changeStreamPreAndPostImages",
-];
-
-/// Fields read apart (a capped collection's bounds, see [`capped_options`]) and legacy
-/// ones that mean nothing here.
-const IGNORED_FIELDS: &[&str] = &[
-    "capped",
-    "size",
-    "max",
-    "flags",
-    "autoIndexId",
-    "timeseries",
 ];
 
 /// The largest size bound of a capped collection (1 PB, MongoDB's).
@@ -273,20 +260,10 @@ fn collection_options(body: &Document, view: bool) -> Result<Document> {
             if !is_empty_document(value) {
                 options.insert(key.clone(), value.clone());
             }
-        } else if KEPT_OPTIONS.contains(&key.as_str()) {
-            // An empty one is as if not given (the same collection for idempotence).
-            if !is_empty_document(value) {
-                options.insert(key.clone(), value.clone());
-            }
-        } else if !GENERIC_COMMAND_FIELDS.contains(&key.as_str())
-            && !IGNORED_FIELDS.contains(&key.as_str())
-            && !UNSUPPORTED_OPTIONS.contains(&key.as_str())
-        {
-            return Err(Error::location(
-                40415,
-                format!("BSON field 'create.{key}' is an unknown field."),
-            ));
         }
+        // The rest are read apart (a capped collection's bounds, see
+        // [`capped_options`]), generic arguments, or options that mean nothing here;
+        // fields create does not know were refused before it ran (`arguments.rs`).
     }
     with_validation_defaults(&mut options);
     Ok(options)

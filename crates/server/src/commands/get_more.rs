@@ -27,7 +27,7 @@ pub fn get_more(ctx: &Ctx<'_>, body: &Document) -> Result<RawDocumentBuf> {
             "BSON field 'getMore.collection' is missing but a required field",
         )
     })?;
-    let batch_size = fields.non_negative_opt("batchSize")?.map(|n| n as usize);
+    let batch_size = fields.batch_size_opt("batchSize")?;
     let namespace = format!("{}.{collection}", ctx.db);
     let owner = crate::security::cursor_owner(ctx);
     let mut cursor = ctx.server.cursors.take(id, &namespace, owner.as_ref())?;

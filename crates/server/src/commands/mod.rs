@@ -1290,4 +1290,24 @@ mod tests {
             );
         }
     }
+
+    /// Every command's arguments are declared in arguments.rs, as mongod parses them,
+    /// and nothing is declared there that is not a command.
+    #[test]
+    fn every_command_has_its_arguments_declared() {
+        let declared: Vec<&str> = arguments::declared_commands().collect();
+        for c in COMMANDS {
+            assert!(
+                declared.contains(&c.name),
+                "{} is missing from commands/arguments.rs",
+                c.name
+            );
+        }
+        for name in declared {
+            assert!(
+                COMMANDS.iter().any(|c| c.name == name),
+                "{name} is declared in commands/arguments.rs but not registered"
+            );
+        }
+    }
 }
