@@ -148,6 +148,17 @@ def test_host_info(client):
     assert info["system"]["hostname"].split(":")[0] == socket.gethostname()
     assert info["system"]["numCores"] >= 1
     assert info["system"]["memSizeMB"] > 0
+    assert 0 < info["system"]["memLimitMB"] <= info["system"]["memSizeMB"]
+    for count in [
+        "numPhysicalCores",
+        "numCpuSockets",
+        "numNumaNodes",
+        "numCoresAvailableToProcess",
+    ]:
+        assert info["system"][count] >= 1, count
+    assert info["extra"]["pageSize"] in (4096, 16384, 65536)
+    assert info["extra"]["numPages"] > 0 and info["extra"]["maxOpenFiles"] > 0
+    assert info["extra"]["versionString"].startswith("Linux version")
     assert isinstance(info["system"]["currentTime"], datetime.datetime)
     assert info["os"]["type"] == "Linux"
 
@@ -187,6 +198,38 @@ def test_server_status_sections(client, server):
     }
     assert status["mem"]["bits"] == 64
     assert status["mem"]["resident"] > 0
+    assert status["process"] == "mongod"
+    assert status["extra_info"]["page_faults"] >= 0
+    assert status["logicalSessionRecordCache"]["activeSessionsCount"] >= 0
+
+
+def test_server_status_turns_sections_off_and_on(client):
+    """A section given a false value (false, 0, null) is left out; mirroredReads, which
+    mongod leaves out, is there when asked for by any true value."""
+    status = client.admin.command(
+        {"serverStatus": 1, "metrics": 0, "locks": False, "network": None}
+    )
+    assert not {"metrics", "locks", "network"} & set(status)
+    assert "opcounters" in status and "mirroredReads" not in status
+    assert client.admin.command({"serverStatus": 1, "mirroredReads": "yes"})["mirroredReads"]
+    # Fields that are no section stay.
+    assert "uptime" in client.admin.command({"serverStatus": 1, "uptime": 0})
+
+
+def test_server_status_counts_the_errors_commands_answer(client, db):
+    """asserts.user counts the commands that answered with an error."""
+
+    def user_asserts():
+        return client.admin.command("serverStatus")["asserts"]["user"]
+
+    before = user_asserts()
+    for _ in range(3):
+        with pytest.raises(OperationFailure):
+            db.command("find", "c", bogus=1)
+    assert user_asserts() - before == 3
+    assert set(client.admin.command("serverStatus")["asserts"]) == {
+        "regular", "warning", "msg", "user", "tripwire", "rollovers",
+    }  # fmt: skip
 
 
 def test_server_status_counts_operations(client, coll):
@@ -412,13 +455,33 @@ def test_validate(db):
     assert result["nInvalidDocuments"] == 0
     assert result["keysPerIndex"] == {"_id_": 10}
     assert result["errors"] == []
-    # MongoDB 8.0's fields, in its order; `advice` only when not valid.
+    # MongoDB 8.0's fields; `advice` only when not valid. Counts are ints, as mongod
+    # appends them.
     assert list(result) == [
-        "valid", "repaired", "ns", "uuid", "warnings", "errors", "extraIndexEntries",
-        "missingIndexEntries", "nInvalidDocuments", "nNonCompliantDocuments", "nrecords",
-        "corruptRecords", "nIndexes", "keysPerIndex", "indexDetails", "ok",
+        "valid", "repaired", "repairMode", "ns", "uuid", "warnings", "errors",
+        "extraIndexEntries", "missingIndexEntries", "nInvalidDocuments",
+        "nNonCompliantDocuments", "nrecords", "corruptRecords", "nIndexes", "keysPerIndex",
+        "indexDetails", "ok",
     ]  # fmt: skip
-    assert result["indexDetails"] == {"_id_": {"valid": True}}
+    assert result["repairMode"] == "None"
+    # An int, not a long (pymongo reads a long as bson.Int64).
+    assert type(result["nrecords"]) is int and type(result["keysPerIndex"]["_id_"]) is int
+    assert result["indexDetails"] == {
+        "_id_": {"valid": True, "spec": {"v": 2, "key": {"_id": 1}, "name": "_id_"}}
+    }
+    # A metadata check counts no documents; it takes no other option, and a standalone
+    # validates in the foreground only.
+    metadata = db.command("validate", "c", metadata=True)
+    assert "nrecords" not in metadata and "keysPerIndex" not in metadata
+    for options, code in [
+        ({"metadata": True, "full": True}, 72),
+        ({"checkBSONConformance": True, "repair": True}, 72),
+        ({"background": True, "full": True}, 72),
+        ({"background": 1}, 115),
+    ]:
+        with pytest.raises(OperationFailure) as info:
+            db.command("validate", "c", **options)
+        assert info.value.code == code, options
 
 
 def test_validate_missing_collection(db):
@@ -446,6 +509,26 @@ def test_validate_db_metadata_names_what_api_version_1_forbids(client, db):
     assert lenient["apiVersionErrors"] == []
     with raises_code("Location40414"):
         client.admin.command("validateDBMetadata", 1, db=db.name)
+    # Names as mongod checks them here; it reads only at `local` and takes no write
+    # concern.
+    parameters = {"version": "1", "strict": True}
+    assert (
+        client.admin.command(
+            "validateDBMetadata", 1, db=db.name, collection="$x", apiParameters=parameters
+        )["apiVersionErrors"]
+        == []
+    )
+    for fields, code in [
+        ({"db": "a.b"}, 73),
+        ({"db": "a b"}, 13280),
+        ({"collection": ""}, 73),
+        ({"apiParameters": {"version": "1", "strict": 1}}, 14),
+        ({"readConcern": {"level": "majority"}}, 72),
+        ({"writeConcern": {"w": 1}}, 72),
+    ]:
+        with pytest.raises(OperationFailure) as info:
+            client.admin.command({"validateDBMetadata": 1, "apiParameters": parameters, **fields})
+        assert info.value.code == code, fields
 
 
 def test_conn_pool_stats_on_a_standalone_has_no_pools(client, db):

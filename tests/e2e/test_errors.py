@@ -173,6 +173,8 @@ def test_max_time_ms_must_be_a_whole_int32(db, value, code):
         ({"provenance": "clientSupplied", "level": "majority"}, None),
         ({"atClusterTime": bson.Timestamp(1, 1)}, 72),
         ({"afterClusterTime": 5}, 14),
+        ({"afterClusterTime": None}, 14),
+        ({"atClusterTime": None}, 14),
         ({"afterClusterTime": bson.Timestamp(1, 1)}, 20),
         ({"level": "linearizable"}, 123),
         ({"level": "snapshot"}, 123),
@@ -203,8 +205,13 @@ def test_read_concerns_are_parsed_as_mongod_on_a_standalone(db, concern, code):
         ({"w": 1, "wtimeout": 2**31}, 9),
         ({"w": 1, "x": 1}, 40415),
         ({"w": 1, "provenance": "me"}, 2),
+        ({"w": 2}, 2),
+        ({"w": bson.Decimal128("1.5")}, 2),
         ({"w": 1.5}, None),
+        ({"w": -0.99}, None),
+        ({"w": bson.Decimal128("1.4")}, None),
         ({"w": {"dc": 1}}, None),
+        ({"w": {"dc": float("-inf")}}, None),
         ({"w": "majority", "wtimeout": "soon", "j": 1}, None),
         ({"w": 1, "wtimeout": float("nan")}, None),
     ],
@@ -226,12 +233,14 @@ def test_write_concerns_are_parsed_as_mongod_on_a_standalone(db, concern, code):
         ({"insert": "c", "documents": [{}], "bogus": 1}, 40415),
         ({"update": "c", "updates": [{"q": {}, "u": {}}], "Ordered": True}, 40415),
         ({"delete": "c", "deletes": [{"q": {}, "limit": 0}], "let": 1}, 14),
-        ({"findAndModify": "c", "query": {}, "remove": True, "hint": 1}, 14),
+        ({"findAndModify": "c", "query": {}, "remove": True, "hint": 1}, 9),
         ({"findAndModify": "c", "query": {}, "remove": "yes"}, 14),
         ({"count": "c", "Query": {}}, 40415),
         ({"count": "c", "hint": 1}, 9),
         ({"drop": "c", "bogus": 1}, 40415),
         ({"dropIndexes": "c", "index": "*", "bogus": 1}, 40415),
+        ({"dropIndexes": "c", "index": 1}, 14),
+        ({"dropIndexes": "c"}, 40414),
         ({"killCursors": "c", "cursors": [], "bogus": 1}, 40415),
         ({"connectionStatus": 1, "showPrivileges": "yes"}, 14),
         ({"dbStats": 1, "freeStorage": "yes"}, 14),
@@ -361,6 +370,7 @@ def test_bulk_write_needs_its_operations_and_namespaces(client):
         ({"killCursors": "c", "cursors": []}, False),
         ({"startSession": 1}, False),
         ({"killAllSessions": []}, False),
+        ({"listDatabases": 1}, False),
         ({"renameCollection": "{db}.c", "to": "{db}.d"}, True),
     ],
 )
@@ -370,7 +380,8 @@ def test_commands_that_read_only_at_local(client, db, command, write_concern):
     one (72), and renameCollection takes one."""
     db.c.insert_one({})
     command = {k: v.format(db=db.name) if isinstance(v, str) else v for k, v in command.items()}
-    target = client.admin if "renameCollection" in command or "killAllSessions" in command else db
+    on_admin = {"renameCollection", "killAllSessions", "listDatabases"}
+    target = client.admin if on_admin & set(command) else db
     for level, code in [("majority", 72), ("snapshot", 72), ("available", 72), ("bogus", 2)]:
         with pytest.raises(OperationFailure) as info:
             target.command({**command, "readConcern": {"level": level}})

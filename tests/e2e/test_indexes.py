@@ -471,10 +471,14 @@ def test_hashed_index_serves_equality_only(coll):
 
 
 def test_hashed_index_limits(coll):
-    with raises_code("CannotCreateIndex"):
-        coll.create_index([("k", "hashed")], unique=True)
-    with raises_code("CannotCreateIndex"):
-        coll.create_index([("a", "hashed"), ("b", "hashed")])
+    # mongod 8's codes: 16764 for a unique hashed index, 31303 for two hashed fields.
+    for keys, unique, code in [
+        ([("k", "hashed")], True, 16764),
+        ([("a", "hashed"), ("b", "hashed")], False, 31303),
+    ]:
+        with pytest.raises(OperationFailure) as info:
+            coll.create_index(keys, unique=unique)
+        assert info.value.code == code
     coll.create_index([("k", "hashed")])
     with pytest.raises(Exception, match="hashed indexes do not currently support array values"):
         coll.insert_one({"k": [1, 2]})
@@ -616,3 +620,35 @@ def test_compound_keys_in_another_order_are_another_index(coll):
     assert plan["queryPlanner"]["winningPlan"]["inputStage"]["indexName"] == "b_1_a_1"
     coll.drop_index([("b", 1), ("a", 1)])
     assert sorted(coll.index_information()) == ["_id_", "a_1_b_1"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "code"),
+    [
+        ({"key": {"a": 1}}, 9),
+        ({"key": {f"f{i}": 1 for i in range(33)}, "name": "wide"}, 13103),
+        ({"key": {"": 1}, "name": "empty"}, 67),
+        ({"key": {"a..b": 1}, "name": "dots"}, 67),
+        ({"key": {"$a": 1}, "name": "dollar"}, 67),
+        ({"key": {"a": "hashed", "b": "hashed"}, "name": "two_hashed"}, 31303),
+        ({"key": {"a": "hashed"}, "name": "unique_hashed", "unique": True}, 16764),
+        ({"key": {"_id": 1}, "name": "hidden_id", "hidden": True}, 197),
+        ({"key": {"a": 1}, "name": "hidden_one", "hidden": 1}, 14),
+        ({"key": {"_id": -1}, "name": "id_down"}, 2),
+        ({"key": {"a": 1}, "name": "weighted", "weights": {"a": 2}}, 67),
+    ],
+)
+def test_index_specs_are_refused_as_mongod_refuses_them(db, spec, code):
+    with pytest.raises(OperationFailure) as info:
+        db.command("createIndexes", "c", indexes=[spec])
+    assert info.value.code == code
+    assert "c" not in db.list_collection_names() or len(db.c.index_information()) == 1
+
+
+def test_a_collection_has_at_most_64_indexes(db):
+    """64 indexes, _id_ included, as mongod allows; the 65th is CannotCreateIndex."""
+    specs = [{"key": {f"f{i}": 1}, "name": f"f{i}_1"} for i in range(63)]
+    assert db.command("createIndexes", "c", indexes=specs)["numIndexesAfter"] == 64
+    with pytest.raises(OperationFailure) as info:
+        db.command("createIndexes", "c", indexes=[{"key": {"g": 1}, "name": "g_1"}])
+    assert info.value.code == 67

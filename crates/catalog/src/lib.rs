@@ -51,7 +51,10 @@ pub use index::{
 };
 pub use index_builds::IndexBuildProgress;
 pub use latency_stats::{LatencyStats, OperationClass};
-pub use namespace::{validate_collection_name, validate_database_name, NAMESPACE_LENGTH_MAX_BYTES};
+pub use namespace::{
+    validate_collection_name, validate_database_name, DATABASE_NAME_LENGTH_MAX_BYTES,
+    NAMESPACE_LENGTH_MAX_BYTES,
+};
 pub use plan_cache::{CachedFrom, CachedPlan, IndexFilter, PlanCache};
 pub use ttl::expired_filter;
 pub use uncommitted::{with_uncommitted, Uncommitted};

@@ -216,7 +216,7 @@ fn parse_change(name: &str, value: &Bson) -> Result<Change> {
         "logLevel" => Ok(Change::LogLevel(level(value, "logLevel")?.ok_or_else(|| {
             Error::bad_value(format!("logLevel must be a non-negative number, not {value}"))
         })?)),
-        "quiet" => Ok(Change::Quiet(truthy(value))),
+        "quiet" => Ok(Change::Quiet(basalt_expr::truthy(Some(value)))),
         "automationServiceDescriptor" => match value {
             Bson::String(text) if text.len() > DESCRIPTOR_BYTES_MAX => Err(Error::new(
                 ErrorCode::OVERFLOW,
@@ -304,16 +304,6 @@ fn component(path: &str) -> Result<&'static str> {
         .map(|(name, _)| *name)
         .find(|name| *name == path)
         .ok_or_else(|| Error::bad_value(format!("Invalid component name {path}")))
-}
-
-/// A value as a boolean parameter takes it: false, zero, null and undefined are false,
-/// anything else true.
-fn truthy(value: &Bson) -> bool {
-    match value {
-        Bson::Boolean(b) => *b,
-        Bson::Null | Bson::Undefined => false,
-        other => basalt_value::as_f64(other).is_none_or(|n| n != 0.0),
-    }
 }
 
 /// Adds `{..., a: {verbosity, b: {verbosity}}}` for component path `a.b`.

@@ -128,6 +128,14 @@ impl LogicalSessions {
         lsids
     }
 
+    /// How many sessions are held (serverStatus's
+    /// `logicalSessionRecordCache.activeSessionsCount`).
+    pub fn count(&self) -> usize {
+        let mut cache = self.cache.lock();
+        cache.retain(|_, used| used.at.elapsed() < SESSION_TIMEOUT);
+        cache.len()
+    }
+
     /// The sessions held, as `config.system.sessions` documents.
     pub fn list(&self) -> Vec<Document> {
         let mut cache = self.cache.lock();

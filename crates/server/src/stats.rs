@@ -18,6 +18,41 @@ pub struct Stats {
     pub requests: AtomicU64,
     /// How long each command took.
     pub latencies: CommandLatencies,
+    /// serverStatus's `asserts`: the commands that answered with an error.
+    pub asserts: Asserts,
+}
+
+/// Errors as mongod's `asserts` counts them: `regular` for internal errors (mongod's
+/// failed invariants and internal assertions), `user` for the others a command answers
+/// with (mongod's user assertions); Basalt has no warning or message assertions, and its
+/// 64-bit counters do not roll over.
+#[derive(Default)]
+pub struct Asserts {
+    pub regular: AtomicU64,
+    pub user: AtomicU64,
+}
+
+impl Asserts {
+    /// Counts a command's error.
+    pub fn count(&self, error: &basalt_error::Error) {
+        let counter = match error.code {
+            basalt_error::ErrorCode::INTERNAL_ERROR => &self.regular,
+            _ => &self.user,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// serverStatus's `asserts`.
+    pub fn document(&self) -> bson::Document {
+        bson::doc! {
+            "regular": Stats::get(&self.regular),
+            "warning": 0_i64,
+            "msg": 0_i64,
+            "user": Stats::get(&self.user),
+            "tripwire": 0_i64,
+            "rollovers": 0_i64,
+        }
+    }
 }
 
 /// What serverStatus's `connections` and `basalt.connections` report.

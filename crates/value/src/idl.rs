@@ -34,7 +34,8 @@ pub enum Kind {
     Long,
     /// `uuid`: a binary of subtype 4, 16 bytes long (InvalidUUID otherwise).
     Uuid,
-    /// `indexHint`: an index's name or its key pattern.
+    /// `indexHint`: an index's name or its key pattern. mongod parses it itself: anything
+    /// else, null too, is FailedToParse.
     Hint,
     /// Any value, null included: the command checks it where it reads it.
     Any,
@@ -79,6 +80,16 @@ pub fn check_value(path: &str, key: &str, kind: Kind, value: &Bson) -> Result<()
         Kind::Any => return Ok(()),
         Kind::Cursor => return check_cursor(path, key, value),
         Kind::StrictBool => (matches!(value, Bson::Boolean(_)), "type 'bool'"),
+        Kind::Hint => {
+            return match value {
+                Bson::String(_) | Bson::Document(_) => Ok(()),
+                _ => Err(Error::failed_to_parse(format!(
+                    "BSON field '{path}.{key}' is the wrong type '{}', expected types '[string, \
+                     object]'",
+                    type_name(value)
+                ))),
+            }
+        }
         _ if *value == Bson::Null => return Ok(()),
         Kind::Bool => (matches!(value, Bson::Boolean(_)), "type 'bool'"),
         Kind::SafeBool => (number || matches!(value, Bson::Boolean(_)), "type 'bool'"),
@@ -102,10 +113,6 @@ pub fn check_value(path: &str, key: &str, kind: Kind, value: &Bson) -> Result<()
                 "type 'binData' of subtype UUID (4)",
             ),
         },
-        Kind::Hint => (
-            matches!(value, Bson::String(_) | Bson::Document(_)),
-            "types '[string, object]'",
-        ),
     };
     if fits {
         return Ok(());
@@ -222,6 +229,7 @@ mod tests {
         assert_eq!(code(Kind::Bool, Bson::Int32(1)), Some(14));
         assert_eq!(code(Kind::Bool, Bson::Null), None);
         assert_eq!(code(Kind::StrictBool, Bson::Null), Some(14));
+
         assert_eq!(
             code(Kind::Number, Bson::Decimal128("1.5".parse().unwrap())),
             None
@@ -231,5 +239,8 @@ mod tests {
         assert_eq!(code(Kind::Cursor, doc! {"batchSize": "1"}.into()), Some(14));
         assert_eq!(code(Kind::Cursor, doc! {"batch": 1}.into()), Some(40415));
         assert_eq!(code(Kind::Any, Bson::Null), None);
+        assert_eq!(code(Kind::Hint, Bson::String("a_1".into())), None);
+        assert_eq!(code(Kind::Hint, Bson::Null), Some(9));
+        assert_eq!(code(Kind::Hint, Bson::Int32(1)), Some(9));
     }
 }

@@ -253,49 +253,6 @@ pub fn get_cmd_line_opts(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
     })
 }
 
-fn read_trimmed(path: &str) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
-}
-
-pub(crate) fn host_name() -> String {
-    read_trimmed("/proc/sys/kernel/hostname").unwrap_or_else(|| "localhost".to_string())
-}
-
-/// The distribution's name, as mongod reports it from /etc/os-release.
-fn os_pretty_name() -> String {
-    std::fs::read_to_string("/etc/os-release")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find_map(|l| l.strip_prefix("PRETTY_NAME="))
-                .map(|v| v.trim_matches('"').to_string())
-        })
-        .unwrap_or_else(|| std::env::consts::OS.to_string())
-}
-
-pub fn host_info(_ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as i32;
-    Ok(doc! {
-        "system": {
-            "currentTime": bson::DateTime::now(),
-            "hostname": host_name(),
-            "cpuAddrSize": 64,
-            "memSizeMB": basalt_storage::physical_memory_mb().unwrap_or(0) as i64,
-            "numCores": cores,
-            "cpuArch": std::env::consts::ARCH,
-            "numaEnabled": false,
-        },
-        "os": {
-            "type": read_trimmed("/proc/sys/kernel/ostype").unwrap_or_else(|| std::env::consts::OS.to_string()),
-            "name": os_pretty_name(),
-            "version": read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_default(),
-        },
-        "extra": {},
-    })
-}
-
 pub fn whats_my_uri(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
     Ok(doc! { "you": ctx.connection.peer.to_string() })
 }

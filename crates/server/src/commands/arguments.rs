@@ -130,7 +130,7 @@ const DECLARED: &[Declared] = &[
         &[&[
             ("filter", Kind::Document),
             ("cursor", Kind::Cursor),
-            ("nameOnly", Kind::SafeBool),
+            ("nameOnly", Kind::Bool),
             ("authorizedCollections", Kind::Bool),
             ("includePendingDrops", Kind::SafeBool),
             ("rawData", Kind::SafeBool),
@@ -500,13 +500,16 @@ const DECLARED: &[Declared] = &[
         ]],
     ),
     strict("dropDatabase", &[]),
-    strict(
-        "validateDBMetadata",
-        &[&[
-            ("db", Kind::Any),
-            ("collection", Kind::Any),
-            ("apiParameters", Kind::Any),
-        ]],
+    requiring(
+        strict(
+            "validateDBMetadata",
+            &[&[
+                ("db", Kind::String),
+                ("collection", Kind::String),
+                ("apiParameters", Kind::Document),
+            ]],
+        ),
+        &["apiParameters"],
     ),
     strict(
         "collStats",
@@ -728,7 +731,8 @@ mod tests {
         assert_eq!(code(doc! {"delete": "c", "ordered": null}), None);
         assert_eq!(code(doc! {"delete": "c", "ordered": 0}), Some(14));
         assert_eq!(code(doc! {"findAndModify": "c", "hint": {"a": 1}}), None);
-        assert_eq!(code(doc! {"findAndModify": "c", "hint": [1]}), Some(14));
+        assert_eq!(code(doc! {"findAndModify": "c", "hint": [1]}), Some(9));
+        assert_eq!(code(doc! {"findAndModify": "c", "hint": null}), Some(9));
         let aggregate = |field: &str, value: Bson| {
             let mut body = doc! {"aggregate": "c", "pipeline": [], "cursor": {}};
             body.insert(field, value);

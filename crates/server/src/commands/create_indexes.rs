@@ -61,12 +61,21 @@ const ECHOED_OPTIONS: &[&str] = &[
     "wildcardProjection",
     "columnstoreProjection",
 ];
+/// The most indexes a collection may have, `_id_` included (mongod's).
+const MAX_INDEXES: usize = 64;
+
+/// The most fields an index's key may have (mongod's).
+const MAX_KEY_FIELDS: usize = 32;
+
 /// Real MongoDB index options whose behaviour Basalt does not have yet.
 const UNSUPPORTED_OPTIONS: &[&str] = &["clustered"];
 
 pub fn create_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let fields = Fields::new(body);
     let name = fields.collection()?;
+    for spec in fields.documents("indexes")? {
+        check_requested(spec)?;
+    }
     // A time-series collection's indexes are its buckets', as MongoDB translates them.
     if let Some((series, _)) = crate::timeseries::get(&ctx.server.catalog, ctx.db, name) {
         let mut on_buckets = body.clone();
@@ -77,8 +86,47 @@ pub fn create_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
             .map(|spec| series.bucket_index(spec).map(Bson::Document))
             .collect::<Result<Vec<_>>>()?;
         on_buckets.insert("indexes", translated);
-        return create_indexes(ctx, &on_buckets);
+        return build(ctx, &on_buckets);
     }
+    build(ctx, body)
+}
+
+/// What mongod requires of an index a client asks for, beyond what every index spec
+/// must be: a name, and key fields that are paths (not empty, no empty part, no leading
+/// `$` but a wildcard's). The specs Basalt derives (a time-series collection's bucket
+/// indexes) are its own.
+fn check_requested(spec: &Document) -> Result<()> {
+    if !spec.contains_key("name") {
+        return Err(Error::failed_to_parse(
+            "The 'name' field is a required property of an index specification",
+        ));
+    }
+    let Ok(key) = spec.get_document("key") else {
+        return Ok(());
+    };
+    for field in key.keys() {
+        let wildcard = field == "$**" || field.ends_with(".$**");
+        let why = if field.is_empty() {
+            "Index keys cannot be an empty field"
+        } else if field.split('.').any(str::is_empty) {
+            "Index key contains an illegal field name: a part of the path is empty"
+        } else if field.starts_with('$') && !wildcard {
+            "Index key contains an illegal field name: field name starts with '$'"
+        } else {
+            continue;
+        };
+        return Err(Error::new(
+            ErrorCode::CANNOT_CREATE_INDEX,
+            format!("Error in specification {spec} :: caused by :: {why}: '{field}'"),
+        ));
+    }
+    Ok(())
+}
+
+/// Builds the indexes `body` asks for on its collection (made if missing).
+fn build(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let fields = Fields::new(body);
+    let name = fields.collection()?;
     let specs = fields.documents("indexes")?;
     if specs.is_empty() {
         return Err(Error::bad_value(
@@ -146,6 +194,15 @@ pub fn create_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 ),
             ));
         }
+        if existing.len() >= MAX_INDEXES {
+            return Err(Error::new(
+                ErrorCode::CANNOT_CREATE_INDEX,
+                format!(
+                    "add index fails, too many indexes for {}.{name} key:{}",
+                    ctx.db, spec.key
+                ),
+            ));
+        }
         ctx.server.catalog.add_index(&collection, spec)?;
     }
     let after = collection.meta().indexes.len() as i32;
@@ -182,6 +239,12 @@ pub(crate) fn parse_spec(
     };
     if key.is_empty() {
         return Err(invalid("Index keys cannot be an empty field.".into()));
+    }
+    if key.len() > MAX_KEY_FIELDS {
+        return Err(Error::location(
+            13103,
+            format!("too many fields in compound index: {key}: at most {MAX_KEY_FIELDS}"),
+        ));
     }
     for (field, direction) in &key {
         match direction {
@@ -242,6 +305,11 @@ pub(crate) fn parse_spec(
     }
     let (key, text) = match text_options(&key, spec).map_err(invalid)? {
         Some((text_key, options)) => (text_key, Some(options)),
+        None if spec.contains_key("weights") => {
+            return Err(invalid(
+                "the field 'weights' can only be specified with text indexes".into(),
+            ))
+        }
         None => (key, None),
     };
     let flag = |field: &str| match spec.get(field) {
@@ -251,8 +319,19 @@ pub(crate) fn parse_spec(
             .map(|n| n != 0.0)
             .ok_or_else(|| Error::type_mismatch(format!("The field '{field}' must be a boolean"))),
     };
-    // An index on `_id` alone is unique whatever the spec says, as MongoDB's `_id_`.
+    // An index on `_id` alone is unique whatever the spec says, as MongoDB's `_id_`,
+    // and ascending.
     let on_id_only = key.len() == 1 && key.contains_key("_id");
+    if on_id_only
+        && key
+            .get("_id")
+            .and_then(basalt_value::as_f64)
+            .is_some_and(|d| d < 0.0)
+    {
+        return Err(Error::bad_value(format!(
+            "The _id index must be ascending, not {key}"
+        )));
+    }
     let expire_after_seconds = match spec.get("expireAfterSeconds") {
         None => None,
         Some(value) => {
@@ -275,13 +354,15 @@ pub(crate) fn parse_spec(
         .filter(|d| basalt_catalog::is_hashed(d))
         .count();
     if hashed_fields > 1 {
-        return Err(invalid(
-            "A maximum of one index field is allowed to be hashed".into(),
+        return Err(Error::location(
+            31303,
+            format!("A maximum of one index field is allowed to be hashed but found {hashed_fields} for 'key' {key}"),
         ));
     }
     if hashed_fields == 1 && flag("unique")? {
-        return Err(invalid(
-            "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.".into(),
+        return Err(Error::location(
+            16764,
+            "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.",
         ));
     }
     let partial = match spec.get("partialFilterExpression") {
@@ -319,9 +400,22 @@ pub(crate) fn parse_spec(
             "Index type 'text' does not support collation".into(),
         ));
     }
-    let hidden = flag("hidden")?;
+    // `hidden` is a bool, not a number.
+    let hidden = match spec.get("hidden") {
+        None => false,
+        Some(Bson::Boolean(hidden)) => *hidden,
+        Some(other) => {
+            return Err(Error::type_mismatch(format!(
+                "The field 'hidden' must be a bool, but got {}",
+                crate::request::type_name(other)
+            )))
+        }
+    };
     if hidden && on_id_only {
-        return Err(invalid("can't hide _id index".into()));
+        return Err(Error::new(
+            ErrorCode::INVALID_INDEX_SPECIFICATION_OPTION,
+            "can't hide _id index",
+        ));
     }
     let mut echoed = Document::new();
     for option in ECHOED_OPTIONS {

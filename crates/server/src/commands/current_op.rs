@@ -14,7 +14,7 @@ use bson::{doc, Bson, Document};
 /// idle cursors too, and (`idleSessions`, on by default) the open transactions between
 /// their statements.
 pub fn current_ops(ctx: &Ctx<'_>, options: &CurrentOpOptions) -> Vec<Document> {
-    let host = super::admin::host_name();
+    let host = super::host_info::host_name();
     let user = crate::security::cursor_owner(ctx);
     let mine = |owner: &Option<crate::security::UserName>| {
         options.all_users || user.is_none() || *owner == user

@@ -77,7 +77,7 @@ pub fn db_hash(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         hashes.insert(meta.name.clone(), hash);
     }
     Ok(doc! {
-        "host": format!("{}:{}", super::admin::host_name(), ctx.server.options.port),
+        "host": format!("{}:{}", super::host_info::host_name(), ctx.server.options.port),
         "collections": hashes,
         "capped": capped,
         "uuids": uuids,

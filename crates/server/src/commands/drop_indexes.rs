@@ -86,10 +86,13 @@ pub fn drop_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 }
             }
         }
-        _ => {
-            return Err(Error::failed_to_parse(
-                "dropIndexes needs an index name, key pattern, list of names or \"*\"",
-            ))
+        None => return Err(super::arguments::missing("dropIndexes", "index")),
+        Some(other) => {
+            return Err(Error::type_mismatch(format!(
+                "BSON field 'dropIndexes.index' is the wrong type '{}', expected types \
+                 '[string, array, object]'",
+                crate::request::type_name(other)
+            )))
         }
     };
     if targets.iter().any(|t| t == IndexSpec::ID_INDEX_NAME) {

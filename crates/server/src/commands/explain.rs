@@ -267,7 +267,7 @@ pub fn explain(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     reply.insert(
         "serverInfo",
         doc! {
-            "host": crate::commands::admin::host_name(),
+            "host": crate::commands::host_info::host_name(),
             "port": i32::from(ctx.server.options.port),
             "version": COMPATIBLE_MONGODB_VERSION,
             "gitVersion": "basalt",

@@ -85,7 +85,8 @@ pub fn find_and_modify(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                 scope: &scope,
                 update: Update::parse(
                     u,
-                    fields.array_opt("arrayFilters")?,
+                    // An array or null, as arguments.rs checked.
+                    fields.body.get_array("arrayFilters").ok(),
                     None,
                     fields.document_opt("let")?,
                 )?,

@@ -101,16 +101,21 @@ pub(super) fn check_local_read_concern(name: &str, body: &Document) -> Result<()
     Ok(())
 }
 
-/// A `writeConcern` document as mongod parses it: `w` a number of members (0–50, a
-/// fraction by its whole part), a mode name (on a standalone only "majority") or a
-/// non-empty object of tag counts; `j` a boolean or number; `wtimeout` at most
+/// A `writeConcern` document as mongod parses it: `w` a number of members (0–50; on a
+/// standalone at most 1), a mode name (on a standalone only "majority") or a non-empty
+/// object of tag counts (any numbers); `j` a boolean or number; `wtimeout` at most
 /// 2^31 − 1 when a number; `provenance` one of mongod's; nothing else. What the members
 /// can satisfy is the replica set's to check.
 fn check_write_concern(concern: &Document, standalone: bool) -> Result<()> {
     use bson::Bson;
-    // A fraction counts by its whole part, as mongod takes it.
-    let whole = |value: &Bson, max: f64| {
-        basalt_value::as_f64(value).filter(|n| (0.0..max + 1.0).contains(n))
+    // A number of members as mongod takes it: a double by its whole part, a decimal
+    // rounded half to even; NaN and the infinities are none.
+    let members = |value: &Bson| {
+        let n = basalt_value::as_f64(value).filter(|n| n.is_finite())?;
+        Some(match value {
+            Bson::Decimal128(_) => n.round_ties_even(),
+            _ => n.trunc(),
+        })
     };
     for (field, value) in concern {
         match (field.as_str(), value) {
@@ -124,8 +129,12 @@ fn check_write_concern(concern: &Document, standalone: bool) -> Result<()> {
             }
             ("w", Bson::String(_)) => {}
             ("w", Bson::Document(tags))
-                if !tags.is_empty() && tags.values().all(|n| whole(n, f64::from(i32::MAX)).is_some()) => {}
-            ("w", number) if whole(number, 50.0).is_some() => {}
+                if !tags.is_empty() && tags.values().all(|n| basalt_value::as_f64(n).is_some()) => {}
+            ("w", number) if members(number).is_some_and(|n| (0.0..=50.0).contains(&n)) => {
+                if standalone && members(number).is_some_and(|n| n > 1.0) {
+                    return Err(Error::bad_value("cannot use 'w' > 1 with a standalone"));
+                }
+            }
             ("w", other) => {
                 return Err(Error::failed_to_parse(format!(
                     "w has to be a number from 0 to 50, a mode name or an object of tag counts; found: {other}"
@@ -174,7 +183,7 @@ fn check_write_concern(concern: &Document, standalone: bool) -> Result<()> {
 
 /// A `readConcern` document as mongod parses it: `level` one of its levels (a
 /// standalone has no `linearizable` or `snapshot`: NotAReplicaSet), `afterClusterTime`
-/// and `atClusterTime` timestamps (the latter only at `snapshot`; a standalone has no
+/// and `atClusterTime` timestamps, not null (the latter only at `snapshot`; a standalone has no
 /// cluster time: IllegalOperation), `provenance` one of mongod's, nothing else.
 fn check_read_concern(concern: &Document, standalone: bool) -> Result<()> {
     use bson::Bson;
@@ -205,6 +214,10 @@ fn check_read_concern(concern: &Document, standalone: bool) -> Result<()> {
     }
     for (field, value) in concern {
         match (field.as_str(), value) {
+            // A timestamp, not even null.
+            ("afterClusterTime" | "atClusterTime", Bson::Null) => {
+                return Err(wrong_type(field, value, "timestamp"))
+            }
             ("level", _) | (_, Bson::Null) => {}
             ("afterClusterTime", Bson::Timestamp(_)) if standalone => {
                 return Err(Error::new(

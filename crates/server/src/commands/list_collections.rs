@@ -15,7 +15,6 @@ pub fn list_collections(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocum
     let name_only = fields.bool_or("nameOnly", false)?;
     let matcher = Matcher::new(fields.document_opt("filter")?.unwrap_or(&Document::new()))?;
     let batch_size = fields.cursor_batch_size()?;
-    // A bool and nothing else, as mongod 8 types it (null is not given).
     // A bool (or null) by now (`arguments.rs`).
     let authorized_only = matches!(body.get("authorizedCollections"), Some(Bson::Boolean(true)));
     // Under access control a user without listCollections may list the names of the
@@ -28,7 +27,7 @@ pub fn list_collections(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocum
     let shows = |name: &str| visible.as_ref().is_none_or(|v| v.shows(ctx.db, Some(name)));
     let entries = catalog_entries(ctx.server, ctx.db, &shows)?
         .into_iter()
-        .filter(|entry| matcher.matches(entry))
+        // With nameOnly the filter sees what is listed, the name and type alone.
         .map(|entry| match name_only {
             true => doc! {
                 "name": entry.get("name").cloned().unwrap_or(Bson::Null),
@@ -36,6 +35,7 @@ pub fn list_collections(ctx: &Ctx<'_>, body: &Document) -> Result<bson::RawDocum
             },
             false => entry,
         })
+        .filter(|entry| matcher.matches(entry))
         .collect();
     let namespace = format!("{}.$cmd.listCollections", ctx.db);
     ctx.server.cursors.first_batch_reply(

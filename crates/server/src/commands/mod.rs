@@ -31,6 +31,7 @@ mod fsync;
 mod generic_arguments;
 mod get_more;
 mod hello;
+pub(crate) mod host_info;
 mod insert;
 mod kill_cursors;
 pub(crate) mod list_collections;
@@ -364,7 +365,7 @@ static COMMANDS: &[Command] = &[
     )),
     command(
         "hostInfo",
-        admin::host_info,
+        host_info::host_info,
         "the machine the server runs on",
     ),
     command(
@@ -596,16 +597,16 @@ static COMMANDS: &[Command] = &[
         aggregate::aggregate,
         "runs an aggregation pipeline",
     ),
-    admin_only(command(
+    admin_only(local_concerns_only(command(
         "listDatabases",
         list_databases::list_databases,
         "lists databases with their sizes",
-    )),
-    cursor_command(
+    ))),
+    local_concerns_only(cursor_command(
         "listCollections",
         list_collections::list_collections,
         "lists the collections of a database",
-    ),
+    )),
     cursor_command(
         "listIndexes",
         list_indexes::list_indexes,
@@ -629,11 +630,11 @@ static COMMANDS: &[Command] = &[
         collection_admin::drop_database,
         "drops a database",
     ),
-    command(
+    local_concerns_only(command(
         "validateDBMetadata",
         validate_db_metadata::validate_db_metadata,
         "lists what in a database would break a Stable API version",
-    ),
+    )),
     local_read_concern_only(command(
         "convertToCapped",
         capped::convert_to_capped,
@@ -755,7 +756,10 @@ pub fn dispatch(ctx: &Ctx<'_>, body: &Document) -> RawDocumentBuf {
         }
         Reply::Complete(reply) => Ok(reply),
     });
-    let mut reply = reply.unwrap_or_else(|e| error_reply(&e));
+    let mut reply = reply.unwrap_or_else(|e| {
+        ctx.server.stats.asserts.count(&e);
+        error_reply(&e)
+    });
     if let Some(set) = ctx.server.replication() {
         if !ctx.connection.is_internal() {
             replication::with_cluster_time(ctx.server, set, &mut reply);

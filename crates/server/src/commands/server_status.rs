@@ -6,25 +6,49 @@ use super::Ctx;
 use crate::stats::Stats;
 use crate::{Server, COMPATIBLE_MONGODB_VERSION};
 use basalt_error::Result;
-use bson::{doc, Document};
+use bson::{doc, Bson, Document};
 
-pub fn server_status(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
+/// serverStatus: every section, less those the command turns off (`{metrics: 0}`, a
+/// false value as mongod reads one), plus `mirroredReads` when it is asked for.
+pub fn server_status(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
+    let mut reply = sections(ctx)?;
+    for (section, toggle) in body.iter().skip(1) {
+        match (section.as_str(), basalt_expr::truthy(Some(toggle))) {
+            ("mirroredReads", true) => {
+                // A standalone or a member that mirrors no reads to its secondaries.
+                reply.insert("mirroredReads", doc! { "seen": 0_i64, "sent": 0_i64 });
+            }
+            (_, false) if matches!(reply.get(section), Some(Bson::Document(_))) => {
+                reply.remove(section);
+            }
+            _ => {}
+        }
+    }
+    Ok(reply)
+}
+
+fn sections(ctx: &Ctx<'_>) -> Result<Document> {
     let server = ctx.server;
     let stats = &server.stats;
     let uptime = server.started.elapsed();
     let (resident, virtual_mb) = memory_mb();
     Ok(doc! {
-        "host": super::admin::host_name(),
+        "host": super::host_info::host_name(),
         "version": COMPATIBLE_MONGODB_VERSION,
-        "process": "basalt",
+        "process": "mongod",
         "pid": std::process::id() as i64,
         "uptime": uptime.as_secs_f64().floor(),
         "uptimeMillis": uptime.as_millis() as i64,
         "uptimeEstimate": uptime.as_secs() as i64,
         "localTime": bson::DateTime::now(),
+        "asserts": stats.asserts.document(),
         "connections": connections(server),
+        "extra_info": extra_info(),
         "globalLock": global_lock(server),
         "locks": {},
+        "logicalSessionRecordCache": {
+            "activeSessionsCount": server.sessions.count() as i32,
+        },
         "network": network(server),
         "opcounters": stats.operations.document(),
         "opcountersRepl": stats.replicated.document(),
@@ -35,6 +59,31 @@ pub fn server_status(ctx: &Ctx<'_>, _body: &Document) -> Result<Document> {
         "catalogStats": catalog_stats(server)?,
         "basalt": basalt(server),
     })
+}
+
+/// mongod's `extra_info` on Linux: the process's page faults and its user and system
+/// CPU time, from /proc/self/stat.
+fn extra_info() -> Document {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    // Counted from the state, the third field of the line: majflt is the 12th field,
+    // utime and stime (in clock ticks, 100 a second on Linux) the 14th and 15th.
+    let field = |n: usize| {
+        fields
+            .get(n - 3)
+            .and_then(|f| f.parse::<i64>().ok())
+            .unwrap_or(0)
+    };
+    let ticks_to_micros = |ticks: i64| ticks * 10_000;
+    doc! {
+        "note": "fields vary by platform",
+        "page_faults": field(12),
+        "user_time_us": ticks_to_micros(field(14)),
+        "system_time_us": ticks_to_micros(field(15)),
+    }
 }
 
 /// MongoDB's `catalogStats`: the collections and views of the users' databases, and

@@ -19,6 +19,51 @@ const ADVICE: &str = "A corrupt namespace has been detected. See \
 pub fn validate(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let name = Fields::new(body).collection()?;
     let namespace = format!("{}.{name}", ctx.db);
+    // mongod reads each option by its truth.
+    let asked = |option: &str| basalt_expr::truthy(body.get(option));
+    let metadata = asked("metadata");
+    let repair = asked("repair");
+    let others = [
+        "full",
+        "background",
+        "repair",
+        "fixMultikey",
+        "checkBSONConformance",
+    ];
+    if metadata && others.iter().any(|option| asked(option)) {
+        return Err(invalid_options(
+            "Running the validate command with { metadata: true } is not supported with any \
+             other options",
+        ));
+    }
+    if asked("background") && (asked("full") || repair) {
+        return Err(invalid_options(
+            "Running the validate command with { background: true } is not supported with \
+             { full: true } or { repair: true }",
+        ));
+    }
+    if asked("checkBSONConformance") && repair {
+        return Err(invalid_options(
+            "Running the validate command with both { checkBSONConformance: true } and \
+             { repair: true } is not supported",
+        ));
+    }
+    if asked("background") && ctx.server.replication().is_none() {
+        return Err(Error::new(
+            ErrorCode::COMMAND_NOT_SUPPORTED,
+            format!(
+                "Running validate on collection {namespace} with {{ background: true }} is not \
+                 supported on a standalone"
+            ),
+        ));
+    }
+    // What mongod would repair; Basalt finds what is wrong and repairs nothing
+    // (`repaired` stays false).
+    let repair_mode = match (repair, asked("fixMultikey")) {
+        (true, _) => "FixErrors",
+        (false, true) => "AdjustMultikey",
+        (false, false) => "None",
+    };
     let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
         return Err(Error::new(
             ErrorCode::NAMESPACE_NOT_FOUND,
@@ -33,21 +78,61 @@ pub fn validate(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let mut reply = doc! {
         "valid": valid,
         "repaired": false,
+        "repairMode": repair_mode,
         "ns": namespace,
         "uuid": bson::Binary::from_uuid(collection.meta().uuid),
         "warnings": validation.warnings,
         "errors": errors,
         "extraIndexEntries": validation.extra_index_entries,
         "missingIndexEntries": validation.missing_index_entries,
-        "nInvalidDocuments": validation.invalid_documents as i64,
-        // Basalt has no schema validators yet, so no document can fail one.
-        "nNonCompliantDocuments": 0_i64,
-        "nrecords": validation.records as i64,
-        "corruptRecords": validation.corrupt_records.iter().map(|&id| Bson::Int64(id as i64)).collect::<Vec<_>>(),
-        "nIndexes": validation.indexes.len() as i32,
-        "keysPerIndex": validation.indexes.iter().map(|i| (i.name.clone(), Bson::Int64(i.keys as i64))).collect::<Document>(),
-        "indexDetails": validation.indexes.iter().map(|i| (i.name.clone(), Bson::Document(index_details(i)))).collect::<Document>(),
     };
+    // A metadata check reports no document counts.
+    if !metadata {
+        reply.insert("nInvalidDocuments", count(validation.invalid_documents));
+        // Documents that fail the collection's validator are not looked for yet.
+        reply.insert("nNonCompliantDocuments", 0_i32);
+        reply.insert("nrecords", count(validation.records));
+    }
+    let meta = collection.meta();
+    let spec = |index: &str| {
+        meta.indexes
+            .iter()
+            .find(|spec| spec.name == index)
+            .map(|spec| spec.to_list_document())
+            .unwrap_or_default()
+    };
+    reply.insert(
+        "corruptRecords",
+        validation
+            .corrupt_records
+            .iter()
+            .map(|&id| Bson::Int64(id as i64))
+            .collect::<Vec<_>>(),
+    );
+    reply.insert("nIndexes", validation.indexes.len() as i32);
+    if !metadata {
+        reply.insert(
+            "keysPerIndex",
+            validation
+                .indexes
+                .iter()
+                .map(|i| (i.name.clone(), count(i.keys)))
+                .collect::<Document>(),
+        );
+    }
+    reply.insert(
+        "indexDetails",
+        validation
+            .indexes
+            .iter()
+            .map(|i| {
+                (
+                    i.name.clone(),
+                    Bson::Document(index_details(i, spec(&i.name))),
+                )
+            })
+            .collect::<Document>(),
+    );
     if !valid {
         reply.insert("advice", ADVICE);
     }
@@ -65,10 +150,22 @@ fn errors(validation: &Validation) -> Vec<String> {
     validation.errors.iter().cloned().chain(found).collect()
 }
 
-fn index_details(index: &IndexValidation) -> Document {
-    let mut details = doc! { "valid": index.errors.is_empty() };
+fn index_details(index: &IndexValidation, spec: Document) -> Document {
+    let mut details = doc! { "valid": index.errors.is_empty(), "spec": spec };
     if !index.errors.is_empty() {
         details.insert("errors", index.errors.clone());
     }
     details
+}
+
+/// A count as mongod appends one: an int, a long past an int's range.
+fn count(n: impl TryInto<i32> + TryInto<i64> + Copy) -> Bson {
+    match n.try_into() {
+        Ok(small) => Bson::Int32(small),
+        Err(_) => Bson::Int64(n.try_into().unwrap_or(i64::MAX)),
+    }
+}
+
+fn invalid_options(message: &str) -> Error {
+    Error::new(ErrorCode::INVALID_OPTIONS, message)
 }

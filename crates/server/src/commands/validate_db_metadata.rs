@@ -5,67 +5,53 @@
 //! (APIStrictError entries in `apiVersionErrors`).
 
 use super::api_version::is_version_1_stage;
+use super::arguments::{check_struct, Field, Kind};
 use super::Ctx;
-use crate::request::{type_name, GENERIC_COMMAND_FIELDS};
-use basalt_catalog::validate_collection_name;
+use basalt_catalog::DATABASE_NAME_LENGTH_MAX_BYTES;
 use basalt_error::{Error, ErrorCode, Result};
-use bson::{doc, Bson, Document};
+use bson::{doc, Document};
 
-/// Its own fields, besides the generic arguments.
-const FIELDS: &[&str] = &["validateDBMetadata", "apiParameters", "db", "collection"];
-
-/// What `apiParameters` may hold.
-const API_PARAMETERS: &[&str] = &["version", "strict", "deprecationErrors"];
+/// What `apiParameters` may hold (mongod's strict `APIParamsForCmd`).
+const API_PARAMETERS: &[Field] = &[
+    ("version", Kind::String),
+    ("strict", Kind::StrictBool),
+    ("deprecationErrors", Kind::StrictBool),
+];
 
 pub fn validate_db_metadata(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
-    for key in body.keys() {
-        if !FIELDS.contains(&key.as_str()) && !GENERIC_COMMAND_FIELDS.contains(&key.as_str()) {
-            return Err(unknown_field(key));
-        }
-    }
-    let parameters = match body.get("apiParameters") {
-        None | Some(Bson::Null) => return Err(missing("validateDBMetadata.apiParameters")),
-        Some(Bson::Document(parameters)) => parameters,
-        Some(other) => return Err(wrong_type("apiParameters", other, "object")),
-    };
-    for key in parameters.keys() {
-        if !API_PARAMETERS.contains(&key.as_str()) {
-            return Err(unknown_field(&format!("apiParameters.{key}")));
-        }
-    }
+    // An object, present, and `db` and `collection` strings, as arguments.rs checked.
+    let parameters = body
+        .get_document("apiParameters")
+        .cloned()
+        .unwrap_or_default();
+    check_struct(
+        "validateDBMetadata.apiParameters",
+        &parameters,
+        API_PARAMETERS,
+        &["version"],
+    )?;
     // Only version 1 has rules; any other version has none to break.
-    let version_1 = match parameters.get("version") {
-        None | Some(Bson::Null) => return Err(missing("validateDBMetadata.apiParameters.version")),
-        Some(Bson::String(version)) => version == "1",
-        Some(other) => return Err(wrong_type("apiParameters.version", other, "string")),
-    };
-    let mut strict = false;
-    for flag in ["strict", "deprecationErrors"] {
-        match parameters.get(flag) {
-            None | Some(Bson::Null) => {}
-            Some(Bson::Boolean(value)) => strict |= flag == "strict" && *value,
-            Some(other) => return Err(wrong_type(&format!("apiParameters.{flag}"), other, "bool")),
-        }
-    }
-    let name_of = |field: &str| match body.get(field) {
-        None | Some(Bson::Null) => Ok(None),
-        Some(Bson::String(name)) => Ok(Some(name.as_str())),
-        Some(other) => Err(wrong_type(field, other, "string")),
-    };
-    let (db, collection) = (name_of("db")?, name_of("collection")?);
+    let version_1 = parameters
+        .get_str("version")
+        .is_ok_and(|version| version == "1");
+    let strict = basalt_expr::truthy(parameters.get("strict"));
+    let (db, collection) = (body.get_str("db").ok(), body.get_str("collection").ok());
     let databases = match db {
-        Some("") => {
-            return Err(Error::location(
-                28539,
-                "validateDBMetadata: 'db' cannot be empty",
-            ))
+        Some(db) => {
+            check_database_name(db)?;
+            vec![db.to_string()]
         }
-        Some(db) => vec![db.to_string()],
         None if ctx.db == "admin" => ctx.server.catalog.database_names(),
         None => vec![ctx.db.to_string()],
     };
     if let Some(collection) = collection {
-        validate_collection_name(databases.first().map_or(ctx.db, String::as_str), collection)?;
+        // mongod checks only what no namespace can hold here: `$` and long names pass.
+        if collection.is_empty() || collection.starts_with('.') || collection.contains('\0') {
+            return Err(Error::new(
+                ErrorCode::INVALID_NAMESPACE,
+                format!("Invalid collection name: '{collection}'"),
+            ));
+        }
     }
     let mut errors = Vec::new();
     if strict && version_1 {
@@ -130,23 +116,27 @@ fn strict_error(namespace: &str, message: String) -> Document {
     }
 }
 
-fn unknown_field(field: &str) -> Error {
-    Error::location(
-        40415,
-        format!("BSON field 'validateDBMetadata.{field}' is an unknown field."),
-    )
-}
-
-fn missing(field: &str) -> Error {
-    Error::location(
-        40414,
-        format!("BSON field '{field}' is missing but a required field"),
-    )
-}
-
-fn wrong_type(field: &str, value: &Bson, expected: &str) -> Error {
-    Error::type_mismatch(format!(
-        "BSON field 'validateDBMetadata.{field}' is the wrong type '{}', expected type '{expected}'",
-        type_name(value)
-    ))
+/// A database name as validateDBMetadata checks it: not empty (28539); no dot or null
+/// byte, at most 63 bytes (InvalidNamespace); no slash, backslash, space or double
+/// quote (13280, InvalidDBName); `$` is allowed here.
+fn check_database_name(db: &str) -> Result<()> {
+    if db.is_empty() {
+        return Err(Error::location(
+            28539,
+            "validateDBMetadata: 'db' cannot be empty",
+        ));
+    }
+    if db.contains(['.', '\0']) || db.len() > DATABASE_NAME_LENGTH_MAX_BYTES {
+        return Err(Error::new(
+            ErrorCode::INVALID_NAMESPACE,
+            format!("Invalid database name: '{db}'"),
+        ));
+    }
+    if db.contains(['/', '\\', ' ', '"']) {
+        return Err(Error::location(
+            13280,
+            format!("Invalid database name: '{db}'"),
+        ));
+    }
+    Ok(())
 }

@@ -222,7 +222,7 @@ fn status(server: &Arc<Server>) -> Document {
         .map(Bson::Document)
         .collect();
     doc! {
-        "host": crate::commands::admin::host_name(),
+        "host": crate::commands::host_info::host_name(),
         "version": crate::COMPATIBLE_MONGODB_VERSION,
         "basaltVersion": env!("CARGO_PKG_VERSION"),
         "pid": std::process::id() as i64,

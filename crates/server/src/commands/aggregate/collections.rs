@@ -396,7 +396,7 @@ impl Collections for ServerCollections {
     }
 
     fn collection_stats(&self, scale: i64, histograms: bool) -> Result<Document> {
-        let mut out = doc! {"ns": &self.namespace, "host": crate::commands::admin::host_name()};
+        let mut out = doc! {"ns": &self.namespace, "host": crate::commands::host_info::host_name()};
         if let Some(collection) = self.aggregated() {
             let body = doc! {"collStats": collection.meta().name.clone(), "scale": scale};
             out.insert(
@@ -457,7 +457,7 @@ impl Collections for ServerCollections {
         };
         // Operations that read each index (a plan using it) since the collection was
         // opened, as MongoDB counts them since the server started or the index was made.
-        let host = crate::commands::admin::host_name();
+        let host = crate::commands::host_info::host_name();
         Ok(collection
             .meta()
             .indexes
@@ -486,7 +486,7 @@ impl ServerCollections {
                 format!("collection '{}' does not exist", self.namespace),
             ));
         };
-        let host = crate::commands::admin::host_name();
+        let host = crate::commands::host_info::host_name();
         let meta = collection.meta();
         Ok(collection
             .plan_cache()
