@@ -253,6 +253,12 @@ def test_slow_operations_are_logged(own_server):
     slow = [line for line in log if "Slow query" in line and "items" in line]
     assert slow, log[-5:]
     assert '"op"' in slow[-1] and '"ninserted"' in slow[-1]
+    # A large command is cut to 10 KB in the line (mongod's maxLogSizeKB): getLog's
+    # 1,024 lines would otherwise hold every large query whole.
+    client.shop.command("find", "items", filter={"blob": "x" * 4_000_000})
+    log = client.admin.command("getLog", "global")["log"]
+    line = next(line for line in reversed(log) if "Slow query" in line and "items" in line)
+    assert '"$truncated"' in line and len(line) < 20_000, line[:300]
 
 
 def test_server_status_has_the_sections_mongostat_reads(client, db):

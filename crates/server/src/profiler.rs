@@ -269,9 +269,12 @@ pub fn record(
         None => slow && sampled,
     };
     if taken {
-        profiler.note_slow(&entry);
+        // What is held in memory (the recent slow operations, getLog's lines) keeps a
+        // large command cut short.
+        let logged = with_command_cut(&entry);
+        profiler.note_slow(&logged);
         // mongod's slow-query line: the entry's fields are the line's `attr`.
-        let attr = Bson::Document(entry.clone()).into_relaxed_extjson();
+        let attr = Bson::Document(logged).into_relaxed_extjson();
         tracing::info!(
             target: "basalt_server::commands",
             attr = %attr,
@@ -281,6 +284,27 @@ pub fn record(
     if database.level == 2 || (database.level == 1 && taken) {
         write(ctx.server, ctx.db, entry);
     }
+}
+
+/// How much of a command a log line keeps (mongod's default `maxLogSizeKB`, 10 KB).
+const LOGGED_COMMAND_MAX_BYTES: usize = 10 * 1024;
+
+/// `entry` with its command, when its JSON is longer than a log line keeps, replaced by
+/// `{$truncated: <the JSON's first 10 KB>}`: a slow insert of large documents would
+/// otherwise be held whole, 1,024 times over, in getLog's lines.
+fn with_command_cut(entry: &Document) -> Document {
+    let mut entry = entry.clone();
+    if let Some(command) = entry.get("command") {
+        let json = command.clone().into_relaxed_extjson().to_string();
+        if json.len() > LOGGED_COMMAND_MAX_BYTES {
+            let mut cut = LOGGED_COMMAND_MAX_BYTES;
+            while !json.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            entry.insert("command", doc! { "$truncated": &json[..cut] });
+        }
+    }
+    entry
 }
 
 /// The profile entry of an operation, with mongod's fields.
