@@ -29,8 +29,9 @@ pub(crate) fn parse(stage: &str, spec: &Bson) -> Result<SessionUsers> {
         &[("allUsers", Kind::Bool), ("users", Kind::Array)],
         &[],
     )?;
+    let listed = options.get_array("users").ok();
     let mut named = Vec::new();
-    for (i, user) in options.get_array("users").into_iter().flatten().enumerate() {
+    for (i, user) in listed.into_iter().flatten().enumerate() {
         let user = match user {
             Bson::Null => continue,
             Bson::Document(user) => user,
@@ -58,7 +59,7 @@ pub(crate) fn parse(stage: &str, spec: &Bson) -> Result<SessionUsers> {
             format!("{stage}: allUsers and users cannot both be given"),
         )),
         (true, true) => Ok(SessionUsers::All),
-        (false, _) if options.get_array("users").is_ok() => Ok(SessionUsers::Listed(named)),
+        (false, _) if listed.is_some() => Ok(SessionUsers::Listed(named)),
         (false, _) => Ok(SessionUsers::Current),
     }
 }

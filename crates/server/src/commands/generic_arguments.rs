@@ -131,7 +131,7 @@ fn check_write_concern(concern: &Document, standalone: bool) -> Result<()> {
             ("w", Bson::Document(tags))
                 if !tags.is_empty() && tags.values().all(|n| basalt_value::as_f64(n).is_some()) => {}
             ("w", number) if members(number).is_some_and(|n| (0.0..=50.0).contains(&n)) => {
-                if standalone && members(number).is_some_and(|n| n > 1.0) {
+                if standalone && members(number) > Some(1.0) {
                     return Err(Error::bad_value("cannot use 'w' > 1 with a standalone"));
                 }
             }
