@@ -200,6 +200,101 @@ def test_a_build_skips_row_groups_left_without_records(db):
     assert results(indexed, pipeline) == results(plain, pipeline)
 
 
+def test_row_groups_whose_bounds_rule_them_out_are_not_read(db):
+    """Each row group's header keeps every chunk's least and greatest value: a filter
+    no value in that range can pass skips the row group without reading its chunks
+    (explain's `rowGroupsSkipped`), in an aggregation, a find and a count alike; a row
+    group written since its build is read from its documents instead."""
+    plain, indexed = db.plain, db.indexed
+    docs = [{"_id": i, "n": i, "k": "abc"[i % 3], "s": f"s{i:06d}"} for i in range(140_000)]
+    for coll in (plain, indexed):
+        coll.insert_many(docs)
+    indexed.create_index(COLUMN_STORE, name="cs")
+    group = {"$group": {"_id": "$k", "c": {"$sum": 1}, "n": {"$sum": "$n"}}}
+    cases = [
+        ({"n": {"$gte": 135_000}}, 2),
+        ({"n": {"$in": [5, 200_000, "x"]}}, 2),
+        ({"s": {"$lt": "s000100"}, "k": "a"}, 2),
+        ({"n": {"$gt": 1_000_000}}, 3),
+        ({"n": {"$lt": "a"}}, 3),
+        ({"n": {"$gte": 70_000, "$lt": 70_010}}, 2),
+        ({"n": {"$ne": 3}}, 0),
+    ]
+
+    def same_answers(filter):
+        pipeline = [{"$match": filter}, group]
+        assert results(indexed, pipeline) == results(plain, pipeline), filter
+        assert list(indexed.find(filter)) == list(plain.find(filter)), filter
+        assert indexed.count_documents(filter) == plain.count_documents(filter), filter
+
+    for filter, skipped in cases:
+        plan = winning_plan(indexed, [{"$match": filter}, group])
+        assert (plan["rowGroupsSkipped"], plan["rowGroupsFromChunks"]) == (skipped, 3 - skipped)
+        assert find_plan(indexed, filter)["inputStage"]["rowGroupsSkipped"] == skipped, filter
+        same_answers(filter)
+    # A write to the first row group: it is read from its documents until it merges.
+    for coll in (plain, indexed):
+        coll.update_one({"_id": 3}, {"$set": {"n": 150_000}})
+    plan = winning_plan(indexed, [{"$match": cases[0][0]}, group])
+    assert (plan["rowGroupsSkipped"], plan["rowGroupsFromDocuments"]) == (1, 1)
+    same_answers(cases[0][0])
+
+
+def test_sorted_finds_with_a_limit_fetch_only_what_the_chunks_rank_first(db):
+    """A find with a sort and a limit ranks the rows its filter selects by the sort's
+    values in the chunks and fetches only the first `skip + limit` of them (explain:
+    `topK`, docs examined); a row group written since its build hands all its matching
+    documents to the sort. Ties keep record order, as the row engine's stable sort."""
+    plain, indexed = db.plain, db.indexed
+    rng = random.Random(11)
+    docs = [
+        {
+            "_id": i,
+            "n": rng.randrange(0, 50_000),
+            "k": "abc"[i % 3],
+            "s": f"s{rng.randrange(999):03d}",
+        }
+        for i in range(70_000)
+    ]
+    for doc in docs[::97]:
+        del doc["n"]
+    for coll in (plain, indexed):
+        coll.insert_many(docs)
+    indexed.create_index(COLUMN_STORE, name="cs")
+    cases = [
+        ({"k": "a"}, [("n", -1)], 0, 5),
+        ({"k": {"$ne": "b"}}, [("n", 1)], 0, 8),
+        ({"n": {"$gte": 100}}, [("s", 1), ("n", -1)], 3, 4),
+        ({"k": "c"}, [("k", 1)], 0, 6),
+        ({"s": {"$lt": "s500"}}, [("s", -1), ("_id", 1)], 10, 20),
+    ]
+
+    cases.append(({}, [("n", -1)], 0, 10))
+
+    def same_answers():
+        for filter, sort, skip, limit in cases:
+            want = list(plain.find(filter).sort(sort).skip(skip).limit(limit))
+            assert list(indexed.find(filter).sort(sort).skip(skip).limit(limit)) == want, sort
+            # An aggregation's `$sort` with a `$limit` after its `$match` too.
+            pipeline = [{"$match": filter}, {"$sort": dict(sort)}, {"$limit": skip + limit}]
+            assert list(indexed.aggregate(pipeline)) == list(plain.aggregate(pipeline)), sort
+
+    same_answers()
+    for filter, sort, skip, limit in cases:
+        plan = find_plan(indexed, filter, sort=dict(sort), skip=skip, limit=limit)
+        assert column_scan(plan)["topK"] == {
+            "sortPattern": dict(sort),
+            "limitAmount": skip + limit,
+        }
+        # Each of the two row groups is served: at most skip + limit from each.
+        assert plan["executionStats"]["totalDocsExamined"] <= 2 * (skip + limit), sort
+    # Without a limit, the sort reads every match.
+    assert "topK" not in column_scan(find_plan(indexed, {"k": "a"}, sort={"n": -1}))
+    for coll in (plain, indexed):
+        coll.update_many({"_id": {"$in": [4, 9, 66_000]}}, {"$set": {"n": 60_000}})
+    same_answers()
+
+
 def test_kill_9_during_merges(own_server):
     """Row groups rebuilt in the background while the process dies: after the restart
     every answer is still the row engine's, and the merge finishes its work."""
@@ -278,6 +373,13 @@ def find_plan(coll, filter, **kwargs):
     )
     plan = explained["queryPlanner"]["winningPlan"]
     plan["executionStats"] = explained["executionStats"]
+    return plan
+
+
+def column_scan(plan):
+    """The `COLUMN_SCAN` stage under a find's winning plan."""
+    while plan["stage"] != "COLUMN_SCAN":
+        plan = plan["inputStage"]
     return plan
 
 

@@ -18,7 +18,7 @@ use crate::partitioned::{Partial, Partitioned, State};
 use crate::stages::group::{Group, GroupKey, Groups};
 use crate::stages::Stage;
 use crate::Pipeline;
-use basalt_columnar::{Cell, ColumnChunk};
+use basalt_columnar::{Cell, ColumnChunk, Kind, PathInfo, RowGroupHeader};
 use basalt_error::Result;
 use basalt_expr::{Accumulator, Variables};
 use basalt_query::Matcher;
@@ -178,8 +178,8 @@ impl Pipeline {
         // Each `$match` before the head is one stage, so the head's stage is at its
         // position.
         match self.stages().get(head?)? {
-            Stage::Group(group) => ColumnPlan::new(&filters, Some(group.spec())),
-            Stage::Count(_) => ColumnPlan::new(&filters, None),
+            Stage::Group(group) => ColumnPlan::new(&filters, Some(group.spec()), &[]),
+            Stage::Count(_) => ColumnPlan::new(&filters, None, &[]),
             _ => None,
         }
     }
@@ -187,18 +187,31 @@ impl Pipeline {
 
 impl ColumnPlan {
     /// The plan that selects the rows matching a query's `filter` (a find's, a
-    /// count's), when the filter names every path it reads. (A query with a collation
+    /// count's), when the filter names every path it reads, and reads the paths of
+    /// `sort` too (a sort's keys, by field path and direction only), so that the rows
+    /// it selects can be ranked ([`ColumnPlan::values`]). (A query with a collation
     /// has none: the loops compare strings by their bytes.)
-    pub fn for_filter(filter: &Document) -> Option<ColumnPlan> {
-        let mut plan = ColumnPlan::new(std::slice::from_ref(filter), None)?;
+    pub fn for_filter(filter: &Document, sort: Option<&Document>) -> Option<ColumnPlan> {
+        let mut sort_paths = Vec::new();
+        for (path, direction) in sort.into_iter().flatten() {
+            if path.starts_with('$') || basalt_value::as_f64(direction).is_none() {
+                return None;
+            }
+            sort_paths.push(path.clone());
+        }
+        let mut plan = ColumnPlan::new(std::slice::from_ref(filter), None, &sort_paths)?;
         plan.head = Head::Select;
         Some(plan)
     }
 
     /// The plan of a pipeline's head: `filters` (all must hold) then `group` (`None`:
-    /// `$count`).
-    fn new(filters: &[Document], group: Option<&Document>) -> Option<ColumnPlan> {
-        let mut paths = BTreeSet::new();
+    /// `$count`), reading `more_paths` besides theirs.
+    fn new(
+        filters: &[Document],
+        group: Option<&Document>,
+        more_paths: &[String],
+    ) -> Option<ColumnPlan> {
+        let mut paths: BTreeSet<String> = more_paths.iter().cloned().collect();
         for filter in filters {
             filter_paths(filter, &mut paths)?;
         }
@@ -633,6 +646,48 @@ impl Test {
         true
     }
 
+    /// Whether some row of a row group where the path is `info` (`None`: no row has
+    /// it) may pass, by the path's kind and bounds; `true` when they cannot tell.
+    fn may_hold(&self, info: Option<&PathInfo>) -> bool {
+        let Some(info) = info else {
+            return self.holds(Cell::Missing);
+        };
+        if info.kind == Kind::Null {
+            return self.holds(Cell::Null) || self.holds(Cell::Missing);
+        }
+        let Some((least, greatest)) = &info.bounds else {
+            return true;
+        };
+        let order = basalt_value::compare_values;
+        match self {
+            Test::Compare {
+                op,
+                or_equal,
+                value,
+            } => {
+                let bound = if *op == Ordering::Greater {
+                    greatest
+                } else {
+                    least
+                };
+                class(value) == class(bound) && {
+                    let found = order(bound, value);
+                    found == *op || (*or_equal && found == Ordering::Equal)
+                }
+            }
+            Test::In {
+                values,
+                negated: false,
+            } => values.iter().any(|value| {
+                *value == Bson::Null
+                    || (class(value) == class(least)
+                        && order(least, value) != Ordering::Greater
+                        && order(greatest, value) != Ordering::Less)
+            }),
+            _ => true,
+        }
+    }
+
     fn holds(&self, cell: Cell<'_>) -> bool {
         match self {
             Test::In { values, negated } => {
@@ -702,6 +757,33 @@ impl ColumnPlan {
     /// all `rowFilter` gains little from reading chunks).
     pub fn has_loops(&self) -> bool {
         !self.conditions.is_empty() || !self.comparisons.is_empty()
+    }
+
+    /// Whether some row of a row group with `header` may pass the filter: false when a
+    /// condition's path has no value there that passes it (its kind and bounds say so),
+    /// so the row group is skipped without reading its chunks. Only for a row group
+    /// that serves the plan.
+    pub fn may_select(&self, header: &RowGroupHeader) -> bool {
+        self.conditions.iter().all(|condition| {
+            let info = header.paths.get(&self.paths[condition.path]);
+            condition.test.may_hold(info)
+        })
+    }
+
+    /// The value at `path` (one of [`ColumnPlan::paths`]) of each of `rows`, a missing
+    /// one as null: what a sort takes as the key of a document whose path holds no
+    /// array and no document, as in a row group that serves the plan.
+    pub fn values(&self, columns: &RowGroupColumns, path: &str, rows: &[u32]) -> Vec<Bson> {
+        let Some(position) = self.paths.iter().position(|p| p == path) else {
+            return vec![Bson::Null; rows.len()];
+        };
+        rows.iter()
+            .map(|&row| {
+                cell_of(columns, position, row as usize)
+                    .to_bson()
+                    .unwrap_or(Bson::Null)
+            })
+            .collect()
     }
 
     /// The rows of one row group that pass the filter, in order.
@@ -1251,7 +1333,8 @@ mod tests {
     type Outcome = std::result::Result<Vec<Document>, i32>;
 
     /// As [`both`], errors included; `None` for the plan's outcome when the chunks do
-    /// not serve it (a server reads such a row group's documents).
+    /// not serve it (a server reads such a row group's documents). A row group the
+    /// plan's `may_select` rules out is skipped, as a server skips it.
     fn try_both(stages: Vec<Document>, docs: &[Document]) -> (Option<Outcome>, Outcome) {
         let pipeline = Pipeline::parse_aggregate(&stages, None, false, None).unwrap();
         let whole = pipeline
@@ -1282,8 +1365,12 @@ mod tests {
         rest.take_leading_match().unwrap();
         let split = rest.partitioned().unwrap();
         let mut partial = split.empty();
-        let columnar = plan
-            .accumulate(&split, &mut partial, &columns)
+        // A row group the header rules out is not read: its partial stays empty.
+        let read = match plan.may_select(&header) {
+            true => plan.accumulate(&split, &mut partial, &columns),
+            false => Ok(()),
+        };
+        let columnar = read
             .and_then(|()| {
                 split
                     .finish(partial, &crate::pipeline::NoCollections)?
@@ -1399,6 +1486,46 @@ mod tests {
         ] {
             let (columnar, whole) = both(stages.clone(), &docs);
             assert_eq!(columnar, whole, "{stages:?}");
+        }
+    }
+
+    #[test]
+    fn headers_rule_out_row_groups_no_row_of_which_passes() {
+        let projection = ColumnProjection::default();
+        let mut builder = RowGroupBuilder::new(&projection);
+        for i in 1..=10 {
+            let doc = match i {
+                10 => doc! {"a": null, "d": 1.5},
+                _ => doc! {"a": i, "s": format!("k{i}"), "z": null, "d": 2.5},
+            };
+            let raw = bson::RawDocumentBuf::try_from(&doc).unwrap();
+            builder.add(i as u64, &raw).unwrap();
+        }
+        let (header, _) = builder.finish(1).unwrap();
+        let may_select = |filter: Document| {
+            let plan = ColumnPlan::for_filter(&filter, None).unwrap();
+            (plan.may_select(&header), filter)
+        };
+        for (expected, filter) in [
+            (false, doc! {"a": {"$gt": 9}}),
+            (true, doc! {"a": {"$gte": 9}}),
+            (false, doc! {"a": {"$lt": 1_i64}}),
+            (true, doc! {"a": {"$lte": 1.0}}),
+            (false, doc! {"a": {"$in": [0, 11.5, "x"]}}),
+            (true, doc! {"a": {"$in": [0, null]}}),
+            (true, doc! {"a": 4.0, "d": {"$gt": 2}}),
+            (false, doc! {"a": 4.0, "d": {"$gt": 2.5}}),
+            (false, doc! {"a": {"$lt": "z"}}),
+            (false, doc! {"s": {"$gt": "k9"}}),
+            (true, doc! {"s": {"$gte": "k9"}}),
+            (false, doc! {"none": 1}),
+            (true, doc! {"none": null}),
+            (false, doc! {"none": {"$exists": true}}),
+            (false, doc! {"z": {"$gte": 0}}),
+            (true, doc! {"z": {"$exists": true}}),
+            (true, doc! {"a": {"$nin": [1, 2]}}),
+        ] {
+            assert_eq!(may_select(filter.clone()), (expected, filter));
         }
     }
 

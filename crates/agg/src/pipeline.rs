@@ -550,6 +550,14 @@ impl Pipeline {
         }
     }
 
+    /// How many of its first documents a leading `$sort` keeps (a `$limit` after it).
+    pub fn leading_sort_keep(&self) -> Option<u64> {
+        match self.stages.0.first() {
+            Some(Stage::Sort(sort)) => sort.keep,
+            _ => None,
+        }
+    }
+
     /// The size of a leading `$sample`.
     pub fn leading_sample(&self) -> Option<u64> {
         match self.stages.0.first() {

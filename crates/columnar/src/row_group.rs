@@ -27,7 +27,14 @@ pub struct PathInfo {
     pub kind: Kind,
     /// Whether some row holds a document at the path.
     pub has_documents: bool,
+    /// The least and the greatest value of a chunk-held kind (nulls apart), so a query
+    /// can skip a row group where no value passes its filter without reading the chunk.
+    /// `None` for other kinds and for strings past [`BOUND_BYTES_MAX`].
+    pub bounds: Option<(Bson, Bson)>,
 }
+
+/// The longest string kept as a bound: a header is read by every query.
+pub const BOUND_BYTES_MAX: usize = 64;
 
 /// A row group's table of contents: how many rows (documents, in record id order) it
 /// has, and its paths. (A query reads every row group's header, so the rows' record
@@ -67,11 +74,15 @@ impl RowGroupHeader {
             .paths
             .iter()
             .map(|(path, info)| {
-                Bson::Array(vec![
+                let mut entry = vec![
                     Bson::String(path.clone()),
                     Bson::Int32(info.kind.code()),
                     Bson::Boolean(info.has_documents),
-                ])
+                ];
+                if let Some((least, greatest)) = &info.bounds {
+                    entry.extend([least.clone(), greatest.clone()]);
+                }
+                Bson::Array(entry)
             })
             .collect();
         let header = doc! {
@@ -91,13 +102,21 @@ impl RowGroupHeader {
             let Bson::Array(parts) = entry else {
                 return Err(corrupt());
             };
-            match parts.as_slice() {
+            // A header written before row groups kept bounds has none.
+            let (bounds, parts) = match parts.as_slice() {
+                [parts @ .., least, greatest] if parts.len() == 3 => {
+                    (Some((least.clone(), greatest.clone())), parts)
+                }
+                parts => (None, parts),
+            };
+            match parts {
                 [Bson::String(path), Bson::Int32(kind), Bson::Boolean(has_documents)] => {
                     paths.insert(
                         path.clone(),
                         PathInfo {
                             kind: Kind::from_code(*kind)?,
                             has_documents: *has_documents,
+                            bounds,
                         },
                     );
                 }
@@ -235,24 +254,28 @@ impl<'p> RowGroupBuilder<'p> {
                         PathInfo {
                             kind: Kind::Null,
                             has_documents: values.has_documents,
+                            bounds: None,
                         },
                     );
                     continue;
                 }
                 (false, kind, false) => kind.unwrap_or(Kind::Null),
             };
+            let mut bounds = None;
             if kind != Kind::Mixed {
                 let mut cells: Vec<Option<&Bson>> = vec![None; rows];
                 for (row, value) in &values.values {
                     cells[*row] = Some(value);
                 }
                 chunks.push((path.clone(), ColumnChunk::build(kind, &cells)?));
+                bounds = bounds_of(values.values.iter().map(|(_, value)| value));
             }
             paths.insert(
                 path,
                 PathInfo {
                     kind,
                     has_documents: values.has_documents,
+                    bounds,
                 },
             );
         }
@@ -263,6 +286,25 @@ impl<'p> RowGroupBuilder<'p> {
         };
         Ok((header, chunks))
     }
+}
+
+/// The least and the greatest of one chunk's values (of one kind, so compared in
+/// BSON's order), nulls apart; `None` without such values or when a string bound would
+/// pass [`BOUND_BYTES_MAX`].
+fn bounds_of<'v>(values: impl Iterator<Item = &'v Bson>) -> Option<(Bson, Bson)> {
+    let mut bounds: Option<(&Bson, &Bson)> = None;
+    for value in values.filter(|value| **value != Bson::Null) {
+        bounds = Some(match bounds {
+            None => (value, value),
+            Some((least, greatest)) => (
+                std::cmp::min_by(least, value, |a, b| basalt_value::compare_values(a, b)),
+                std::cmp::max_by(greatest, value, |a, b| basalt_value::compare_values(a, b)),
+            ),
+        });
+    }
+    let (least, greatest) = bounds?;
+    let short = |value: &Bson| value.as_str().is_none_or(|s| s.len() <= BOUND_BYTES_MAX);
+    (short(least) && short(greatest)).then(|| (least.clone(), greatest.clone()))
 }
 
 #[cfg(test)]
@@ -296,6 +338,11 @@ mod tests {
         assert_eq!(kind("t.v"), Some((Kind::Double, false)));
         assert_eq!(kind("s"), Some((Kind::Mixed, false)));
         assert_eq!(kind("m"), Some((Kind::Mixed, false)));
+        let bounds = |p: &str| header.paths[p].bounds.clone();
+        assert_eq!(bounds("a"), Some((Bson::Int32(1), Bson::Int32(1))));
+        assert_eq!(bounds("t.v"), Some((Bson::Double(2.5), Bson::Double(3.0))));
+        assert_eq!(bounds("t.q"), Some((Bson::from("1"), Bson::from("1"))));
+        assert_eq!((bounds("m"), bounds("s")), (None, None));
         let chunk = |p: &str| &chunks.iter().find(|(path, _)| path == p).unwrap().1;
         assert_eq!(chunk("a").cell(1), Cell::Null);
         assert_eq!(chunk("a").cell(2), Cell::Missing);
@@ -308,6 +355,31 @@ mod tests {
         assert!(!header.paths.contains_key(RECORD_IDS_PATH));
         assert!(header.serves("a") && header.serves("t.v") && header.serves("nope"));
         assert!(!header.serves("t") && !header.serves("s") && !header.serves("s.x"));
+    }
+
+    #[test]
+    fn bounds_skip_nulls_and_long_strings() {
+        let all = ColumnProjection::default();
+        let mut builder = RowGroupBuilder::new(&all);
+        let long = "z".repeat(BOUND_BYTES_MAX + 1);
+        let docs = [
+            rawdoc! {"n": null, "s": "b", "l": "a"},
+            rawdoc! {"n": -3_i64, "s": "a", "l": long.clone()},
+            rawdoc! {"n": 12_i64, "s": "c"},
+        ];
+        for (row, doc) in docs.iter().enumerate() {
+            builder.add(row as u64, doc).unwrap();
+        }
+        let (header, _) = builder.finish(1).unwrap();
+        let bounds = |p: &str| header.paths[p].bounds.clone();
+        assert_eq!(bounds("n"), Some((Bson::Int64(-3), Bson::Int64(12))));
+        assert_eq!(bounds("s"), Some((Bson::from("a"), Bson::from("c"))));
+        assert_eq!(bounds("l"), None);
+        // A header written before bounds were kept still reads, without them.
+        let old =
+            doc! {"generation": 1_i64, "rows": 3_i64, "paths": [["n", Kind::Int64.code(), false]]};
+        let old = RowGroupHeader::from_bytes(&old.to_vec().unwrap()).unwrap();
+        assert_eq!(old.paths["n"].bounds, None);
     }
 
     #[test]

@@ -10,7 +10,10 @@
 //! it was built and every path the head reads is a leaf of chunk-held values there
 //! (`RowGroupHeader::serves`); any other row group, and the records past the last one,
 //! run through the row engine over their documents. Either way the result is the row
-//! engine's, so which row groups are current only changes the speed.
+//! engine's, so which row groups are current only changes the speed. A served row
+//! group whose header shows that no row passes the filter (a condition's path holds no
+//! value of its class there, or its least and greatest values are out of range) is
+//! not read at all.
 //!
 //! The column store is chosen when the collection has one, the pipeline (the filter)
 //! has a plan, and no hint names another index; an index that pins its leading field to
@@ -26,7 +29,7 @@ use basalt_catalog::{
 };
 use basalt_error::{Error, Result};
 use basalt_plan::{IndexScanPlan, Plan};
-use basalt_query::Matcher;
+use basalt_query::{Matcher, SortSpec};
 use basalt_storage::Snapshot;
 use basalt_value::Collation;
 use bson::{doc, Bson, Document};
@@ -131,16 +134,20 @@ fn stage(collection: &Collection, index: &IndexSpec, plan: &ColumnPlan) -> Resul
     let snapshot = collection.snapshot();
     let view = collection.column_store_view(&*snapshot, index.id)?;
     let last_group = collection.record_id_high_water() >> ROW_GROUP_SPAN_BITS;
-    let from_chunks = (0..=last_group)
+    let served_groups = (0..=last_group)
         .filter(|group| served(&view, plan, *group))
+        .count();
+    let skipped = (0..=last_group)
+        .filter(|group| skipped(&view, plan, *group))
         .count();
     let mut stage = doc! {
         "stage": "COLUMN_SCAN",
         "indexName": index.name.clone(),
         "paths": plan.paths().to_vec(),
         "rowGroups": (last_group + 1) as i64,
-        "rowGroupsFromChunks": from_chunks as i64,
-        "rowGroupsFromDocuments": (last_group + 1) as i64 - from_chunks as i64,
+        "rowGroupsSkipped": skipped as i64,
+        "rowGroupsFromChunks": (served_groups - skipped) as i64,
+        "rowGroupsFromDocuments": (last_group + 1) as i64 - served_groups as i64,
     };
     stage.extend(plan.explain());
     Ok(stage)
@@ -155,6 +162,12 @@ fn served(view: &ColumnStoreView, plan: &ColumnPlan, group: u64) -> bool {
             .paths()
             .iter()
             .all(|path| view.groups[&group].serves(path))
+}
+
+/// Whether row group `group` is [`served`] and its header shows that no row passes
+/// the plan's filter (`ColumnPlan::may_select`), so it is not read at all.
+fn skipped(view: &ColumnStoreView, plan: &ColumnPlan, group: u64) -> bool {
+    served(view, plan, group) && !plan.may_select(&view.groups[&group])
 }
 
 /// The chunks `plan` reads in row group `group`, when it is [`served`].
@@ -182,6 +195,7 @@ fn read_columns(
 /// What a column scan read, for explain and the profiler.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct ColumnScanStats {
+    pub row_groups_skipped: u64,
     pub row_groups_from_chunks: u64,
     pub row_groups_from_documents: u64,
     pub rows_from_chunks: u64,
@@ -222,6 +236,10 @@ pub(crate) fn run(
         &|group| {
             let mut stats = ColumnScanStats::default();
             match group {
+                RowGroup::Skipped => {
+                    stats.row_groups_skipped = 1;
+                    Ok(Some((split.empty(), stats)))
+                }
                 RowGroup::Chunks(columns) => {
                     let mut partial = split.empty();
                     plan.accumulate(split, &mut partial, &columns)?;
@@ -242,6 +260,7 @@ pub(crate) fn run(
         let Some((partial, stats)) = result else {
             return Ok(None);
         };
+        total.row_groups_skipped += stats.row_groups_skipped;
         total.row_groups_from_chunks += stats.row_groups_from_chunks;
         total.row_groups_from_documents += stats.row_groups_from_documents;
         total.rows_from_chunks += stats.rows_from_chunks;
@@ -253,16 +272,19 @@ pub(crate) fn run(
     Ok(Some((merged, total)))
 }
 
-/// One row group as a column scan reads it: its chunks, or its records.
+/// One row group as a column scan reads it: not at all, its chunks, or its records.
 enum RowGroup<'s> {
+    /// No row passes the filter ([`skipped`]).
+    Skipped,
     Chunks(RowGroupColumns),
     Documents(&'s RangeScan<'s>, RecordRange),
 }
 
 /// Runs `work` over every row group of `index` in one snapshot, on the scan workers,
-/// with the row group's chunks where it is [`served`], else with its record range (the
-/// last one open-ended) and a scan of it that matches `matcher` and decodes what
-/// `needs` says; the results come in record order.
+/// with nothing where it is [`skipped`], with the row group's chunks where it is
+/// [`served`], else with its record range (the last one open-ended) and a scan of it
+/// that matches `matcher` and decodes what `needs` says; the results come in record
+/// order.
 #[allow(clippy::too_many_arguments)]
 fn over_row_groups<T: Send>(
     collection: &Collection,
@@ -292,6 +314,9 @@ fn over_row_groups<T: Send>(
         let group = range
             .after
             .map_or(0, |after| (after + 1) >> ROW_GROUP_SPAN_BITS);
+        if skipped(&view, plan, group) {
+            return work(RowGroup::Skipped);
+        }
         match read_columns(collection, &*snapshot, &view, plan, group)? {
             Some(columns) => work(RowGroup::Chunks(columns)),
             None => work(RowGroup::Documents(&scan, range)),
@@ -326,30 +351,67 @@ pub(crate) fn partition_partial(
 }
 
 /// A query's read through a column store index: the index and the filter its chunks
-/// select rows by ([`ColumnPlan::for_filter`]).
+/// select rows by ([`ColumnPlan::for_filter`]), and for a sorted query with a limit,
+/// the sort and how many of its first documents the query keeps.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ColumnFind {
     pub index: IndexSpec,
     pub filter: Document,
+    pub top: Option<Top>,
 }
 
+/// The first `keep` documents by `sort`: a find (`skip` + `limit`) that the chunks rank
+/// before any document is fetched.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Top {
+    pub sort: Document,
+    pub keep: usize,
+}
+
+/// The most documents a [`Top`] ranks from the chunks; a query keeping more sorts the
+/// documents it fetches, under the blocking sort's memory limit.
+const TOP_KEEP_MAX: usize = 100_000;
+
 impl ColumnFind {
-    /// The plan its filter has (checked when the path was chosen).
+    /// The plan its filter (and sort) has (checked when the path was chosen).
     fn plan(&self) -> Result<ColumnPlan> {
-        ColumnPlan::for_filter(&self.filter)
+        ColumnPlan::for_filter(&self.filter, self.top.as_ref().map(|top| &top.sort))
             .ok_or_else(|| Error::internal("a column find's filter has no column plan"))
+    }
+}
+
+/// Makes `find` rank its documents by `sort` and keep the first `keep` of them, when
+/// the column store keeps the sort's paths. The blocking sort above it still sorts
+/// what is fetched: a row group that is not served hands all its matching documents to
+/// it, and ties between documents the chunks rank and the others are broken by record
+/// order, as the sort is stable.
+pub(crate) fn rank_first(find: &mut ColumnFind, sort: Option<&Document>, keep: Option<usize>) {
+    let (Some(sort), Some(keep)) = (sort, keep) else {
+        return;
+    };
+    let plan = ColumnPlan::for_filter(&find.filter, Some(sort));
+    let kept = find.index.column_store().is_some_and(|projection| {
+        plan.is_some_and(|plan| plan.paths().iter().all(|p| projection.keeps(p)))
+    });
+    if kept && (1..=TOP_KEEP_MAX).contains(&keep) {
+        find.top = Some(Top {
+            sort: sort.clone(),
+            keep,
+        });
     }
 }
 
 /// A column find for a query the planner would read `otherwise`, when the collection's
 /// column store index serves `filter` and the column store should read it: without a
 /// collation (the loops compare strings by their bytes), with part of the filter run as
-/// loops over chunks unless a hint names the index, and as [`preferred_over`] says.
+/// loops over chunks or a `sort` whose paths it keeps (its rows may then be ranked,
+/// [`rank_first`]) unless a hint names the index, and as [`preferred_over`] says.
 pub(crate) fn find_path(
     collection: &Collection,
     filter: &Document,
     collation: Option<&Collation>,
     hint: Option<&Bson>,
+    sort: Option<&Document>,
     otherwise: Otherwise<'_>,
 ) -> Option<ColumnFind> {
     if collation.is_some() {
@@ -364,12 +426,18 @@ pub(crate) fn find_path(
     {
         return None;
     }
-    let plan = ColumnPlan::for_filter(filter)?;
+    let plan = ColumnPlan::for_filter(filter, None)?;
     let index = eligible_index(collection, &plan, hint)?;
     let hinted = hint.is_some();
-    (preferred_over(otherwise, hinted) && (hinted || plan.has_loops())).then(|| ColumnFind {
+    let ranks = || {
+        sort.and_then(|sort| ColumnPlan::for_filter(filter, Some(sort)))
+            .is_some_and(|sorted| eligible_index(collection, &sorted, hint).is_some())
+    };
+    let worth_it = hinted || plan.has_loops() || ranks();
+    (preferred_over(otherwise, hinted) && worth_it).then(|| ColumnFind {
         index,
         filter: filter.clone(),
+        top: None,
     })
 }
 
@@ -387,9 +455,11 @@ pub enum Segment {
 /// with more, its records are scanned.
 const FETCH_ONE_IN_MIN: usize = 8;
 
-/// The segments of a column find (its first batch's work): for each row group, the
-/// records its chunks select, or its range where it is not served or most rows pass;
-/// then the records past the last row group.
+/// The segments of a column find (its first batch's work): for each row group not
+/// [`skipped`], the records its chunks select, or its range where it is not served or
+/// most rows pass; then the records past the last row group. With a [`Top`], a served
+/// row group's selected rows are ranked by the sort's values in the chunks, and only
+/// the first `keep` of all of them are fetched, however many pass.
 pub(crate) fn find_segments(
     collection: &Collection,
     snapshot: &dyn Snapshot,
@@ -399,15 +469,23 @@ pub(crate) fn find_segments(
     let plan = find.plan()?;
     let view = collection.column_store_view(snapshot, find.index.id)?;
     let last_group = collection.record_id_high_water() >> ROW_GROUP_SPAN_BITS;
+    let mut ranked = find.top.as_ref().map(Ranking::new).transpose()?;
     let mut segments = Vec::new();
     for group in 0..=last_group {
         deadline.check()?;
+        if skipped(&view, &plan, group) {
+            continue;
+        }
         let (after, last) = ColumnStoreView::record_range(group);
         let range = RecordRange { after, last };
-        match selected_records(collection, snapshot, &view, &plan, group)? {
-            Some(records) if records.len() * FETCH_ONE_IN_MIN <= view.groups[&group].rows => {
-                if !records.is_empty() {
-                    segments.push(Segment::Records(records));
+        let selection = selection(collection, snapshot, &view, &plan, group)?;
+        match (selection, &mut ranked) {
+            (Some(selection), Some(ranked)) => ranked.offer(&plan, &selection),
+            (Some(selection), None)
+                if selection.records.len() * FETCH_ONE_IN_MIN <= view.groups[&group].rows =>
+            {
+                if !selection.records.is_empty() {
+                    segments.push(Segment::Records(selection.records));
                 }
             }
             _ => push_range(&mut segments, range),
@@ -419,7 +497,10 @@ pub(crate) fn find_segments(
         last: u64::MAX,
     };
     push_range(&mut segments, past);
-    Ok(segments)
+    Ok(match ranked {
+        Some(ranked) => ranked.interleave(segments),
+        None => segments,
+    })
 }
 
 /// Appends a range to the segments, as part of the previous one when they meet.
@@ -432,15 +513,23 @@ fn push_range(segments: &mut Vec<Segment>, range: RecordRange) {
     }
 }
 
-/// The records of row group `group` whose rows pass `plan`'s filter; `None` when the
-/// group is not served, or was built before row groups kept their record ids.
-fn selected_records(
+/// The rows of a row group that pass a plan's filter, with the chunks they were
+/// selected from and their record ids.
+struct Selection {
+    columns: RowGroupColumns,
+    rows: Vec<u32>,
+    records: Vec<u64>,
+}
+
+/// The rows of row group `group` that pass `plan`'s filter; `None` when the group is
+/// not served, or was built before row groups kept their record ids.
+fn selection(
     collection: &Collection,
     snapshot: &dyn Snapshot,
     view: &ColumnStoreView,
     plan: &ColumnPlan,
     group: u64,
-) -> Result<Option<Vec<u64>>> {
+) -> Result<Option<Selection>> {
     let Some(columns) = read_columns(collection, snapshot, view, plan, group)? else {
         return Ok(None);
     };
@@ -456,19 +545,119 @@ fn selected_records(
         }
     };
     let first = group << ROW_GROUP_SPAN_BITS;
-    let selected = plan.select(&columns)?;
-    Ok(Some(
-        selected
-            .iter()
-            .map(|&row| first + offsets[row as usize] as u64)
-            .collect(),
-    ))
+    let rows = plan.select(&columns)?;
+    let records = rows
+        .iter()
+        .map(|&row| first + offsets[row as usize] as u64)
+        .collect();
+    Ok(Some(Selection {
+        columns,
+        rows,
+        records,
+    }))
 }
 
-/// The explain stage of a column find: `COLUMN_SCAN` as for an aggregation.
+/// The first records by a [`Top`]'s sort among the rows selected in served row groups,
+/// offered in record order.
+struct Ranking {
+    spec: SortSpec,
+    paths: Vec<String>,
+    keep: usize,
+    /// Each candidate's sort key and record id; trimmed to the first `keep` whenever it
+    /// reaches twice that.
+    best: Vec<(Vec<Bson>, u64)>,
+    /// The key of the `keep`-th candidate after the last trim: a later row (so a later
+    /// record) ranks after it unless its key sorts strictly before.
+    bar: Option<Vec<Bson>>,
+}
+
+impl Ranking {
+    fn new(top: &Top) -> Result<Ranking> {
+        Ok(Ranking {
+            spec: SortSpec::new(&top.sort)?,
+            paths: top.sort.keys().cloned().collect(),
+            keep: top.keep,
+            best: Vec::new(),
+            bar: None,
+        })
+    }
+
+    fn offer(&mut self, plan: &ColumnPlan, selection: &Selection) {
+        let mut values: Vec<std::vec::IntoIter<Bson>> = self
+            .paths
+            .iter()
+            .map(|path| {
+                plan.values(&selection.columns, path, &selection.rows)
+                    .into_iter()
+            })
+            .collect();
+        for &record in &selection.records {
+            let key: Vec<Bson> = values
+                .iter_mut()
+                .map(|v| v.next().unwrap_or(Bson::Null))
+                .collect();
+            if self
+                .bar
+                .as_ref()
+                .is_some_and(|bar| self.spec.compare_keys(&key, bar) != std::cmp::Ordering::Less)
+            {
+                continue;
+            }
+            self.best.push((key, record));
+            if self.best.len() >= 2 * self.keep {
+                self.trim();
+            }
+        }
+    }
+
+    /// Keeps the first `keep` candidates, by key then record order.
+    fn trim(&mut self) {
+        let spec = &self.spec;
+        self.best
+            .sort_by(|(a, x), (b, y)| spec.compare_keys(a, b).then(x.cmp(y)));
+        self.best.truncate(self.keep);
+        if self.best.len() == self.keep {
+            self.bar = self.best.last().map(|(key, _)| key.clone());
+        }
+    }
+
+    /// The ranges of `segments` with the records ranked first between them, in record
+    /// order.
+    fn interleave(mut self, segments: Vec<Segment>) -> Vec<Segment> {
+        self.trim();
+        let mut records: Vec<u64> = self.best.into_iter().map(|(_, record)| record).collect();
+        records.sort_unstable();
+        let mut rest = records.as_slice();
+        let mut out = Vec::with_capacity(segments.len() * 2 + 1);
+        for segment in segments {
+            if let Segment::Range(range) = &segment {
+                let before = rest.partition_point(|id| range.after.is_some_and(|a| *id <= a));
+                if before > 0 {
+                    out.push(Segment::Records(rest[..before].to_vec()));
+                    rest = &rest[before..];
+                }
+            }
+            out.push(segment);
+        }
+        if !rest.is_empty() {
+            out.push(Segment::Records(rest.to_vec()));
+        }
+        out
+    }
+}
+
+/// The explain stage of a column find: `COLUMN_SCAN` as for an aggregation, with the
+/// sort and the number of documents the chunks rank first when it has a [`Top`].
 pub(crate) fn find_stage(collection: &Collection, find: &ColumnFind) -> Result<Document> {
     let plan = find.plan()?;
-    stage(collection, &find.index, &plan)
+    let mut stage = stage(collection, &find.index, &plan)?;
+    if let Some(top) = &find.top {
+        stage.insert(
+            "topK",
+            doc! {"sortPattern": top.sort.clone(), "limitAmount": top.keep as i64},
+        );
+    }
+    Ok(stage)
 }
 
 /// How many documents match a column find's filter: the rows its chunks select in the
@@ -492,6 +681,7 @@ pub(crate) fn count(
         &deadline,
         workers,
         &|group| match group {
+            RowGroup::Skipped => Ok(0),
             RowGroup::Chunks(columns) => Ok(plan.select(&columns)?.len() as i64),
             RowGroup::Documents(scan, range) => scan.count(range),
         },

@@ -163,7 +163,7 @@ impl AccessPath {
                 plan_choice(collection, filter, collation, hint, sort, projection)?;
             let mut path = AccessPath::from(choice.winner);
             if filtered.is_none() && !sorted {
-                path = path.or_column_store(collection, filter, collation, hint);
+                path = path.or_column_store(collection, filter, collation, hint, sort);
             }
             path.note_index_uses(collection);
             return Ok((path, sorted));
@@ -184,7 +184,7 @@ impl AccessPath {
         )?;
         let mut path = AccessPath::from(plan);
         if !sorted {
-            path = path.or_column_store(collection, filter, collation, None);
+            path = path.or_column_store(collection, filter, collation, None, sort);
         }
         path.note_index_uses(collection);
         Ok((path, sorted))
@@ -198,8 +198,10 @@ impl AccessPath {
         filter: &Document,
         collation: Option<&Collation>,
         hint: Option<&Bson>,
+        sort: Option<&Document>,
     ) -> AccessPath {
-        match crate::column_scan::find_path(collection, filter, collation, hint, (&self).into()) {
+        let otherwise = (&self).into();
+        match crate::column_scan::find_path(collection, filter, collation, hint, sort, otherwise) {
             Some(find) => AccessPath::Columns(Box::new(find)),
             None => self,
         }

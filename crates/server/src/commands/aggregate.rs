@@ -268,6 +268,15 @@ pub(super) fn results(
                     // The index scan returns documents in the `$sort`'s order.
                     pipeline.remove_leading_sort();
                 }
+                // A column find ranks its rows for a `$sort` with a `$limit` and
+                // fetches only the first.
+                let mut path = path;
+                if let AccessPath::Columns(find) = &mut path {
+                    let keep = pipeline
+                        .leading_sort_keep()
+                        .map(|keep| usize::try_from(keep).unwrap_or(usize::MAX));
+                    crate::column_scan::rank_first(find, pipeline.leading_sort(), keep);
+                }
                 let matcher = Matcher::new(&filter)?.with_collation(collation.as_ref());
                 if let Some(shape) = pipeline.pass_through() {
                     let source = pass_through(ctx, collection, matcher, path, shape, &deadline)?;

@@ -159,10 +159,16 @@ pub fn explain(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                     &query.filter,
                     collation.as_ref(),
                     query.hint,
+                    query.sort,
                     (&choice.winner).into(),
                 ),
                 _ => None,
             };
+            let mut column = column;
+            if let Some(find) = &mut column {
+                let keep = query.limit.map(|limit| (limit + query.skip) as usize);
+                crate::column_scan::rank_first(find, query.sort, keep);
+            }
             let column_stage = column
                 .as_ref()
                 .map(|find| crate::column_scan::find_stage(&collection, find))

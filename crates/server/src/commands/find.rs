@@ -418,6 +418,12 @@ fn collection_source(
             // The sort reads its fields, the projection the rest: a covering index or
             // a partial decoding serves both.
             let read = read.map(|read| with_sort_fields(read, sort));
+            // A column find ranks its rows by the chunks and fetches only the first.
+            let mut path = path;
+            if let AccessPath::Columns(find) = &mut path {
+                let keep = limit.map(|limit| (skip + limit) as usize);
+                crate::column_scan::rank_first(find, sort, keep);
+            }
             let matches = CollectionScan::new(collection, matcher, path, None, 0, None, deadline)
                 .with_fields(read);
             window.sorted(&spec, matches.into_stream(), projection)?
