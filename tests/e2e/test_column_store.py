@@ -206,10 +206,23 @@ def test_row_groups_whose_bounds_rule_them_out_are_not_read(db):
     (explain's `rowGroupsSkipped`), in an aggregation, a find and a count alike; a row
     group written since its build is read from its documents instead."""
     plain, indexed = db.plain, db.indexed
-    docs = [{"_id": i, "n": i, "k": "abc"[i % 3], "s": f"s{i:06d}"} for i in range(140_000)]
+    docs = [
+        # `x`: ints in the first row group, doubles of the same values after it.
+        {
+            "_id": i,
+            "n": i,
+            "k": "abc"[i % 3],
+            "s": f"s{i:06d}",
+            "x": i % 7 if i < 65_535 else i % 7 + 0.0,
+        }
+        for i in range(140_000)
+    ]
     for coll in (plain, indexed):
         coll.insert_many(docs)
     indexed.create_index(COLUMN_STORE, name="cs")
+    # The first of equal values in record order stands for them, across row groups.
+    for filter in ({}, {"n": {"$gte": 100_000}}, {"k": "b"}):
+        assert indexed.distinct("x", filter) == plain.distinct("x", filter), filter
     group = {"$group": {"_id": "$k", "c": {"$sum": 1}, "n": {"$sum": "$n"}}}
     cases = [
         ({"n": {"$gte": 135_000}}, 2),
@@ -430,6 +443,38 @@ def test_finds_counts_and_writes_read_the_chunks(twins):
         assert time.monotonic() < deadline, "the written row group was never merged"
         time.sleep(0.2)
     same_finds()
+
+
+def test_distinct_takes_the_key_from_its_chunk(twins):
+    """`distinct` reads the key's chunk where the row group serves it (no document is
+    decoded), the documents elsewhere (arrays, mixed types): the values, their order
+    and which of equal numbers stands for them are the row engine's."""
+    plain, indexed = twins
+    keys = ["k", "d", "t.q", "t.v", "n", "t", "nothing"]
+    filters = [{}, {"d": {"$gt": 1}}, {"k": {"$in": ["a", None]}}, {"$expr": {"$lt": ["$d", 1]}}]
+
+    def same_values():
+        for key in keys:
+            for filter in filters:
+                want = plain.distinct(key, filter)
+                assert indexed.distinct(key, filter) == want, (key, filter)
+
+    same_values()
+    explained = indexed.database.command(
+        "explain", {"distinct": indexed.name, "key": "d", "query": {}}, verbosity="queryPlanner"
+    )
+    assert column_scan(explained["queryPlanner"]["winningPlan"])["paths"] == ["d"]
+    # 1, 1.0 and NumberLong(1) are one value: the first in record order stands for it.
+    for coll in (plain, indexed):
+        coll.insert_many([{"_id": 10_000 + i, "d": value} for i, value in enumerate([1.0, 1, 2])])
+        coll.update_many({"k": "c"}, {"$set": {"d": 1.5}})
+    same_values()
+    # (`d` now holds ints and doubles: its row group reads it from documents for good.)
+    deadline = time.monotonic() + 30
+    while find_plan(indexed, {"k": "a"})["inputStage"]["rowGroupsFromDocuments"] != 0:
+        assert time.monotonic() < deadline, "the written row group was never merged"
+        time.sleep(0.2)
+    same_values()
 
 
 def test_projection_keeps_only_its_paths(db):

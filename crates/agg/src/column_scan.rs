@@ -187,21 +187,24 @@ impl Pipeline {
 
 impl ColumnPlan {
     /// The plan that selects the rows matching a query's `filter` (a find's, a
-    /// count's), when the filter names every path it reads, and reads the paths of
-    /// `sort` too (a sort's keys, by field path and direction only), so that the rows
-    /// it selects can be ranked ([`ColumnPlan::values`]). (A query with a collation
+    /// count's), when the filter names every path it reads, and reads `more_paths` too
+    /// (a sort's, [`ColumnPlan::sort_paths`], or a distinct's key), whose values
+    /// [`ColumnPlan::values`] gives for the rows it selects. (A query with a collation
     /// has none: the loops compare strings by their bytes.)
-    pub fn for_filter(filter: &Document, sort: Option<&Document>) -> Option<ColumnPlan> {
-        let mut sort_paths = Vec::new();
-        for (path, direction) in sort.into_iter().flatten() {
-            if path.starts_with('$') || basalt_value::as_f64(direction).is_none() {
-                return None;
-            }
-            sort_paths.push(path.clone());
-        }
-        let mut plan = ColumnPlan::new(std::slice::from_ref(filter), None, &sort_paths)?;
+    pub fn for_filter(filter: &Document, more_paths: &[String]) -> Option<ColumnPlan> {
+        let mut plan = ColumnPlan::new(std::slice::from_ref(filter), None, more_paths)?;
         plan.head = Head::Select;
         Some(plan)
+    }
+
+    /// The paths of a sort that ranks by field paths and directions only (no `$meta`).
+    pub fn sort_paths(sort: &Document) -> Option<Vec<String>> {
+        sort.iter()
+            .map(|(path, direction)| {
+                let plain = !path.starts_with('$') && basalt_value::as_f64(direction).is_some();
+                plain.then(|| path.clone())
+            })
+            .collect()
     }
 
     /// The plan of a pipeline's head: `filters` (all must hold) then `group` (`None`:
@@ -770,19 +773,15 @@ impl ColumnPlan {
         })
     }
 
-    /// The value at `path` (one of [`ColumnPlan::paths`]) of each of `rows`, a missing
-    /// one as null: what a sort takes as the key of a document whose path holds no
-    /// array and no document, as in a row group that serves the plan.
-    pub fn values(&self, columns: &RowGroupColumns, path: &str, rows: &[u32]) -> Vec<Bson> {
+    /// The value at `path` (one of [`ColumnPlan::paths`]) of each of `rows`, `None`
+    /// where it is missing: in a row group that serves the plan, what a document's
+    /// path reaches (it holds no array and no document there).
+    pub fn values(&self, columns: &RowGroupColumns, path: &str, rows: &[u32]) -> Vec<Option<Bson>> {
         let Some(position) = self.paths.iter().position(|p| p == path) else {
-            return vec![Bson::Null; rows.len()];
+            return vec![None; rows.len()];
         };
         rows.iter()
-            .map(|&row| {
-                cell_of(columns, position, row as usize)
-                    .to_bson()
-                    .unwrap_or(Bson::Null)
-            })
+            .map(|&row| cell_of(columns, position, row as usize).to_bson())
             .collect()
     }
 
@@ -1503,7 +1502,7 @@ mod tests {
         }
         let (header, _) = builder.finish(1).unwrap();
         let may_select = |filter: Document| {
-            let plan = ColumnPlan::for_filter(&filter, None).unwrap();
+            let plan = ColumnPlan::for_filter(&filter, &[]).unwrap();
             (plan.may_select(&header), filter)
         };
         for (expected, filter) in [

@@ -31,7 +31,7 @@ use basalt_error::{Error, Result};
 use basalt_plan::{IndexScanPlan, Plan};
 use basalt_query::{Matcher, SortSpec};
 use basalt_storage::Snapshot;
-use basalt_value::Collation;
+use basalt_value::{Collation, DistinctValues, FieldPath};
 use bson::{doc, Bson, Document};
 
 /// The column store index that may read a pipeline with `plan`: the collection's, when
@@ -350,13 +350,15 @@ pub(crate) fn partition_partial(
     Ok((!split.exceeds_memory(&partial)).then_some(partial))
 }
 
-/// A query's read through a column store index: the index and the filter its chunks
-/// select rows by ([`ColumnPlan::for_filter`]), and for a sorted query with a limit,
-/// the sort and how many of its first documents the query keeps.
+/// A query's read through a column store index: the index, the filter its chunks
+/// select rows by ([`ColumnPlan::for_filter`]), the paths it reads of the rows besides
+/// the filter's (a sort's, a distinct's key), and for a sorted query with a limit, the
+/// sort and how many of its first documents the query keeps.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ColumnFind {
     pub index: IndexSpec,
     pub filter: Document,
+    pub reads: Vec<String>,
     pub top: Option<Top>,
 }
 
@@ -375,7 +377,7 @@ const TOP_KEEP_MAX: usize = 100_000;
 impl ColumnFind {
     /// The plan its filter (and sort) has (checked when the path was chosen).
     fn plan(&self) -> Result<ColumnPlan> {
-        ColumnPlan::for_filter(&self.filter, self.top.as_ref().map(|top| &top.sort))
+        ColumnPlan::for_filter(&self.filter, &self.reads)
             .ok_or_else(|| Error::internal("a column find's filter has no column plan"))
     }
 }
@@ -389,11 +391,15 @@ pub(crate) fn rank_first(find: &mut ColumnFind, sort: Option<&Document>, keep: O
     let (Some(sort), Some(keep)) = (sort, keep) else {
         return;
     };
-    let plan = ColumnPlan::for_filter(&find.filter, Some(sort));
+    let Some(paths) = ColumnPlan::sort_paths(sort) else {
+        return;
+    };
+    let plan = ColumnPlan::for_filter(&find.filter, &paths);
     let kept = find.index.column_store().is_some_and(|projection| {
         plan.is_some_and(|plan| plan.paths().iter().all(|p| projection.keeps(p)))
     });
     if kept && (1..=TOP_KEEP_MAX).contains(&keep) {
+        find.reads = paths;
         find.top = Some(Top {
             sort: sort.clone(),
             keep,
@@ -404,14 +410,15 @@ pub(crate) fn rank_first(find: &mut ColumnFind, sort: Option<&Document>, keep: O
 /// A column find for a query the planner would read `otherwise`, when the collection's
 /// column store index serves `filter` and the column store should read it: without a
 /// collation (the loops compare strings by their bytes), with part of the filter run as
-/// loops over chunks or a `sort` whose paths it keeps (its rows may then be ranked,
-/// [`rank_first`]) unless a hint names the index, and as [`preferred_over`] says.
+/// loops over chunks, or `reads` (paths the query takes from the selected rows: a
+/// sort's, which may then rank them, [`rank_first`], or a distinct's key) all kept,
+/// unless a hint names the index; and as [`preferred_over`] says.
 pub(crate) fn find_path(
     collection: &Collection,
     filter: &Document,
     collation: Option<&Collation>,
     hint: Option<&Bson>,
-    sort: Option<&Document>,
+    reads: &[String],
     otherwise: Otherwise<'_>,
 ) -> Option<ColumnFind> {
     if collation.is_some() {
@@ -426,17 +433,21 @@ pub(crate) fn find_path(
     {
         return None;
     }
-    let plan = ColumnPlan::for_filter(filter, None)?;
+    let plan = ColumnPlan::for_filter(filter, &[])?;
     let index = eligible_index(collection, &plan, hint)?;
     let hinted = hint.is_some();
-    let ranks = || {
-        sort.and_then(|sort| ColumnPlan::for_filter(filter, Some(sort)))
-            .is_some_and(|sorted| eligible_index(collection, &sorted, hint).is_some())
-    };
-    let worth_it = hinted || plan.has_loops() || ranks();
+    let reads_kept = !reads.is_empty()
+        && ColumnPlan::for_filter(filter, reads)
+            .is_some_and(|with_reads| eligible_index(collection, &with_reads, hint).is_some());
+    let worth_it = hinted || plan.has_loops() || reads_kept;
     (preferred_over(otherwise, hinted) && worth_it).then(|| ColumnFind {
         index,
         filter: filter.clone(),
+        reads: if reads_kept {
+            reads.to_vec()
+        } else {
+            Vec::new()
+        },
         top: None,
     })
 }
@@ -583,7 +594,7 @@ impl Ranking {
     }
 
     fn offer(&mut self, plan: &ColumnPlan, selection: &Selection) {
-        let mut values: Vec<std::vec::IntoIter<Bson>> = self
+        let mut values: Vec<std::vec::IntoIter<Option<Bson>>> = self
             .paths
             .iter()
             .map(|path| {
@@ -592,9 +603,10 @@ impl Ranking {
             })
             .collect();
         for &record in &selection.records {
+            // A missing value sorts as null.
             let key: Vec<Bson> = values
                 .iter_mut()
-                .map(|v| v.next().unwrap_or(Bson::Null))
+                .map(|v| v.next().flatten().unwrap_or(Bson::Null))
                 .collect();
             if self
                 .bar
@@ -687,4 +699,60 @@ pub(crate) fn count(
         },
     )?;
     Ok(counts.into_iter().sum())
+}
+
+/// The distinct values at `key` among the documents a column find's filter matches, in
+/// MongoDB's order: taken from the chunks where a row group serves the filter and the
+/// key, from the documents elsewhere, over row groups on the scan workers, and merged
+/// in record order, so the first of equal values (1 and 1.0) stands for them as in a
+/// scan. `None` when the column store does not keep the key.
+pub(crate) fn distinct(
+    collection: &Collection,
+    find: &ColumnFind,
+    key: &str,
+    matcher: &Matcher,
+    deadline: Deadline,
+    workers: usize,
+) -> Result<Option<Vec<Bson>>> {
+    let Some(plan) = ColumnPlan::for_filter(&find.filter, &[key.to_string()]) else {
+        return Ok(None);
+    };
+    if eligible_index(collection, &plan, None).is_none_or(|index| index.id != find.index.id) {
+        return Ok(None);
+    }
+    let path = FieldPath::parse(key);
+    let top_level = [key.split('.').next().unwrap_or(key).to_string()];
+    let per_group = over_row_groups(
+        collection,
+        &find.index,
+        &plan,
+        matcher,
+        Needs::Fields(&top_level),
+        &deadline,
+        workers,
+        &|group| {
+            let mut values = DistinctValues::new(None);
+            match group {
+                RowGroup::Skipped => {}
+                RowGroup::Chunks(columns) => {
+                    let rows = plan.select(&columns)?;
+                    for value in plan.values(&columns, key, &rows).iter().flatten() {
+                        values.insert(value);
+                    }
+                }
+                RowGroup::Documents(scan, range) => {
+                    scan.visit(range, &mut ExecStats::default(), &mut |_, _, doc| {
+                        values.insert_reached(&path, &doc);
+                        Ok(Step::Continue)
+                    })?;
+                }
+            }
+            Ok(values.into_vec())
+        },
+    )?;
+    let mut values = DistinctValues::new(None);
+    for value in per_group.iter().flatten() {
+        values.insert(value);
+    }
+    Ok(Some(values.into_vec()))
 }

@@ -9,6 +9,7 @@ use crate::column_scan::{ColumnFind, Segment};
 use crate::operations::Progress;
 use crate::parallel_scan::{self, RecordRange};
 use crate::request::Fields;
+use basalt_agg::ColumnPlan;
 use basalt_catalog::{Collection, IndexSpec, TEXT_KEY_FIELD};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_expr::Scope;
@@ -201,7 +202,9 @@ impl AccessPath {
         sort: Option<&Document>,
     ) -> AccessPath {
         let otherwise = (&self).into();
-        match crate::column_scan::find_path(collection, filter, collation, hint, sort, otherwise) {
+        let reads = sort.and_then(ColumnPlan::sort_paths).unwrap_or_default();
+        match crate::column_scan::find_path(collection, filter, collation, hint, &reads, otherwise)
+        {
             Some(find) => AccessPath::Columns(Box::new(find)),
             None => self,
         }

@@ -4,7 +4,8 @@
 
 use crate::collation::Collation;
 use crate::compare::compare_values_with;
-use bson::Bson;
+use crate::path::{FieldPath, Reached};
+use bson::{Bson, Document};
 
 /// Distinct values kept in MongoDB's order. Of values that are the same, the first one
 /// inserted stands for all of them, as in MongoDB.
@@ -29,6 +30,19 @@ impl<'a> DistinctValues<'a> {
             .binary_search_by(|v| compare_values_with(v, value, self.collation));
         if let Err(position) = found {
             self.values.insert(position, value.clone());
+        }
+    }
+
+    /// Adds the values `path` reaches in `doc`, an array's by its elements.
+    pub fn insert_reached(&mut self, path: &FieldPath, doc: &Document) {
+        for reached in path.reached(doc) {
+            let Reached::Value { value, .. } = reached else {
+                continue;
+            };
+            match value {
+                Bson::Array(items) => items.iter().for_each(|item| self.insert(item)),
+                other => self.insert(other),
+            }
         }
     }
 

@@ -30,19 +30,6 @@ pub(super) fn key(body: &Document) -> Result<String> {
     }
 }
 
-/// Adds the values `path` reaches in `doc` to `values`, an array's by its elements.
-pub(super) fn add_values(path: &FieldPath, doc: &Document, values: &mut DistinctValues) {
-    for reached in path.reached(doc) {
-        let basalt_value::Reached::Value { value, .. } = reached else {
-            continue;
-        };
-        match value {
-            Bson::Array(items) => items.iter().for_each(|item| values.insert(item)),
-            other => values.insert(other),
-        }
-    }
-}
-
 /// The fields of a `distinct` command besides the generic ones.
 pub fn distinct(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     super::generic_arguments::refuse_write_concern("distinct", body)?;
@@ -56,19 +43,49 @@ pub fn distinct(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let Some(collection) = ctx.server.catalog.get(ctx.db, name) else {
         return Ok(doc! { "values": [] });
     };
-    let path = FieldPath::parse(&key);
+    let hint = body.get("hint");
+    let chosen = AccessPath::choose(&collection, &filter, collation.as_ref(), hint)?;
+    // The key alone makes the column store worth reading: its chunk holds the values.
+    let reads = [key.clone()];
+    let column = crate::column_scan::find_path(
+        &collection,
+        &filter,
+        collation.as_ref(),
+        hint,
+        &reads,
+        (&chosen).into(),
+    );
+    let path = match column {
+        Some(find) => AccessPath::Columns(Box::new(find)),
+        None => chosen,
+    };
+    if let AccessPath::Columns(find) = &path {
+        let workers = ctx.server.scan_workers();
+        let found = crate::column_scan::distinct(
+            &collection,
+            find,
+            &key,
+            &matcher,
+            deadline.clone(),
+            workers,
+        )?;
+        if let Some(values) = found {
+            return Ok(doc! { "values": values });
+        }
+    }
+    let field = FieldPath::parse(&key);
     let snapshot = collection.snapshot();
     let mut values = DistinctValues::new(collation.as_ref());
     for_each_match(
         &collection,
         &*snapshot,
         &matcher,
-        &AccessPath::choose(&collection, &filter, collation.as_ref(), body.get("hint"))?,
+        &path,
         deadline,
         // Only the field whose values are collected is decoded (and the filter's).
         Some(&[key.split('.').next().unwrap_or(&key).to_string()]),
         &mut |_, doc| {
-            add_values(&path, &doc, &mut values);
+            values.insert_reached(&field, &doc);
             Ok(ControlFlow::Continue(()))
         },
     )?;

@@ -43,6 +43,9 @@ struct Query<'a> {
     /// The top-level fields the command reads of each match (`None`: whole documents),
     /// which decide whether an index scan is covered.
     reads: Option<Vec<String>>,
+    /// The paths a column store's chunks would give the command besides its filter's: a
+    /// sort's (to rank the matches) or a distinct's key.
+    column_reads: Vec<String>,
     /// A find's `min` and `max`, which fix its plan to a scan of the hinted index.
     min_max: Option<super::find::MinMax<'a>>,
 }
@@ -159,7 +162,7 @@ pub fn explain(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
                     &query.filter,
                     collation.as_ref(),
                     query.hint,
-                    query.sort,
+                    &query.column_reads,
                     (&choice.winner).into(),
                 ),
                 _ => None,
@@ -301,6 +304,7 @@ fn parse_query(inner: &Document) -> Result<Query<'_>> {
         root: None,
         rest_of_pipeline: None,
         reads: None,
+        column_reads: Vec::new(),
         min_max: None,
     };
     match command.as_str() {
@@ -317,6 +321,10 @@ fn parse_query(inner: &Document) -> Result<Query<'_>> {
                 .map(|n| n as u64);
             query.reads = query.projection.and_then(super::find::projected_fields);
             query.min_max = super::find::min_max(&fields)?;
+            query.column_reads = query
+                .sort
+                .and_then(basalt_agg::ColumnPlan::sort_paths)
+                .unwrap_or_default();
         }
         "count" | "distinct" => {
             query.filter = fields.document_opt("query")?.cloned().unwrap_or_default();
@@ -324,6 +332,11 @@ fn parse_query(inner: &Document) -> Result<Query<'_>> {
                 Some(key) => vec![key.split('.').next().unwrap_or(key).to_string()],
                 None => Vec::new(),
             });
+            query.column_reads = fields
+                .string_opt("key")?
+                .map(str::to_string)
+                .into_iter()
+                .collect();
             if command == "count" {
                 query.root = Some("COUNT");
                 query.skip = super::count::count_skip(&fields)? as u64;

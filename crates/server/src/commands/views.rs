@@ -172,7 +172,7 @@ impl ViewRead<'_> {
                 };
                 let mut values = DistinctValues::new(collation.as_ref());
                 for_each_result(ctx, &aggregation, collection, |doc| {
-                    super::distinct::add_values(&path, &doc, &mut values);
+                    values.insert_reached(&path, &doc);
                 })?;
                 // mongod's reply to a distinct on a view has an integer `ok`.
                 let reply = doc! { "values": values.into_vec(), "ok": 1 };
