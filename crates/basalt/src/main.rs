@@ -180,6 +180,13 @@ fn cache_bytes(gb: Option<f64>) -> Result<u64, String> {
     }
 }
 
+/// The cache of `--cacheSizeGB` as the storage engine's block cache and the column
+/// store's decoded chunks: a quarter for the chunks, at most 1 GB.
+fn split_cache(cache_bytes: u64) -> (u64, u64) {
+    let chunks = (cache_bytes / 4).min(basalt_catalog::CHUNK_CACHE_BYTES_MAX as u64);
+    (cache_bytes - chunks, chunks)
+}
+
 /// The server parameters `--setParameter NAME=VALUE` can set.
 #[derive(Debug, PartialEq)]
 struct Parameters {
@@ -495,15 +502,19 @@ async fn run(args: Args, log: LogBuffer) -> Result<(), String> {
     let budget_bytes =
         operation_memory_budget_bytes(parameters.operation_memory_budget_bytes, cache_bytes);
     basalt_memory::server_budget().set_limit_bytes(budget_bytes as usize);
+    // The cache is the storage engine's blocks and the column store's decoded chunks.
+    let (block_bytes, chunk_bytes) = split_cache(cache_bytes);
+    basalt_catalog::set_chunk_cache_limit(chunk_bytes as usize);
     tracing::info!(
-        "memory: block cache {} MB, operations {} MB",
-        cache_bytes >> 20,
+        "memory: block cache {} MB, column chunks {} MB, operations {} MB",
+        block_bytes >> 20,
+        chunk_bytes >> 20,
         budget_bytes >> 20
     );
     // A read-only, full, locked or corrupt data directory: the error names it, as
     // mongod refuses to start on a read-only dbpath (IllegalOperation).
     let engine =
-        FjallEngine::open_with_cache(&args.dbpath, cache_bytes).map_err(|e| e.to_string())?;
+        FjallEngine::open_with_cache(&args.dbpath, block_bytes).map_err(|e| e.to_string())?;
     let engine: Arc<dyn basalt_storage::Engine> = Arc::new(engine);
     // The catalog's writes honour the thread's write scope (a transaction, `applyOps`),
     // and on a replica set member carry the id of the log entry they apply.
@@ -564,6 +575,10 @@ mod tests {
         for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
             assert!(cache_bytes(Some(bad)).is_err(), "{bad}");
         }
+        // A quarter to the column store's chunks, at most 1 GB; the rest to blocks.
+        let gb = 1 << 30;
+        assert_eq!(split_cache(gb), (3 * gb / 4, gb / 4));
+        assert_eq!(split_cache(10 * gb), (9 * gb, gb));
     }
 
     #[test]

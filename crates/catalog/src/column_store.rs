@@ -49,12 +49,18 @@ pub const MERGE_QUIET_MS: i64 = 500;
 pub const MERGE_BACKLOG_MAX: usize = 16 << ROW_GROUP_SPAN_BITS;
 pub const MERGE_OVERDUE_MS: i64 = 30_000;
 
-/// Decoded chunks kept between queries, for every collection.
-const CHUNK_CACHE_BYTES: usize = 1 << 30;
+/// The most memory decoded chunks kept between queries take, for every collection.
+pub const CHUNK_CACHE_BYTES_MAX: usize = 1 << 30;
 
 fn chunk_cache() -> &'static ChunkCache {
     static CACHE: OnceLock<ChunkCache> = OnceLock::new();
-    CACHE.get_or_init(|| ChunkCache::new(CHUNK_CACHE_BYTES))
+    CACHE.get_or_init(|| ChunkCache::new(CHUNK_CACHE_BYTES_MAX))
+}
+
+/// Bounds the memory of decoded chunks kept between queries (the server's share of
+/// `--cacheSizeGB` for them).
+pub fn set_chunk_cache_limit(bytes: usize) {
+    chunk_cache().set_limit_bytes(bytes);
 }
 
 /// Sequence numbers of writes and generations of row groups: milliseconds since the

@@ -42,7 +42,8 @@ pub use collection::{
     Writer,
 };
 pub use column_store::{
-    is_column_store, ColumnStoreView, COLUMN_STORE, RECORD_IDS_PATH, ROW_GROUP_SPAN_BITS,
+    is_column_store, set_chunk_cache_limit, ColumnStoreView, CHUNK_CACHE_BYTES_MAX, COLUMN_STORE,
+    RECORD_IDS_PATH, ROW_GROUP_SPAN_BITS,
 };
 pub use geo_index::{is_geo, GeoIndex, GEO_CELL_FIELD, SPHERE_INDEX_VERSION};
 pub use index::{

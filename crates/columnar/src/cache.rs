@@ -1,11 +1,13 @@
 //! Decoded chunks kept between queries, so a repeated analysis reads Arrow arrays in
 //! memory rather than decoding stored bytes again. Entries are keyed by the row group's
 //! generation, which a rebuild changes: a stale chunk is never found, only evicted.
-//! Bounded in bytes; the oldest entries leave first.
+//! Bounded in bytes (the server gives it part of `--cacheSizeGB`); the oldest entries
+//! leave first.
 
 use crate::chunk::ColumnChunk;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// (index id, row group, generation, path).
@@ -13,7 +15,7 @@ type Key = (u64, u64, i64, String);
 
 #[derive(Debug)]
 pub struct ChunkCache {
-    limit_bytes: usize,
+    limit_bytes: AtomicUsize,
     inner: Mutex<Inner>,
 }
 
@@ -27,9 +29,15 @@ struct Inner {
 impl ChunkCache {
     pub fn new(limit_bytes: usize) -> ChunkCache {
         ChunkCache {
-            limit_bytes,
+            limit_bytes: AtomicUsize::new(limit_bytes),
             inner: Mutex::new(Inner::default()),
         }
+    }
+
+    /// Sets the bound, evicting the oldest chunks down to it.
+    pub fn set_limit_bytes(&self, limit_bytes: usize) {
+        self.limit_bytes.store(limit_bytes, Ordering::Relaxed);
+        self.inner.lock().evict_down_to(limit_bytes);
     }
 
     pub fn get(
@@ -52,7 +60,8 @@ impl ChunkCache {
         chunk: Arc<ColumnChunk>,
     ) {
         let size = chunk.memory_bytes();
-        if size > self.limit_bytes {
+        let limit_bytes = self.limit_bytes.load(Ordering::Relaxed);
+        if size > limit_bytes {
             return;
         }
         let key = (index, group, generation, path.to_string());
@@ -60,14 +69,7 @@ impl ChunkCache {
         if inner.chunks.contains_key(&key) {
             return;
         }
-        while inner.bytes + size > self.limit_bytes {
-            let Some(oldest) = inner.order.pop_front() else {
-                break;
-            };
-            if let Some(gone) = inner.chunks.remove(&oldest) {
-                inner.bytes -= gone.memory_bytes();
-            }
-        }
+        inner.evict_down_to(limit_bytes - size);
         inner.bytes += size;
         inner.order.push_back(key.clone());
         inner.chunks.insert(key, chunk);
@@ -76,6 +78,20 @@ impl ChunkCache {
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         self.inner.lock().bytes
+    }
+}
+
+impl Inner {
+    /// Drops the oldest chunks until at most `bytes` are held.
+    fn evict_down_to(&mut self, bytes: usize) {
+        while self.bytes > bytes {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(gone) = self.chunks.remove(&oldest) {
+                self.bytes -= gone.memory_bytes();
+            }
+        }
     }
 }
 
@@ -100,5 +116,8 @@ mod tests {
         assert!(cache.get(1, 0, 0, "b").is_some() && cache.get(1, 0, 0, "c").is_some());
         assert!(cache.get(1, 0, 1, "c").is_none());
         assert!(cache.bytes() <= one * 2);
+        cache.set_limit_bytes(one);
+        assert!(cache.get(1, 0, 0, "b").is_none() && cache.get(1, 0, 0, "c").is_some());
+        assert_eq!(cache.bytes(), one);
     }
 }
