@@ -199,8 +199,15 @@ def test_server_status_sections(client, server):
     assert status["mem"]["bits"] == 64
     assert status["mem"]["resident"] > 0
     assert status["process"] == "mongod"
-    assert status["extra_info"]["page_faults"] >= 0
-    assert status["logicalSessionRecordCache"]["activeSessionsCount"] >= 0
+    extra = status["extra_info"]
+    assert isinstance(extra["page_faults"], int) and extra["page_faults"] >= 0
+    # The process has run: /proc/self/stat's CPU times are read, not zeros.
+    assert extra["user_time_us"] > 0
+    # A session the client used is held, as mongod's session cache holds it.
+    with client.start_session() as session:
+        client.admin.command("ping", session=session)
+        held = client.admin.command("serverStatus", session=session)
+    assert held["logicalSessionRecordCache"]["activeSessionsCount"] >= 1
 
 
 def test_server_status_turns_sections_off_and_on(client):

@@ -477,6 +477,57 @@ def test_distinct_takes_the_key_from_its_chunk(twins):
     same_values()
 
 
+PROJECTIONS = [
+    [{"$match": {"k": "a"}}, {"$project": {"_id": 0, "x": {"$multiply": ["$d", 2]}, "k": 1}}],
+    [{"$project": {"_id": 0, "band": {"$cond": [{"$gt": ["$d", 1]}, "hi", "lo"]}}}],
+    [
+        {"$match": {"d": {"$gt": 0.5}}},
+        {"$project": {"y": {"$add": ["$d", 1]}, "s": {"$concat": [{"$ifNull": ["$k", "-"]}, "!"]}}},
+        {"$sort": {"y": -1, "_id": 1}},
+        {"$limit": 7},
+    ],
+    [{"$project": {"_id": 0, "q": "$t.q", "v": {"$ifNull": ["$t.v", "none"]}}}],
+    # Two stored fields kept: their order is the document's, so documents are read.
+    [{"$match": {"k": "b"}}, {"$project": {"k": 1, "d": 1}}],
+]
+
+
+def test_leading_projections_take_documents_made_from_the_chunks(twins):
+    """A pipeline whose first stage after its `$match` is a `$project` that reads only
+    named paths, and keeps at most one stored field (so its output does not depend on
+    the order of the document's fields), is handed documents made of those paths'
+    values in the chunks: no document is read where the row group serves them."""
+    plain, indexed = twins
+
+    def same():
+        for pipeline in PROJECTIONS:
+            assert list(indexed.aggregate(pipeline)) == list(plain.aggregate(pipeline)), pipeline
+            small = indexed.aggregate(pipeline, batchSize=3)
+            assert list(small) == list(plain.aggregate(pipeline)), pipeline
+
+    same()
+    db = indexed.database
+    db.command("profile", 2)
+    list(indexed.aggregate(PROJECTIONS[0], comment="rows"))
+    list(indexed.aggregate(PROJECTIONS[4], comment="documents"))
+    db.command("profile", 0)
+    examined = {
+        e["command"]["comment"]: e["docsExamined"]
+        for e in db.system.profile.find({"command.comment": {"$exists": True}})
+    }
+    assert examined["rows"] == 0
+    assert examined["documents"] > 0
+    for coll in (plain, indexed):
+        coll.update_many({"k": "a", "d": {"$lt": 1}}, {"$set": {"d": 9.75}})
+    # The written row group reads its documents until it merges.
+    same()
+    deadline = time.monotonic() + 30
+    while find_plan(indexed, {"k": "a"})["inputStage"]["rowGroupsFromDocuments"] != 0:
+        assert time.monotonic() < deadline, "the written row group was never merged"
+        time.sleep(0.2)
+    same()
+
+
 def test_projection_keeps_only_its_paths(db):
     coll = db["projected"]
     coll.insert_many([{"_id": i, "a": i, "b": {"c": i, "d": "x"}, "e": i} for i in range(100)])

@@ -185,6 +185,98 @@ impl Pipeline {
     }
 }
 
+impl Pipeline {
+    /// The paths a pipeline that starts (after its one leading `$match`, which must
+    /// have no top-level `$expr`, as that stays in the pipeline) with an inclusion
+    /// `$project` reads of each document, when that `$project` names every path it
+    /// reads and its output does not depend on the order of the document's fields: at
+    /// most one stored field is included (`_id` counts unless excluded), the rest is
+    /// computed. A server may then hand the pipeline documents made of those paths'
+    /// values in the chunks instead of the stored documents. `None` otherwise.
+    pub fn column_rows(&self) -> Option<Vec<String>> {
+        let specs = self.specs();
+        let at = match specs.first().and_then(|spec| spec.get("$match")) {
+            Some(Bson::Document(filter)) if !filter.contains_key("$expr") => 1,
+            Some(_) => return None,
+            None => 0,
+        };
+        if self.variables().collation().is_some() {
+            return None;
+        }
+        let Some(Bson::Document(project)) = specs.get(at)?.get("$project") else {
+            return None;
+        };
+        let mut reads = BTreeSet::new();
+        let mut included = 0;
+        // `_id` is kept unless excluded or computed.
+        let keeps_id = match project.get("_id") {
+            None => true,
+            Some(value) if matches!(value, Bson::Boolean(_)) || basalt_value::is_number(value) => {
+                !is_exclusion(value)
+            }
+            Some(_) => false,
+        };
+        if keeps_id {
+            included += 1;
+            reads.insert("_id".to_string());
+        }
+        projection_reads(project, "", &mut reads, &mut included)?;
+        (included <= 1).then(|| reads.into_iter().collect())
+    }
+}
+
+/// Whether a projection's value excludes its field (`0`, `false`).
+fn is_exclusion(value: &Bson) -> bool {
+    match value {
+        Bson::Boolean(b) => !b,
+        other => basalt_value::as_f64(other) == Some(0.0),
+    }
+}
+
+/// Adds the paths an inclusion projection `spec` (under `prefix`) reads, counting the
+/// stored paths it includes; `None` when it excludes a field other than `_id`, or
+/// computes from what it cannot name.
+fn projection_reads(
+    spec: &Document,
+    prefix: &str,
+    reads: &mut BTreeSet<String>,
+    included: &mut usize,
+) -> Option<()> {
+    for (field, value) in spec {
+        let path = match prefix {
+            "" => field.clone(),
+            prefix => format!("{prefix}.{field}"),
+        };
+        match value {
+            // Included or excluded: counted by the caller.
+            _ if path == "_id"
+                && (matches!(value, Bson::Boolean(_)) || basalt_value::is_number(value)) => {}
+            // Parts of `_id` kept: not served.
+            Bson::Document(inner)
+                if path == "_id" && inner.keys().next().is_some_and(|k| !k.starts_with('$')) =>
+            {
+                return None;
+            }
+            Bson::Boolean(_)
+            | Bson::Int32(_)
+            | Bson::Int64(_)
+            | Bson::Double(_)
+            | Bson::Decimal128(_) => {
+                if is_exclusion(value) {
+                    return None;
+                }
+                *included += 1;
+                reads.insert(path);
+            }
+            Bson::Document(inner) if inner.keys().next().is_some_and(|k| !k.starts_with('$')) => {
+                projection_reads(inner, &path, reads, included)?;
+            }
+            computed => expression_paths(computed, reads, true)?,
+        }
+    }
+    Some(())
+}
+
 impl ColumnPlan {
     /// The plan that selects the rows matching a query's `filter` (a find's, a
     /// count's), when the filter names every path it reads, and reads `more_paths` too
@@ -783,6 +875,14 @@ impl ColumnPlan {
         rows.iter()
             .map(|&row| cell_of(columns, position, row as usize).to_bson())
             .collect()
+    }
+
+    /// A document of `row`'s values at the plan's paths (what a stored document whose
+    /// paths hold no array and no document reaches there), for the row engine.
+    pub fn row_document(&self, columns: &RowGroupColumns, row: u32) -> Document {
+        RowDocument::new(&self.paths, columns)
+            .at(row as usize)
+            .clone()
     }
 
     /// The rows of one row group that pass the filter, in order.
@@ -1525,6 +1625,46 @@ mod tests {
             (true, doc! {"a": {"$nin": [1, 2]}}),
         ] {
             assert_eq!(may_select(filter.clone()), (expected, filter));
+        }
+    }
+
+    #[test]
+    fn leading_projections_name_what_they_read() {
+        let rows = |stages: Vec<Document>| {
+            Pipeline::parse_aggregate(&stages, None, false, None)
+                .unwrap()
+                .column_rows()
+        };
+        let strings = |paths: &[&str]| Some(paths.iter().map(|p| p.to_string()).collect());
+        assert_eq!(
+            rows(vec![
+                doc! {"$match": {"k": "a"}},
+                doc! {"$project": {"_id": 0, "k": 1, "x": {"$add": ["$t.v", "$$NOW"]}}}
+            ]),
+            strings(&["k", "t.v"])
+        );
+        assert_eq!(
+            rows(vec![doc! {"$project": {"y": {"$multiply": ["$d", 2]}}}]),
+            strings(&["_id", "d"])
+        );
+        assert_eq!(
+            rows(vec![doc! {"$project": {"_id": "$k", "t": {"v": 1}}}]),
+            strings(&["k", "t.v"])
+        );
+        for stages in [
+            // Two stored fields kept: their order is the document's.
+            vec![doc! {"$project": {"a": 1}}],
+            vec![doc! {"$project": {"_id": 0, "a": 1, "b.c": true}}],
+            vec![doc! {"$project": {"a": 0}}],
+            vec![doc! {"$project": {"_id": {"a": 1}}}],
+            vec![doc! {"$project": {"_id": 0, "r": "$$ROOT"}}],
+            vec![
+                doc! {"$match": {"$expr": {"$eq": ["$a", 1]}}},
+                doc! {"$project": {"_id": 0, "a": 1}},
+            ],
+            vec![doc! {"$addFields": {"x": 1}}],
+        ] {
+            assert_eq!(rows(stages.clone()), None, "{stages:?}");
         }
     }
 

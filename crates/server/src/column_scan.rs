@@ -360,6 +360,10 @@ pub struct ColumnFind {
     pub filter: Document,
     pub reads: Vec<String>,
     pub top: Option<Top>,
+    /// Whether its consumer reads only the plan's paths of each match, so the rows a
+    /// served row group selects are handed out as documents made from the chunks
+    /// ([`Segment::Rows`]) instead of fetched.
+    pub rows: bool,
 }
 
 /// The first `keep` documents by `sort`: a find (`skip` + `limit`) that the chunks rank
@@ -407,6 +411,35 @@ pub(crate) fn rank_first(find: &mut ColumnFind, sort: Option<&Document>, keep: O
     }
 }
 
+/// `path` handing out, for a pipeline whose leading `$project` reads only `reads`
+/// ([`basalt_agg::Pipeline::column_rows`]), the rows served row groups select as
+/// documents made from the chunks ([`ColumnFind::rows`]): a column find made from a
+/// collection scan or taken as it is, when the column store keeps `reads` and the
+/// filter's paths; `path` as it is otherwise.
+pub(crate) fn with_rows(
+    collection: &Collection,
+    path: AccessPath,
+    filter: &Document,
+    hint: Option<&Bson>,
+    reads: &[String],
+) -> AccessPath {
+    let find = match path {
+        AccessPath::Columns(find) if find.top.is_none() => Some(*find),
+        AccessPath::CollectionScan => None,
+        other => return other,
+    };
+    let otherwise = Otherwise::CollectionScan;
+    let chosen = find_path(collection, filter, None, hint, reads, otherwise);
+    match (chosen, find) {
+        (Some(mut chosen), _) if chosen.reads == reads => {
+            chosen.rows = true;
+            AccessPath::Columns(Box::new(chosen))
+        }
+        (_, Some(find)) => AccessPath::Columns(Box::new(find)),
+        (_, None) => AccessPath::CollectionScan,
+    }
+}
+
 /// A column find for a query the planner would read `otherwise`, when the collection's
 /// column store index serves `filter` and the column store should read it: without a
 /// collation (the loops compare strings by their bytes), with part of the filter run as
@@ -449,6 +482,7 @@ pub(crate) fn find_path(
             Vec::new()
         },
         top: None,
+        rows: false,
     })
 }
 
@@ -458,6 +492,9 @@ pub enum Segment {
     /// The records the chunks selected in a row group: each is fetched and matched
     /// again (a later batch's snapshot may hold another version of it).
     Records(Vec<u64>),
+    /// The rows the chunks selected in a row group, for a find whose consumer reads
+    /// only the plan's paths ([`ColumnFind::rows`]).
+    Rows(SelectedRows),
     /// A range of records read as a collection scan reads it.
     Range(RecordRange),
 }
@@ -492,6 +529,16 @@ pub(crate) fn find_segments(
         let selection = selection(collection, snapshot, &view, &plan, group)?;
         match (selection, &mut ranked) {
             (Some(selection), Some(ranked)) => ranked.offer(&plan, &selection),
+            (Some(selection), None) if find.rows => {
+                if !selection.records.is_empty() {
+                    segments.push(Segment::Rows(SelectedRows {
+                        group,
+                        generation: view.groups[&group].generation,
+                        rows: selection.rows,
+                        records: selection.records,
+                    }));
+                }
+            }
             (Some(selection), None)
                 if selection.records.len() * FETCH_ONE_IN_MIN <= view.groups[&group].rows =>
             {
@@ -755,4 +802,50 @@ pub(crate) fn distinct(
         values.insert(value);
     }
     Ok(Some(values.into_vec()))
+}
+
+/// The rows a served row group selected for a [`ColumnFind::rows`] find, with their
+/// record ids, and the build of the row group they were selected from.
+#[derive(Debug)]
+pub struct SelectedRows {
+    group: u64,
+    generation: i64,
+    rows: Vec<u32>,
+    pub records: Vec<u64>,
+}
+
+/// What makes the documents of a [`SelectedRows`]: the find's plan and the row group's
+/// chunks it reads.
+pub(crate) struct RowSource {
+    plan: ColumnPlan,
+    columns: RowGroupColumns,
+}
+
+impl RowSource {
+    /// The document of `selected`'s row at `at`: its values at the find's paths.
+    pub(crate) fn document(&self, selected: &SelectedRows, at: usize) -> Document {
+        self.plan.row_document(&self.columns, selected.rows[at])
+    }
+}
+
+/// The source of `selected`'s documents in `snapshot`; `None` when the snapshot (a
+/// later batch's) holds another build of the row group or a write to it, so its records
+/// must be fetched instead.
+pub(crate) fn row_source(
+    collection: &Collection,
+    snapshot: &dyn Snapshot,
+    find: &ColumnFind,
+    selected: &SelectedRows,
+) -> Result<Option<RowSource>> {
+    let plan = find.plan()?;
+    let view = collection.column_store_view(snapshot, find.index.id)?;
+    let same_build = view
+        .groups
+        .get(&selected.group)
+        .is_some_and(|header| header.generation == selected.generation);
+    if !same_build {
+        return Ok(None);
+    }
+    let columns = read_columns(collection, snapshot, &view, &plan, selected.group)?;
+    Ok(columns.map(|columns| RowSource { plan, columns }))
 }

@@ -682,64 +682,90 @@ fn execute_unrecorded(
                 }
             };
             let read = RecordReading::new(matcher, fields);
+            let resume = |records: &[u64], after: Option<u64>| match after {
+                Some(after) => records.partition_point(|id| *id <= after),
+                None => 0,
+            };
             for segment in segments.iter() {
                 deadline.check()?;
-                match segment {
-                    Segment::Records(records) => {
-                        let start = match position.after_record {
-                            Some(after) => records.partition_point(|id| *id <= after),
-                            None => 0,
-                        };
-                        for &record_id in &records[start..] {
-                            stats.docs_examined += 1;
-                            let Some(bytes) = collection.get_record_bytes(snapshot, record_id)?
-                            else {
-                                continue;
-                            };
-                            let corrupt =
-                                |e| Error::internal(format!("corrupt record {record_id}: {e}"));
-                            let raw = RawDocument::from_bytes(&bytes).map_err(corrupt)?;
-                            let step = match read.matching(matcher, record_id, raw)? {
-                                Some(doc) => visit(record_id, Some(raw), doc)?,
-                                None => Step::Continue,
-                            };
-                            if step != Step::StopBefore {
-                                position.after_record = Some(record_id);
-                            }
-                            if step != Step::Continue {
-                                return Ok(());
+                let records = match segment {
+                    // Rows made from the chunks while the snapshot holds the build they
+                    // were selected from; else their records, fetched and matched.
+                    Segment::Rows(selected) => {
+                        match crate::column_scan::row_source(collection, snapshot, find, selected)?
+                        {
+                            None => Some(&selected.records),
+                            Some(source) => {
+                                let start = resume(&selected.records, position.after_record);
+                                for at in start..selected.records.len() {
+                                    let record_id = selected.records[at];
+                                    let doc = source.document(selected, at);
+                                    let step = visit(record_id, None, doc)?;
+                                    if step != Step::StopBefore {
+                                        position.after_record = Some(record_id);
+                                    }
+                                    if step != Step::Continue {
+                                        return Ok(());
+                                    }
+                                }
+                                None
                             }
                         }
                     }
-                    Segment::Range(range) => {
-                        if position
-                            .after_record
-                            .is_some_and(|after| after >= range.last)
-                        {
+                    Segment::Records(records) => Some(records),
+                    Segment::Range(_) => None,
+                };
+                if let Some(records) = records {
+                    let start = resume(records, position.after_record);
+                    for &record_id in &records[start..] {
+                        stats.docs_examined += 1;
+                        let Some(bytes) = collection.get_record_bytes(snapshot, record_id)? else {
                             continue;
+                        };
+                        let corrupt =
+                            |e| Error::internal(format!("corrupt record {record_id}: {e}"));
+                        let raw = RawDocument::from_bytes(&bytes).map_err(corrupt)?;
+                        let step = match read.matching(matcher, record_id, raw)? {
+                            Some(doc) => visit(record_id, Some(raw), doc)?,
+                            None => Step::Continue,
+                        };
+                        if step != Step::StopBefore {
+                            position.after_record = Some(record_id);
                         }
-                        let mut within =
-                            Position::records(position.after_record.max(range.after), range.last);
-                        let mut stopped = false;
-                        scan_records(
-                            collection,
-                            snapshot,
-                            matcher,
-                            &mut within,
-                            stats,
-                            &deadline,
-                            fields,
-                            &mut |record_id, raw, doc| {
-                                let step = visit(record_id, raw, doc)?;
-                                stopped = step != Step::Continue;
-                                Ok(step)
-                            },
-                        )?;
-                        position.after_record = within.after_record;
-                        if stopped {
+                        if step != Step::Continue {
                             return Ok(());
                         }
                     }
+                }
+                let Segment::Range(range) = segment else {
+                    continue;
+                };
+                if position
+                    .after_record
+                    .is_some_and(|after| after >= range.last)
+                {
+                    continue;
+                }
+                let mut within =
+                    Position::records(position.after_record.max(range.after), range.last);
+                let mut stopped = false;
+                scan_records(
+                    collection,
+                    snapshot,
+                    matcher,
+                    &mut within,
+                    stats,
+                    &deadline,
+                    fields,
+                    &mut |record_id, raw, doc| {
+                        let step = visit(record_id, raw, doc)?;
+                        stopped = step != Step::Continue;
+                        Ok(step)
+                    },
+                )?;
+                position.after_record = within.after_record;
+                if stopped {
+                    return Ok(());
                 }
             }
             Ok(())

@@ -2,7 +2,8 @@
 //! line in mongod's structured format, `{"t": {"$date": …}, "s": "I", "c": "NETWORK",
 //! "id": 0, "ctx": "conn12", "msg": …, "attr": {…}}`, which log tools read. An event's
 //! fields become `attr`; a field named `attr` holding a JSON object (the slow-query
-//! line's) is merged in as it is.
+//! line's) is merged in as it is. An attribute longer than mongod's `maxLogSizeKB` is
+//! cut, keeping its JSON shape, with the line's `truncated` and `size` saying so.
 //!
 //! Without `--logappend`, a file already at the path is renamed aside at start, as
 //! mongod does; `logRotate` renames the file to `<path>.<UTC time>` and opens a new one.
@@ -167,13 +168,98 @@ pub(crate) fn format_line(event: &Event<'_>) -> String {
     );
     line.insert("id".into(), 0.into());
     line.insert("ctx".into(), thread.name().unwrap_or("-").into());
-    line.insert("msg".into(), fields.message.into());
+    let mut message = fields.message;
+    if message.len() > MAX_LOG_ATTRIBUTE_BYTES {
+        message.truncate(floor_char_boundary(&message, MAX_LOG_ATTRIBUTE_BYTES));
+    }
+    line.insert("msg".into(), message.into());
+    let (mut truncated, mut sizes) = (Map::new(), Map::new());
+    for (name, value) in fields.attr.iter_mut() {
+        let size = json_len(value);
+        if size > MAX_LOG_ATTRIBUTE_BYTES {
+            *value = cut(value, MAX_LOG_ATTRIBUTE_BYTES);
+            truncated.insert(name.clone(), Value::Object(Map::new()));
+            sizes.insert(name.clone(), size.into());
+        }
+    }
     if !fields.attr.is_empty() {
         line.insert("attr".into(), Value::Object(fields.attr));
+    }
+    if !truncated.is_empty() {
+        line.insert("truncated".into(), Value::Object(truncated));
+        line.insert("size".into(), Value::Object(sizes));
     }
     let mut text = Value::Object(line).to_string();
     text.push('\n');
     text
+}
+
+/// mongod's `maxLogSizeKB` (10): an attribute whose JSON is longer is cut to about this
+/// many bytes, and the line says which (`truncated`) and how long it was (`size`). So
+/// no line, in the file or among getLog's, holds a large command or document whole.
+const MAX_LOG_ATTRIBUTE_BYTES: usize = 10 * 1024;
+
+fn json_len(value: &Value) -> usize {
+    serde_json::to_vec(value).map_or(0, |bytes| bytes.len())
+}
+
+/// The longest prefix of `text` of at most `bytes` bytes that ends on a character.
+fn floor_char_boundary(text: &str, bytes: usize) -> usize {
+    let mut end = bytes.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    end
+}
+
+/// `value` cut to about `budget` bytes of JSON, keeping its shape: an object its leading
+/// fields, an array its leading elements, a string its leading characters, the first
+/// member that does not fit cut the same way with what is left.
+fn cut(value: &Value, budget: usize) -> Value {
+    /// Room a member needs besides its value: quotes, colon, comma.
+    const MEMBER_OVERHEAD: usize = 4;
+    /// Too little left to show anything of a member.
+    const MEMBER_MIN: usize = 16;
+    match value {
+        Value::Object(members) => {
+            let (mut out, mut used) = (Map::new(), 2);
+            for (name, member) in members {
+                let room = budget.saturating_sub(used + name.len() + MEMBER_OVERHEAD);
+                let size = json_len(member);
+                if size <= room {
+                    out.insert(name.clone(), member.clone());
+                    used += name.len() + MEMBER_OVERHEAD + size;
+                    continue;
+                }
+                if room >= MEMBER_MIN {
+                    out.insert(name.clone(), cut(member, room));
+                }
+                break;
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => {
+            let (mut out, mut used) = (Vec::new(), 2);
+            for item in items {
+                let room = budget.saturating_sub(used + 1);
+                let size = json_len(item);
+                if size <= room {
+                    out.push(item.clone());
+                    used += size + 1;
+                    continue;
+                }
+                if room >= MEMBER_MIN {
+                    out.push(cut(item, room));
+                }
+                break;
+            }
+            Value::Array(out)
+        }
+        Value::String(text) => {
+            Value::String(text[..floor_char_boundary(text, budget.saturating_sub(2))].to_string())
+        }
+        other => other.clone(),
+    }
 }
 
 /// The log file as a tracing layer (the binary installs it with its filter).
@@ -224,5 +310,44 @@ mod tests {
         assert_eq!(names.len(), 3, "{names:?}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_attribute_past_max_log_size_is_cut_keeping_its_shape() {
+        let big: Vec<Value> = (0..5_000)
+            .map(|i| serde_json::json!({"_id": i, "x": "y".repeat(20)}))
+            .collect();
+        let attr = serde_json::json!({"ns": "a.b", "command": {"insert": "b", "documents": big}, "millis": 7});
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let subscriber = tracing_subscriber::registry().with(CaptureLayer(sender));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(attr = %attr, "Slow query");
+        });
+        let line = receiver.recv().unwrap();
+        assert!(line.len() < 12 * 1024, "{}", line.len());
+        let line: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(line["attr"]["ns"], "a.b");
+        assert_eq!(line["attr"]["millis"], 7);
+        let kept = line["attr"]["command"]["documents"].as_array().unwrap();
+        assert!(!kept.is_empty() && kept.len() < 5_000);
+        assert_eq!(kept[0]["_id"], 0);
+        assert_eq!(line["truncated"], serde_json::json!({"command": {}}));
+        assert!(line["size"]["command"].as_u64().unwrap() > 100_000);
+        // Short attributes are left whole, and the line says nothing of truncation.
+        let short = cut(&serde_json::json!({"a": [1, 2], "b": "é".repeat(10)}), 100);
+        assert_eq!(short, serde_json::json!({"a": [1, 2], "b": "é".repeat(10)}));
+        assert_eq!(
+            cut(&Value::from("é".repeat(100)), 11),
+            Value::from("é".repeat(4))
+        );
+    }
+
+    /// A layer that sends each event's line.
+    struct CaptureLayer(std::sync::mpsc::Sender<String>);
+
+    impl<S: Subscriber> Layer<S> for CaptureLayer {
+        fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+            let _ = self.0.send(format_line(event));
+        }
     }
 }

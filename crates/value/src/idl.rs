@@ -238,6 +238,12 @@ mod tests {
         assert_eq!(code(Kind::Cursor, doc! {"batchSize": -1}.into()), Some(2));
         assert_eq!(code(Kind::Cursor, doc! {"batchSize": "1"}.into()), Some(14));
         assert_eq!(code(Kind::Cursor, doc! {"batch": 1}.into()), Some(40415));
+        assert_eq!(code(Kind::Cursor, Bson::Int32(1)), Some(14));
+        let not_an_object = check_value("cmd", "cursor", Kind::Cursor, &Bson::from("x"));
+        assert!(not_an_object
+            .unwrap_err()
+            .message
+            .ends_with("expected type 'object'"));
         assert_eq!(code(Kind::Any, Bson::Null), None);
         assert_eq!(code(Kind::Hint, Bson::String("a_1".into())), None);
         assert_eq!(code(Kind::Hint, Bson::Null), Some(9));

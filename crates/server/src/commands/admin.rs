@@ -1,5 +1,5 @@
 //! Small diagnostic and session commands that drivers, mongosh and tools send on connect
-//! and in daily use: ping, buildInfo, getParameter, getCmdLineOpts, hostInfo,
+//! and in daily use: ping, buildInfo, getParameter, getCmdLineOpts,
 //! whatsmyuri, getLog, connectionStatus, endSessions.
 
 use super::arguments::{Field, Kind};
@@ -356,26 +356,22 @@ const SESSION_FIELDS: &[Field] = &[
 /// Checks the sessions a command names in its first `field`: an array of
 /// `{id: <UUID>, ...}`.
 fn check_named_sessions(body: &Document, field: &str) -> Result<()> {
-    let wrong_type = |path: String, value: &Bson, expected: &str| {
-        Error::type_mismatch(format!(
-            "BSON field '{path}' is the wrong type '{}', expected type '{expected}'",
-            crate::request::type_name(value)
-        ))
-    };
+    use basalt_value::idl::{check_value, Kind as Idl};
     let lsids = match body.get(field) {
         Some(Bson::Array(lsids)) => lsids,
-        Some(other) => return Err(wrong_type(format!("{field}.{field}"), other, "array")),
+        Some(other) => return check_value(field, field, Idl::Array, other),
         None => return Ok(()),
     };
+    let elements = format!("{field}.{field}");
     for (i, lsid) in lsids.iter().enumerate() {
-        match lsid {
-            Bson::Document(lsid) => super::arguments::check_struct(
+        check_value(&elements, &i.to_string(), Idl::Document, lsid)?;
+        if let Bson::Document(lsid) = lsid {
+            super::arguments::check_struct(
                 "LogicalSessionFromClient",
                 lsid,
                 SESSION_FIELDS,
                 &["id"],
-            )?,
-            other => return Err(wrong_type(format!("{field}.{field}.{i}"), other, "object")),
+            )?;
         }
     }
     Ok(())

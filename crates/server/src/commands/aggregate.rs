@@ -222,6 +222,18 @@ pub(super) fn results(
         let index = crate::column_scan::eligible_index(collection, &plan, body.get("hint"))?;
         Some((index, plan))
     });
+    // A leading `$project` that reads only named paths may take documents made from
+    // the chunks (planned before the leading $match goes to the scan too).
+    let column_rows = collection
+        .as_ref()
+        .filter(|collection| {
+            collection
+                .meta()
+                .indexes
+                .iter()
+                .any(|i| i.is_column_store())
+        })
+        .and_then(|_| pipeline.column_rows());
     // The leading $match becomes the scan's filter (and picks its access path); a
     // leading $geoNear's query too, once its geo field is known.
     let filter = match (name, pipeline.leading_geo_near()) {
@@ -276,6 +288,15 @@ pub(super) fn results(
                         .leading_sort_keep()
                         .map(|keep| usize::try_from(keep).unwrap_or(usize::MAX));
                     crate::column_scan::rank_first(find, pipeline.leading_sort(), keep);
+                }
+                if let Some(reads) = &column_rows {
+                    path = crate::column_scan::with_rows(
+                        &collection,
+                        path,
+                        &filter,
+                        body.get("hint"),
+                        reads,
+                    );
                 }
                 let matcher = Matcher::new(&filter)?.with_collation(collation.as_ref());
                 if let Some(shape) = pipeline.pass_through() {
