@@ -389,6 +389,15 @@ def find_plan(coll, filter, **kwargs):
     return plan
 
 
+def wait_until_merged(coll, filter):
+    """Waits (30 s at most) until a find with `filter` reads every row group from its
+    chunks: the background merge has rebuilt the written ones."""
+    deadline = time.monotonic() + 30
+    while find_plan(coll, filter)["inputStage"]["rowGroupsFromDocuments"] != 0:
+        assert time.monotonic() < deadline, "the written row group was never merged"
+        time.sleep(0.2)
+
+
 def column_scan(plan):
     """The `COLUMN_SCAN` stage under a find's winning plan."""
     while plan["stage"] != "COLUMN_SCAN":
@@ -438,10 +447,7 @@ def test_finds_counts_and_writes_read_the_chunks(twins):
         coll.insert_many([{"_id": 20_000 + i, "k": "a", "d": 2.25} for i in range(50)])
     # Written row groups are read from their documents until they merge.
     same_finds()
-    deadline = time.monotonic() + 30
-    while find_plan(indexed, FILTERS[0])["inputStage"]["rowGroupsFromDocuments"] != 0:
-        assert time.monotonic() < deadline, "the written row group was never merged"
-        time.sleep(0.2)
+    wait_until_merged(indexed, FILTERS[0])
     same_finds()
 
 
@@ -470,10 +476,7 @@ def test_distinct_takes_the_key_from_its_chunk(twins):
         coll.update_many({"k": "c"}, {"$set": {"d": 1.5}})
     same_values()
     # (`d` now holds ints and doubles: its row group reads it from documents for good.)
-    deadline = time.monotonic() + 30
-    while find_plan(indexed, {"k": "a"})["inputStage"]["rowGroupsFromDocuments"] != 0:
-        assert time.monotonic() < deadline, "the written row group was never merged"
-        time.sleep(0.2)
+    wait_until_merged(indexed, {"k": "a"})
     same_values()
 
 
@@ -521,10 +524,7 @@ def test_leading_projections_take_documents_made_from_the_chunks(twins):
         coll.update_many({"k": "a", "d": {"$lt": 1}}, {"$set": {"d": 9.75}})
     # The written row group reads its documents until it merges.
     same()
-    deadline = time.monotonic() + 30
-    while find_plan(indexed, {"k": "a"})["inputStage"]["rowGroupsFromDocuments"] != 0:
-        assert time.monotonic() < deadline, "the written row group was never merged"
-        time.sleep(0.2)
+    wait_until_merged(indexed, {"k": "a"})
     same()
 
 
