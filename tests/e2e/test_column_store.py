@@ -470,6 +470,15 @@ def test_distinct_takes_the_key_from_its_chunk(twins):
         "explain", {"distinct": indexed.name, "key": "d", "query": {}}, verbosity="queryPlanner"
     )
     assert column_scan(explained["queryPlanner"]["winningPlan"])["paths"] == ["d"]
+
+    # Each distinct read through it counts as a use of the index in `$indexStats`.
+    def uses():
+        stats = indexed.aggregate([{"$indexStats": {}}])
+        return {s["name"]: s["accesses"]["ops"] for s in stats}["$**_columnstore"]
+
+    before = uses()
+    indexed.distinct("d")
+    assert uses() == before + 1
     # 1, 1.0 and NumberLong(1) are one value: the first in record order stands for it.
     for coll in (plain, indexed):
         coll.insert_many([{"_id": 10_000 + i, "d": value} for i, value in enumerate([1.0, 1, 2])])

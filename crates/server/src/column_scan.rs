@@ -431,7 +431,11 @@ pub(crate) fn with_rows(
     let otherwise = Otherwise::CollectionScan;
     let chosen = find_path(collection, filter, None, hint, reads, otherwise);
     match (chosen, find) {
-        (Some(mut chosen), _) if chosen.reads == reads => {
+        (Some(mut chosen), find) if chosen.reads == reads => {
+            if find.is_none() {
+                // Counted in `$indexStats` as the planner's own choices are.
+                collection.note_index_use(chosen.index.id);
+            }
             chosen.rows = true;
             AccessPath::Columns(Box::new(chosen))
         }

@@ -56,6 +56,11 @@ pub fn distinct(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
         (&chosen).into(),
     );
     let path = match column {
+        Some(find) if !matches!(chosen, AccessPath::Columns(_)) => {
+            // Counted in `$indexStats` as the planner's own choices are.
+            collection.note_index_use(find.index.id);
+            AccessPath::Columns(Box::new(find))
+        }
         Some(find) => AccessPath::Columns(Box::new(find)),
         None => chosen,
     };
