@@ -912,9 +912,15 @@ impl ColumnPlan {
     /// A document of `row`'s values at the plan's paths (what a stored document whose
     /// paths hold no array and no document reaches there), for the row engine.
     pub fn row_document(&self, columns: &RowGroupColumns, row: u32) -> Document {
-        RowDocument::new(&self.paths, columns)
-            .at(row as usize)
-            .clone()
+        let mut doc = Document::new();
+        for (position, path) in self.paths.iter().enumerate() {
+            set_path(
+                &mut doc,
+                path,
+                cell_of(columns, position, row as usize).to_bson(),
+            );
+        }
+        doc
     }
 
     /// The rows of one row group that pass the filter, in order.

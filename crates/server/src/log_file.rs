@@ -173,25 +173,37 @@ pub(crate) fn format_line(event: &Event<'_>) -> String {
         message.truncate(floor_char_boundary(&message, MAX_LOG_ATTRIBUTE_BYTES));
     }
     line.insert("msg".into(), message.into());
-    let (mut truncated, mut sizes) = (Map::new(), Map::new());
-    for (name, value) in fields.attr.iter_mut() {
-        let size = json_len(value);
-        if size > MAX_LOG_ATTRIBUTE_BYTES {
-            *value = cut(value, MAX_LOG_ATTRIBUTE_BYTES);
-            truncated.insert(name.clone(), Value::Object(Map::new()));
-            sizes.insert(name.clone(), size.into());
-        }
-    }
     if !fields.attr.is_empty() {
         line.insert("attr".into(), Value::Object(fields.attr));
+    }
+    let mut text = serde_json::to_string(&line).unwrap_or_default();
+    // Most lines are short: only a long one has its attributes measured and cut.
+    if text.len() > MAX_LOG_ATTRIBUTE_BYTES {
+        text = cut_attributes(line);
+    }
+    text.push('\n');
+    text
+}
+
+/// The line `line` serializes to with each attribute longer than
+/// [`MAX_LOG_ATTRIBUTE_BYTES`] cut, and `truncated` and `size` saying which and how long.
+fn cut_attributes(mut line: Map<String, Value>) -> String {
+    let (mut truncated, mut sizes) = (Map::new(), Map::new());
+    if let Some(Value::Object(attr)) = line.get_mut("attr") {
+        for (name, value) in attr.iter_mut() {
+            let size = json_len(value);
+            if size > MAX_LOG_ATTRIBUTE_BYTES {
+                *value = cut(value, MAX_LOG_ATTRIBUTE_BYTES);
+                truncated.insert(name.clone(), Value::Object(Map::new()));
+                sizes.insert(name.clone(), size.into());
+            }
+        }
     }
     if !truncated.is_empty() {
         line.insert("truncated".into(), Value::Object(truncated));
         line.insert("size".into(), Value::Object(sizes));
     }
-    let mut text = Value::Object(line).to_string();
-    text.push('\n');
-    text
+    Value::Object(line).to_string()
 }
 
 /// mongod's `maxLogSizeKB` (10): an attribute whose JSON is longer is cut to about this
