@@ -260,3 +260,55 @@ def test_out_writes_a_time_series_collection(db):
     db.readings.aggregate([{"$out": "series"}])
     assert db.series.count_documents({}) == 10
     assert "system.buckets.series" not in db.list_collection_names()
+
+
+def test_reads_answer_as_a_plain_collection_of_the_same_measurements(db):
+    """Measurements appended to stored buckets over several inserts, with fields missing,
+    nested or of other types, read back through filters that the unpacking tests on
+    each measurement (a `$match` after it), only the fields later stages read, and
+    filters it leaves to the pipeline (`$expr`): the same answers as a plain collection."""
+    db.create_collection("obs", timeseries={"timeField": "ts", "metaField": "st"})
+
+    def measurement(i: int) -> dict:
+        doc = {"_id": i, "ts": at(i * 7 % 500), "st": f"s{i % 4}", "temp": i % 41 - 10}
+        if i % 5:
+            doc["air"] = {"q": str(i % 3), "v": i / 4}
+        if i % 11 == 0:
+            doc["temp"] = [i, "hot"] if i % 2 else None
+        if i % 13 == 0:
+            doc["note"] = "rare"
+        return doc
+
+    docs = [measurement(i) for i in range(1200)]
+    for start in range(0, len(docs), 150):
+        db.obs.insert_many(docs[start : start + 150])
+        db.plain.insert_many(docs[start : start + 150])
+    buckets = list(db["system.buckets.obs"].find())
+    assert sum(b["control"]["count"] for b in buckets) == 1200
+    for bucket in buckets:
+        n = bucket["control"]["count"]
+        assert list(bucket["data"]["ts"]) == [str(i) for i in range(n)]
+        assert bucket["control"]["max"]["ts"] == max(bucket["data"]["ts"].values())
+
+    filters = [
+        {"air.q": {"$in": ["1", "2"]}},
+        {"note": "rare"},
+        {"temp": None},
+        {"air": {"$exists": False}},
+        {"temp": "hot"},
+        {"$or": [{"st": "s1"}, {"air.v": {"$gt": 250}}]},
+        {"st": "s2", "temp": {"$gte": 20}},
+        {"ts": {"$gte": at(100), "$lt": at(130)}, "air.q": "0"},
+        {"$expr": {"$gt": ["$air.v", "$temp"]}},
+    ]
+    for query in filters:
+        expected = list(db.plain.find(query).sort("_id", 1))
+        assert list(db.obs.find(query).sort("_id", 1)) == expected, query
+        pipeline = [
+            {"$match": query},
+            {"$group": {"_id": "$st", "n": {"$sum": 1}, "top": {"$max": "$air.v"}}},
+            {"$sort": {"_id": 1}},
+        ]
+        assert list(db.obs.aggregate(pipeline)) == list(db.plain.aggregate(pipeline)), query
+        projected = [{"$match": query}, {"$project": {"air.q": 1}}, {"$sort": {"_id": 1}}]
+        assert list(db.obs.aggregate(projected)) == list(db.plain.aggregate(projected)), query

@@ -26,7 +26,7 @@ pub use stages::geo_near::GeoNear;
 pub use stages::unpack_bucket::UnpackBucket;
 /// Time-series buckets: MongoDB's format, written and read.
 pub mod time_series {
-    pub use crate::stages::unpack_bucket::{append, unpack};
+    pub use crate::stages::unpack_bucket::{append, append_document, unpack};
 }
 pub use pipeline::{
     stage_documents, Collections, DocumentStream, ExecContext, MergeTarget, MergeWrite,

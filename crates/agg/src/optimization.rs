@@ -2,6 +2,9 @@
 //! specifications before they are parsed (as MongoDB's pipeline optimizer rewrites its
 //! stages).
 //!
+//! A `$match` right after a time-series read's `$_internalUnpackBucket` becomes its
+//! `eventFilter`, as MongoDB's optimizer moves it (see `stages/unpack_bucket.rs`).
+//!
 //! Adjacent `$match` stages become one (`$and` of their filters), as MongoDB coalesces
 //! them: a leading pair then filters in the scan, where an index can serve both (the
 //! Spark connector sends its partition's `_id` range and the user's filter as two
@@ -28,7 +31,28 @@ use bson::{Bson, Document};
 /// The pipeline `specs` with adjacent `$match` stages coalesced and every fusable
 /// `$project` + `$group` pair fused.
 pub fn optimize(specs: Vec<Document>) -> Vec<Document> {
-    fuse_groups(coalesce_matches(specs))
+    fuse_event_filters(fuse_groups(coalesce_matches(specs)))
+}
+
+/// A time-series read's `$_internalUnpackBucket` followed by a coalescable `$match`: the
+/// filter becomes the unpacking's `eventFilter` (as MongoDB's optimizer moves it), tested
+/// on each measurement before it is built whole.
+fn fuse_event_filters(mut specs: Vec<Document>) -> Vec<Document> {
+    let mut i = 0;
+    while i + 1 < specs.len() {
+        let fusable = matches!(
+            specs[i].get("$_internalUnpackBucket"),
+            Some(Bson::Document(unpack)) if specs[i].len() == 1 && !unpack.contains_key("eventFilter")
+        );
+        if let (true, Some(filter)) = (fusable, coalescable_match(&specs[i + 1]).cloned()) {
+            if let Some(Bson::Document(unpack)) = specs[i].get_mut("$_internalUnpackBucket") {
+                unpack.insert("eventFilter", filter);
+            }
+            specs.remove(i + 1);
+        }
+        i += 1;
+    }
+    specs
 }
 
 /// The filter of a `$match` stage that may be coalesced with its neighbour.
@@ -328,6 +352,34 @@ mod tests {
         ] {
             assert_eq!(optimize(pair.clone()), pair);
         }
+    }
+
+    #[test]
+    fn a_match_after_unpacking_becomes_its_event_filter() {
+        let unpack = doc! {"timeField": "t", "metaField": "m"};
+        let specs = vec![
+            doc! {"$match": {"meta": "a"}},
+            doc! {"$_internalUnpackBucket": unpack.clone()},
+            doc! {"$match": {"v": {"$gt": 1}}},
+            doc! {"$match": {"w": 2}},
+            doc! {"$count": "n"},
+        ];
+        let mut fused = unpack.clone();
+        fused.insert("eventFilter", doc! {"$and": [{"v": {"$gt": 1}}, {"w": 2}]});
+        assert_eq!(
+            optimize(specs),
+            vec![
+                doc! {"$match": {"meta": "a"}},
+                doc! {"$_internalUnpackBucket": fused},
+                doc! {"$count": "n"},
+            ]
+        );
+        // `$expr` stays in its stage, as a `$match` after it does.
+        let kept = vec![
+            doc! {"$_internalUnpackBucket": unpack},
+            doc! {"$match": {"$expr": {"$gt": ["$v", 1]}}},
+        ];
+        assert_eq!(optimize(kept.clone()), kept);
     }
 
     #[test]

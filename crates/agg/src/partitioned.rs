@@ -11,7 +11,7 @@
 use crate::pipeline::{stream_stages, Collections, DocumentStream, ExecContext, NoCollections};
 use crate::stages::group::Groups;
 use crate::stages::{count, Stage};
-use crate::Pipeline;
+use crate::{Pipeline, UnpackBucket};
 use basalt_error::Result;
 
 /// A pipeline split at its first stage that needs all documents together.
@@ -58,12 +58,41 @@ impl<'p> Partitioned<'p> {
 
     /// Runs the per-document stages over one partition's documents into `partial`.
     pub fn accumulate(&self, partial: &mut Partial, input: DocumentStream<'_>) -> Result<()> {
+        self.accumulate_from(0, partial, input)
+    }
+
+    /// The leading `$_internalUnpackBucket` of the per-document stages, for a caller
+    /// that unpacks the buckets from their stored bytes itself and hands the
+    /// measurements to [`Partitioned::accumulate_unpacked`].
+    pub fn leading_unpack(&self) -> Option<&'p UnpackBucket> {
+        match self.pipeline.stages().first() {
+            Some(Stage::UnpackBucket(unpack)) if self.split > 0 => Some(unpack),
+            _ => None,
+        }
+    }
+
+    /// Runs the per-document stages after the leading unpacking over measurements that
+    /// [`Partitioned::leading_unpack`] gave, into `partial`.
+    pub fn accumulate_unpacked(
+        &self,
+        partial: &mut Partial,
+        measurements: DocumentStream<'_>,
+    ) -> Result<()> {
+        self.accumulate_from(1, partial, measurements)
+    }
+
+    fn accumulate_from(
+        &self,
+        first: usize,
+        partial: &mut Partial,
+        input: DocumentStream<'_>,
+    ) -> Result<()> {
         let vars = self.pipeline.variables();
         let ctx = ExecContext {
             vars,
             collections: &NoCollections,
         };
-        let stream = stream_stages(&self.pipeline.stages()[..self.split], input, ctx);
+        let stream = stream_stages(&self.pipeline.stages()[first..self.split], input, ctx);
         match (self.head(), &mut partial.0) {
             (Stage::Group(group), State::Group(groups)) => {
                 for doc in stream {

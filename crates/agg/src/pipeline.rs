@@ -403,6 +403,22 @@ fn sub_pipeline_depth(stages: &[Document]) -> usize {
         .unwrap_or(0)
 }
 
+/// Makes a time-series read's leading `$_internalUnpackBucket` (after the buckets'
+/// `$match`, if any) decode only the fields the stages after it read.
+fn narrow_unpacking(parsed: &mut Stages, specs: &[Document], scope: &Scope) {
+    let Some(at) = specs
+        .iter()
+        .position(|spec| !spec.contains_key("$match"))
+        .filter(|at| specs[*at].contains_key("$_internalUnpackBucket"))
+    else {
+        return;
+    };
+    // Each `$match` before it is one stage: the stage at `at` is the unpacking.
+    if let Some(Stage::UnpackBucket(unpack)) = parsed.0.get_mut(at) {
+        unpack.include(crate::dependencies::pipeline_fields(&specs[at + 1..], scope).into_fields());
+    }
+}
+
 impl Pipeline {
     /// Parses pipeline stages whose input the caller provides. `let_vars` is the
     /// command's `let` option: each value is a constant expression, evaluated once here
@@ -479,6 +495,8 @@ impl Pipeline {
             &scope.names.clone().with_collation(collation.cloned()),
             place,
         )?;
+        let mut parsed = parsed;
+        narrow_unpacking(&mut parsed, stages, &scope);
         Ok(Pipeline {
             stages: parsed,
             specs: stages.to_vec(),

@@ -14,7 +14,7 @@ use basalt_error::{Error, ErrorCode, Result};
 use basalt_storage::{
     Durability, Engine, ScanEnd, ScanStart, Snapshot, Space, WriteBatch, WriteOp,
 };
-use bson::{doc, Bson, Document, RawDocument};
+use bson::{doc, Bson, Document, RawDocument, RawDocumentBuf};
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -602,6 +602,37 @@ struct Staging {
     greatest: Vec<Option<Option<Vec<u8>>>>,
     /// Whether the only index is `_id`'s: documents in their bytes are then never decoded.
     id_index_only: bool,
+    /// The top-level fields the indexes read ([`index_fields`]): only those of a
+    /// document in its bytes are decoded.
+    index_fields: Option<Vec<String>>,
+}
+
+/// The top-level fields the entries of `meta`'s indexes are made from; `None` when an
+/// index may read any field.
+fn index_fields(meta: &CollectionMeta) -> Option<Vec<String>> {
+    let mut fields: Vec<String> = Vec::new();
+    for index in &meta.indexes {
+        for field in index.top_level_fields()? {
+            if !fields.iter().any(|f| f == field) {
+                fields.push(field.to_string());
+            }
+        }
+    }
+    Some(fields)
+}
+
+/// The top-level `fields` of a document in its bytes, decoded alone: what its index
+/// entries are made from.
+fn index_view(raw: &RawDocument, fields: &[String]) -> Result<Document> {
+    let invalid = |e: bson::error::Error| Error::bad_value(format!("invalid document: {e}"));
+    let mut view = Document::new();
+    for element in raw {
+        let (key, value) = element.map_err(invalid)?;
+        if fields.iter().any(|f| f == key.as_str()) {
+            view.insert(key.as_str(), Bson::try_from(value).map_err(invalid)?);
+        }
+    }
+    Ok(view)
 }
 
 /// The keys (`index id | encoded key`) an insert batch adds to one unique index. A load
@@ -699,6 +730,7 @@ impl Writer<'_> {
                 .indexes
                 .iter()
                 .all(|i| i.keyed_by_id_alone() || i.is_column_store()),
+            index_fields: index_fields(&meta),
         };
         let mut outcomes = Vec::with_capacity(docs.size_hint().0);
         let mut bytes = 0;
@@ -819,8 +851,11 @@ impl Writer<'_> {
                 (raw.as_bytes().to_vec(), None, leading_id(raw)?)
             }
             Incoming::Raw(raw) => {
-                let doc = Document::try_from(raw)
-                    .map_err(|e| Error::bad_value(format!("invalid document: {e}")))?;
+                let doc = match &staging.index_fields {
+                    Some(fields) => index_view(raw, fields)?,
+                    None => Document::try_from(raw)
+                        .map_err(|e| Error::bad_value(format!("invalid document: {e}")))?,
+                };
                 let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
                 (raw.as_bytes().to_vec(), Some(Cow::Owned(doc)), id)
             }
@@ -938,6 +973,45 @@ impl Writer<'_> {
         new: &Document,
         durability: Durability,
     ) -> Result<()> {
+        let new_bytes = new.to_vec()?;
+        let old_size = basalt_value::document_size_bytes(old);
+        self.replace_keyed(record_id, (old, new), (old_size, new_bytes), durability)
+    }
+
+    /// As [`Writer::replace`], for a document and its new version in their bytes (a
+    /// time-series bucket's, rewritten as bytes): only the top-level fields the indexes
+    /// read are decoded, unless an index may read any field or the change is recorded
+    /// in the oplog, which needs both versions whole.
+    pub fn replace_raw(
+        &mut self,
+        record_id: u64,
+        old: &RawDocument,
+        new: RawDocumentBuf,
+        durability: Durability,
+    ) -> Result<()> {
+        let decode = |raw: &RawDocument| {
+            Document::try_from(raw).map_err(|e| Error::internal(format!("a record: {e}")))
+        };
+        let fields = index_fields(&self.collection.meta());
+        let (Some(fields), false) = (fields, crate::oplog::recording()) else {
+            return self.replace(record_id, &decode(old)?, &decode(&new)?, durability);
+        };
+        let keyed = |raw: &RawDocument| index_view(raw, &fields);
+        let views = (&keyed(old)?, &keyed(&new)?);
+        let sizes = (old.as_bytes().len(), new.into_bytes());
+        self.replace_keyed(record_id, views, sizes, durability)
+    }
+
+    /// Replaces the record at `record_id` with `new_bytes`, moving its index entries
+    /// from the keys of `old` to those of `new` (the versions whole, or holding every
+    /// field the indexes read when the oplog records nothing).
+    fn replace_keyed(
+        &mut self,
+        record_id: u64,
+        (old, new): (&Document, &Document),
+        (old_size, new_bytes): (usize, Vec<u8>),
+        durability: Durability,
+    ) -> Result<()> {
         let meta = self.collection.meta();
         let snapshot = self.collection.engine.snapshot();
         let mut batch = WriteBatch::default();
@@ -981,12 +1055,11 @@ impl Writer<'_> {
                 }
             }
         }
-        let new_bytes = new.to_vec()?;
         let new_raw = RawDocument::from_bytes(&new_bytes)
             .map_err(|e| Error::internal(format!("an updated document: {e}")))?;
         crate::oplog::update(&mut batch, &meta, old, new, new_raw);
         crate::column_store::mark_written(&mut batch, &meta, [record_id]);
-        let size_change = new_bytes.len() as i64 - basalt_value::document_size_bytes(old) as i64;
+        let size_change = new_bytes.len() as i64 - old_size as i64;
         batch.put(
             Space::Records,
             keys::record_key(meta.id, record_id),

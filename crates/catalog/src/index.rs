@@ -342,6 +342,24 @@ impl IndexSpec {
             .map(String::as_str)
     }
 
+    /// The top-level fields of a document that its entries for this index are made
+    /// from: its key's paths' first fields. `None` when any field may be (a wildcard
+    /// or text index, or a partial filter).
+    pub fn top_level_fields(&self) -> Option<Vec<&str>> {
+        if self.is_column_store() {
+            return Some(Vec::new());
+        }
+        if self.partial.is_some() || self.wildcard().is_some() || self.text().is_some() {
+            return None;
+        }
+        Some(
+            self.key
+                .keys()
+                .map(|path| path.split('.').next().unwrap_or(path))
+                .collect(),
+        )
+    }
+
     /// What the entries for `doc` (whose keys are `keys`) store beside their key:
     /// `doc`'s values of the [`IndexSpec::stored_fields`] (those it has) as a BSON
     /// document. Empty when the index stores none, when `doc` reaches an array (each of

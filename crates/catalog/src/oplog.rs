@@ -174,7 +174,7 @@ fn record(batch: &mut WriteBatch, change: Change<'_>) {
     });
 }
 
-fn recording() -> bool {
+pub(crate) fn recording() -> bool {
     ENTRY.with(|entry| entry.borrow().is_some())
 }
 

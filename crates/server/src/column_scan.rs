@@ -336,17 +336,41 @@ pub(crate) fn partition_partial(
 ) -> Result<Option<Partial>> {
     let mut partial = split.empty();
     let mut batch = Vec::with_capacity(PARTITION_BATCH_DOCS);
-    scan.visit(range, &mut ExecStats::default(), &mut |_, _, doc| {
-        batch.push(doc);
-        if batch.len() == PARTITION_BATCH_DOCS {
-            split.accumulate(&mut partial, Box::new(batch.drain(..).map(Ok)))?;
+    // Time-series buckets are unpacked from their stored bytes, only the measurements
+    // and fields the stages need.
+    let unpack = split.leading_unpack();
+    let stored = RangeScan {
+        needs: Needs::StoredBytes,
+        deadline: scan.deadline.clone(),
+        ..*scan
+    };
+    let scan = if unpack.is_some() { &stored } else { scan };
+    let accumulate = |partial: &mut Partial, batch: &mut Vec<Document>| {
+        let input = Box::new(batch.drain(..).map(Ok));
+        match unpack {
+            Some(_) => split.accumulate_unpacked(partial, input),
+            None => split.accumulate(partial, input),
+        }
+    };
+    scan.visit(range, &mut ExecStats::default(), &mut |_, raw, doc| {
+        match (unpack, raw) {
+            (Some(unpack), Some(raw)) => batch.extend(unpack.unpack_stored(raw)?),
+            (Some(unpack), None) => {
+                let raw = bson::RawDocumentBuf::try_from(&doc)
+                    .map_err(|e| Error::internal(e.to_string()))?;
+                batch.extend(unpack.unpack_stored(&raw)?);
+            }
+            (None, _) => batch.push(doc),
+        }
+        if batch.len() >= PARTITION_BATCH_DOCS {
+            accumulate(&mut partial, &mut batch)?;
             if split.exceeds_memory(&partial) {
                 return Ok(Step::StopAfter);
             }
         }
         Ok(Step::Continue)
     })?;
-    split.accumulate(&mut partial, Box::new(batch.into_iter().map(Ok)))?;
+    accumulate(&mut partial, &mut batch)?;
     Ok((!split.exceeds_memory(&partial)).then_some(partial))
 }
 

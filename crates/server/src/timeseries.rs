@@ -24,7 +24,7 @@ use basalt_catalog::{Catalog, Collection};
 use basalt_error::{Error, ErrorCode, Result};
 use basalt_query::Matcher;
 use basalt_storage::Durability;
-use bson::{doc, Bson, Document};
+use bson::{doc, Bson, Document, RawDocument, RawDocumentBuf};
 use std::sync::Arc;
 
 /// The collection that holds the buckets of time-series collection `name`.
@@ -386,28 +386,28 @@ pub fn create(
     Ok(())
 }
 
-/// Stores the measurements of an insert into a time-series collection: each goes into
-/// the bucket of its meta value whose span holds its time and that has room, or a new
-/// one. Returns the outcome of each measurement tried, in order (an ordered insert
-/// tries none after the first that cannot be stored).
+/// Stores the measurements of an insert into a time-series collection, in their bytes:
+/// each goes into the bucket of its meta value whose span holds its time and that has
+/// room, or a new one. Returns the outcome of each measurement tried, in order (an
+/// ordered insert tries none after the first that cannot be stored).
 pub fn insert(
     options: &TimeSeries,
     buckets: &Collection,
-    measurements: Vec<Document>,
+    measurements: &[impl AsRef<RawDocument>],
     ordered: bool,
     durability: Durability,
 ) -> Vec<Result<()>> {
     let mut outcomes = Vec::with_capacity(measurements.len());
-    let mut ready: Vec<(usize, Option<Bson>, Document)> = Vec::new();
-    for (position, measurement) in measurements.into_iter().enumerate() {
-        let meta = options
-            .meta_field
-            .as_ref()
-            .and_then(|field| measurement.get(field).cloned());
-        match prepare(options, measurement) {
-            Ok(measurement) => {
+    // Measurements of one meta value go to their buckets together.
+    let mut groups: Vec<(Option<Bson>, Group)> = Vec::new();
+    for (position, measurement) in measurements.iter().enumerate() {
+        match prepare(options, measurement.as_ref()) {
+            Ok((meta, ready)) => {
                 outcomes.push(Ok(()));
-                ready.push((position, meta, measurement));
+                match groups.iter_mut().find(|(m, _)| *m == meta) {
+                    Some((_, group)) => group.push((position, ready)),
+                    None => groups.push((meta, vec![(position, ready)])),
+                }
             }
             Err(e) => {
                 outcomes.push(Err(e));
@@ -417,19 +417,12 @@ pub fn insert(
             }
         }
     }
-    // Measurements of one meta value, in time order, go to their buckets together.
-    let mut groups: Vec<(Option<Bson>, Group)> = Vec::new();
-    for (position, meta, measurement) in ready {
-        match groups.iter_mut().find(|(m, _)| *m == meta) {
-            Some((_, group)) => group.push((position, measurement)),
-            None => groups.push((meta, vec![(position, measurement)])),
-        }
-    }
     for (meta, mut group) in groups {
-        group.sort_by_key(|(_, m)| time_of(options, m));
-        if let Err(e) = store_group(options, buckets, meta, &group, durability) {
-            for (position, _) in &group {
-                outcomes[*position] = Err(e.clone());
+        group.sort_by_key(|(_, ready)| ready.time);
+        let positions: Vec<usize> = group.iter().map(|(position, _)| *position).collect();
+        if let Err(e) = store_group(options, buckets, meta, group, durability) {
+            for position in positions {
+                outcomes[position] = Err(e.clone());
             }
         }
     }
@@ -437,47 +430,54 @@ pub fn insert(
 }
 
 /// Measurements of one meta value, each with its position in the insert.
-type Group = Vec<(usize, Document)>;
+type Group = Vec<(usize, Ready)>;
 
-/// A measurement ready for a bucket: a date at the timeField, an `_id` (generated when
-/// missing), and without the metaField (the bucket holds it).
-fn prepare(options: &TimeSeries, measurement: Document) -> Result<Document> {
-    if !matches!(
-        measurement.get(&options.time_field),
-        Some(Bson::DateTime(_))
-    ) {
-        return Err(Error::bad_value(format!(
-            "'{}' must be present and contain a valid BSON UTC datetime value",
-            options.time_field
-        )));
+/// A measurement ready for a bucket: its time, and its bytes with an `_id` first
+/// (generated when missing) and without the metaField (the bucket holds it).
+struct Ready {
+    time: i64,
+    bytes: RawDocumentBuf,
+}
+
+/// A measurement's meta value and the measurement [`Ready`] for a bucket; BadValue
+/// without a date at the timeField.
+fn prepare(options: &TimeSeries, measurement: &RawDocument) -> Result<(Option<Bson>, Ready)> {
+    let invalid = |e: bson::error::Error| Error::bad_value(format!("invalid document: {e}"));
+    let time = match measurement.get(&options.time_field).map_err(invalid)? {
+        Some(bson::RawBsonRef::DateTime(time)) => time.timestamp_millis(),
+        _ => {
+            return Err(Error::bad_value(format!(
+                "'{}' must be present and contain a valid BSON UTC datetime value",
+                options.time_field
+            )))
+        }
+    };
+    let meta_field = options.meta_field.as_deref();
+    let mut meta = None;
+    let mut bytes = RawDocumentBuf::new();
+    match measurement.get("_id").map_err(invalid)? {
+        Some(id) => bytes.append(bson::raw::cstr!("_id"), id),
+        None => bytes.append(bson::raw::cstr!("_id"), basalt_value::clock::object_id()),
     }
-    let mut ready = Document::new();
-    let id = measurement
-        .get("_id")
-        .cloned()
-        .unwrap_or_else(|| Bson::ObjectId(basalt_value::clock::object_id()));
-    ready.insert("_id", id);
-    for (field, value) in measurement {
-        if field != "_id" && Some(&field) != options.meta_field.as_ref() {
-            ready.insert(field, value);
+    for element in measurement {
+        let (field, value) = element.map_err(invalid)?;
+        if Some(field.as_str()) == meta_field {
+            meta = Some(Bson::try_from(value).map_err(invalid)?);
+        } else if field.as_str() != "_id" {
+            bytes.append(field, value);
         }
     }
-    Ok(ready)
+    Ok((meta, Ready { time, bytes }))
 }
 
-fn time_of(options: &TimeSeries, measurement: &Document) -> i64 {
-    match measurement.get(&options.time_field) {
-        Some(Bson::DateTime(time)) => time.timestamp_millis(),
-        _ => 0,
-    }
-}
-
-/// Writes one meta value's measurements (in time order) into buckets.
+/// Writes one meta value's measurements (in time order) into buckets. Buckets are
+/// read and written as their bytes: a measurement's values are appended to the stored
+/// columns without decoding them.
 fn store_group(
     options: &TimeSeries,
     buckets: &Collection,
     meta: Option<Bson>,
-    group: &[(usize, Document)],
+    group: Group,
     durability: Durability,
 ) -> Result<()> {
     let span_ms = options.bucket_max_span_seconds * 1000;
@@ -485,11 +485,10 @@ fn store_group(
     let mut writer = buckets.writer();
     // The bucket being filled: record id (0 for a new one), its stored version, its
     // start and how many measurements it will hold with the pending ones.
-    let mut open: Option<(u64, Document)> = None;
+    let mut open: Option<(u64, RawDocumentBuf)> = None;
     let (mut start, mut count) = (0i64, 0i64);
-    let mut pending: Vec<Document> = Vec::new();
-    for (_, measurement) in group {
-        let time = time_of(options, measurement);
+    let mut pending: Vec<RawDocumentBuf> = Vec::new();
+    for (_, Ready { time, bytes }) in group {
         let room = open.is_some()
             && time >= start
             && time < start + span_ms
@@ -498,29 +497,42 @@ fn store_group(
             flush(&mut writer, open.take(), &mut pending, options, durability)?;
             let (record_id, bucket) = match find_bucket(options, buckets, meta.as_ref(), time)? {
                 Some(found) => found,
-                None => (0, new_bucket(meta.as_ref(), time, rounding_ms)),
+                None => (0, new_bucket(meta.as_ref(), time, rounding_ms)?),
             };
-            let control = bucket.get_document("control").ok();
+            let control = bucket_control(&bucket)?;
             start = control
-                .and_then(|c| c.get_document("min").ok())
+                .get_document("min")
+                .ok()
                 .and_then(|min| min.get_datetime(&options.time_field).ok())
                 .map_or(time - time.rem_euclid(rounding_ms.max(1)), |t| {
                     t.timestamp_millis()
                 });
             count = control
-                .and_then(|c| c.get("count"))
+                .get("count")
                 .and_then(basalt_value::as_i64)
                 .unwrap_or(0);
             open = Some((record_id, bucket));
         }
-        pending.push(measurement.clone());
+        pending.push(bytes);
         count += 1;
     }
     flush(&mut writer, open, &mut pending, options, durability)
 }
 
+/// A bucket's `control`, decoded (empty for a new bucket).
+fn bucket_control(bucket: &RawDocument) -> Result<Document> {
+    let corrupt = |e: bson::error::Error| Error::internal(format!("a corrupt bucket: {e}"));
+    match bucket.get("control").map_err(corrupt)? {
+        Some(control) => match control.as_document() {
+            Some(control) => Document::try_from(control).map_err(corrupt),
+            None => Ok(Document::new()),
+        },
+        None => Ok(Document::new()),
+    }
+}
+
 /// A new, empty bucket for `meta` starting at `time` (its `_id` holds the rounded time).
-fn new_bucket(meta: Option<&Bson>, time_ms: i64, rounding_ms: i64) -> Document {
+fn new_bucket(meta: Option<&Bson>, time_ms: i64, rounding_ms: i64) -> Result<RawDocumentBuf> {
     let start = time_ms - time_ms.rem_euclid(rounding_ms.max(1));
     let mut id = basalt_value::clock::object_id().bytes();
     let seconds = u32::try_from(start.div_euclid(1000)).unwrap_or(0);
@@ -529,14 +541,14 @@ fn new_bucket(meta: Option<&Bson>, time_ms: i64, rounding_ms: i64) -> Document {
     if let Some(meta) = meta {
         bucket.insert("meta", meta.clone());
     }
-    bucket
+    Ok(RawDocumentBuf::try_from(&bucket)?)
 }
 
 /// Adds the pending measurements to `bucket` and stores it (record id 0: a new bucket).
 fn flush(
     writer: &mut basalt_catalog::Writer<'_>,
-    bucket: Option<(u64, Document)>,
-    pending: &mut Vec<Document>,
+    bucket: Option<(u64, RawDocumentBuf)>,
+    pending: &mut Vec<RawDocumentBuf>,
     options: &TimeSeries,
     durability: Durability,
 ) -> Result<()> {
@@ -546,28 +558,28 @@ fn flush(
     if pending.is_empty() {
         return Ok(());
     }
-    let mut after = before.clone();
     let rounding_ms = options.bucket_rounding_seconds * 1000;
-    basalt_agg::time_series::append(&mut after, pending, &options.time_field, rounding_ms)?;
+    let after =
+        basalt_agg::time_series::append(&before, pending, &options.time_field, rounding_ms)?;
     pending.clear();
     if record_id == 0 {
         writer
-            .insert_many(&[after], true, durability)?
+            .insert_many_raw(&[after], true, durability)?
             .into_iter()
             .try_for_each(|outcome| outcome.map(|_| ()))
     } else {
-        writer.replace(record_id, &before, &after, durability)
+        writer.replace_raw(record_id, &before, after, durability)
     }
 }
 
 /// The newest bucket of `meta` whose span holds `time` and that has room, through the
-/// buckets' index on meta and time.
+/// buckets' index on meta and time: its record id and stored bytes.
 fn find_bucket(
     options: &TimeSeries,
     buckets: &Collection,
     meta: Option<&Bson>,
     time_ms: i64,
-) -> Result<Option<(u64, Document)>> {
+) -> Result<Option<(u64, RawDocumentBuf)>> {
     let span_ms = options.bucket_max_span_seconds * 1000;
     let min_time = format!("control.min.{}", options.time_field);
     let mut filter = doc! {
@@ -583,8 +595,30 @@ fn find_bucket(
     };
     let matcher = Matcher::new(&filter)?;
     let path = AccessPath::choose(buckets, &filter, None, None)?;
-    let found = collect_matches(buckets, &matcher, &path, None, Deadline::default())?;
-    Ok(found.into_iter().max_by_key(|(record_id, _)| *record_id))
+    let snapshot = buckets.snapshot();
+    // Only the filter's fields of each candidate are decoded; the newest is read whole.
+    let mut newest = None;
+    crate::exec::for_each_match(
+        buckets,
+        &*snapshot,
+        &matcher,
+        &path,
+        Deadline::default(),
+        Some(&[]),
+        &mut |record_id, _| {
+            newest = newest.max(Some(record_id));
+            Ok(std::ops::ControlFlow::Continue(()))
+        },
+    )?;
+    let Some(record_id) = newest else {
+        return Ok(None);
+    };
+    let bytes = buckets
+        .get_record_bytes(&*snapshot, record_id)?
+        .ok_or_else(|| Error::internal("a bucket vanished under its snapshot"))?;
+    let bucket = RawDocumentBuf::from_bytes(bytes)
+        .map_err(|e| Error::internal(format!("a corrupt bucket: {e}")))?;
+    Ok(Some((record_id, bucket)))
 }
 
 /// Deletes the measurements of the time-series collection that match `filter` (at most
@@ -643,7 +677,7 @@ pub fn delete(
             if let Some(meta) = bucket.get("meta") {
                 rewritten.insert("meta", meta.clone());
             }
-            basalt_agg::time_series::append(
+            basalt_agg::time_series::append_document(
                 &mut rewritten,
                 &kept,
                 &options.time_field,

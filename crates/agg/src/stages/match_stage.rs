@@ -57,6 +57,12 @@ impl Match {
         }
     }
 
+    /// The query matcher of a filter without a top-level `$expr`, for a stage that
+    /// tests it itself; `None` for one with `$expr`.
+    pub(crate) fn into_query_matcher(self) -> Option<Matcher> {
+        self.expr.is_none().then_some(self.matcher)
+    }
+
     /// Hands the part of the filter the query matcher evaluates to a scan that applies
     /// it, leaving only the `$expr` here. Returns that part and whether anything is left.
     pub(crate) fn take_query_part(&mut self) -> Result<(Document, bool)> {

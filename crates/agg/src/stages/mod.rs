@@ -116,7 +116,7 @@ impl Stage {
             "$count" => Stage::Count(count::parse(args)?),
             "$unwind" => Stage::Unwind(unwind::Unwind::parse(args)?),
             "$_internalUnpackBucket" => {
-                Stage::UnpackBucket(unpack_bucket::UnpackBucket::parse(args)?)
+                Stage::UnpackBucket(unpack_bucket::UnpackBucket::parse(args, ctx)?)
             }
             "$replaceRoot" | "$replaceWith" => {
                 Stage::ReplaceRoot(replace_root::parse(name, args, ctx)?)

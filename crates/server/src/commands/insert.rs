@@ -33,13 +33,16 @@ pub fn insert(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let ordered = fields.bool_or("ordered", true)?;
     let durability = durability(&fields)?;
     if let Some((options, buckets)) = crate::timeseries::get(&ctx.server.catalog, ctx.db, name) {
+        let encoded;
         let measurements = match raw {
-            Some(sequence) => sequence
-                .documents
-                .iter()
-                .map(|raw| Document::try_from(raw.as_ref()).map_err(Error::from))
-                .collect::<Result<Vec<_>>>()?,
-            None => decoded.into_iter().cloned().collect(),
+            Some(sequence) => &sequence.documents,
+            None => {
+                encoded = decoded
+                    .iter()
+                    .map(|doc| bson::RawDocumentBuf::try_from(*doc).map_err(Error::from))
+                    .collect::<Result<Vec<_>>>()?;
+                &encoded
+            }
         };
         return insert_measurements(ctx, &options, &buckets, measurements, ordered, durability);
     }
@@ -85,7 +88,7 @@ fn insert_measurements(
     ctx: &Ctx<'_>,
     options: &crate::timeseries::TimeSeries,
     buckets: &basalt_catalog::Collection,
-    measurements: Vec<Document>,
+    measurements: &[bson::RawDocumentBuf],
     ordered: bool,
     durability: basalt_storage::Durability,
 ) -> Result<Document> {

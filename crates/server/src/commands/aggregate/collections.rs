@@ -152,7 +152,11 @@ impl ServerCollections {
         let mut batch = Vec::new();
         let mut bytes = 0usize;
         let store = |batch: Vec<Document>| {
-            crate::timeseries::insert(options, &buckets, batch, true, self.durability)
+            let batch = batch
+                .iter()
+                .map(bson::RawDocumentBuf::try_from)
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            crate::timeseries::insert(options, &buckets, &batch, true, self.durability)
                 .into_iter()
                 .collect::<Result<Vec<()>>>()
                 .map(drop)
