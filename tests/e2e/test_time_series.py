@@ -312,3 +312,65 @@ def test_reads_answer_as_a_plain_collection_of_the_same_measurements(db):
         assert list(db.obs.aggregate(pipeline)) == list(db.plain.aggregate(pipeline)), query
         projected = [{"$match": query}, {"$project": {"air.q": 1}}, {"$sort": {"_id": 1}}]
         assert list(db.obs.aggregate(projected)) == list(db.plain.aggregate(projected)), query
+
+
+def test_a_2dsphere_index_on_a_measurement_field_and_geo_near(db):
+    """A `2dsphere` index on a measurement field is the buckets' `2dsphere_bucket` index
+    on its column (MongoDB's translation), listed as asked; `$geoNear` measures the
+    measurements its query keeps, nearest first, as on a plain collection; `$geoWithin`
+    finds the measurements inside a region."""
+    db.create_collection("geo", timeseries={"timeField": "ts", "metaField": "st"})
+    docs = [
+        {
+            "_id": i,
+            "ts": at(i // 20),
+            "st": f"s{i % 20}",
+            "pos": {"type": "Point", "coordinates": [(i % 20) * 0.5, (i % 20) * 0.25]},
+        }
+        for i in range(400)
+    ]
+    db.geo.insert_many(docs)
+    db.plain.insert_many(docs)
+    db.geo.create_index([("pos", "2dsphere")])
+    db.plain.create_index([("pos", "2dsphere")])
+    keys = {index["name"]: index["key"] for index in db.geo.list_indexes()}
+    assert keys["pos_2dsphere"] == {"pos": "2dsphere"}
+    bucket_keys = [index["key"] for index in db["system.buckets.geo"].list_indexes()]
+    assert {"data.pos": "2dsphere_bucket"} in bucket_keys
+
+    near = {"type": "Point", "coordinates": [3.1, 1.6]}
+    pipeline = [
+        {
+            "$geoNear": {
+                "near": near,
+                "key": "pos",
+                "distanceField": "d",
+                "query": {"ts": at(7)},
+                "spherical": True,
+            }
+        },
+        {"$limit": 3},
+        {"$project": {"_id": 1, "st": 1, "d": 1}},
+    ]
+    found = list(db.geo.aggregate(pipeline))
+    assert [d["_id"] for d in found] == [d["_id"] for d in db.plain.aggregate(pipeline)]
+    assert [d["st"] for d in found] == ["s6", "s7", "s5"]
+    assert found[0]["d"] < found[1]["d"] < found[2]["d"]
+    # Without `key`, the only geo index's field is measured.
+    del pipeline[0]["$geoNear"]["key"]
+    assert [d["_id"] for d in db.geo.aggregate(pipeline)] == [d["_id"] for d in found]
+
+    region = {
+        "$geometry": {
+            "type": "Polygon",
+            "coordinates": [[[1.9, 0.9], [4.1, 0.9], [4.1, 2.1], [1.9, 2.1], [1.9, 0.9]]],
+        }
+    }
+    inside = {"pos": {"$geoWithin": region}}
+    assert db.geo.count_documents(inside) == db.plain.count_documents(inside) == 100
+
+    # A measurement whose position is no geometry is refused, as a document would be.
+    with raises_code("Location16755"):
+        db.geo.insert_one({"ts": at(1), "st": "x", "pos": {"type": "Point"}})
+    with raises_code("CannotCreateIndex"):
+        db.plain.create_index([("pos", "2dsphere_bucket")])

@@ -300,6 +300,16 @@ impl Stages {
         }
         for (position, spec) in specs.iter().enumerate() {
             let name = spec.keys().next().map_or("", String::as_str);
+            // A time-series read's `$geoNear` is the first stage over the measurements.
+            let unpacked = names[..position]
+                .iter()
+                .all(|n| matches!(*n, "$match" | "$_internalUnpackBucket"))
+                && names[..position].contains(&"$_internalUnpackBucket");
+            let position = if name == "$geoNear" && unpacked {
+                0
+            } else {
+                position
+            };
             stages::check_placement(name, position, specs.len(), place)?;
         }
         Ok(Stages(parsed))
@@ -548,6 +558,16 @@ impl Pipeline {
             self.stages.0.remove(0);
         }
         Ok(Some(filter))
+    }
+
+    /// A time-series read's `$geoNear`, right after the unpacking, for the server to
+    /// name the measurement field it measures (from the buckets' `2dsphere_bucket`
+    /// indexes).
+    pub fn unpacked_geo_near(&mut self) -> Option<&mut crate::GeoNear> {
+        match self.stages.0.as_mut_slice() {
+            [Stage::UnpackBucket(_), Stage::GeoNear(geo_near), ..] => Some(geo_near),
+            _ => None,
+        }
     }
 
     /// A leading `$geoNear`, for the server to name the geo field it measures (from the

@@ -1,5 +1,7 @@
-//! Geospatial indexes: `2dsphere` (GeoJSON and legacy pairs on the sphere) and `2d`
-//! (legacy pairs on a plane bounded by the index's `min` and `max`).
+//! Geospatial indexes: `2dsphere` (GeoJSON and legacy pairs on the sphere), `2d`
+//! (legacy pairs on a plane bounded by the index's `min` and `max`), and the
+//! `2dsphere_bucket` index a time-series collection's `2dsphere` index on a measurement
+//! field is (the cells covering every geometry of a bucket's column).
 //!
 //! An entry per quadtree cell covering the document's geometry (`basalt_query::geo::cells`),
 //! keyed by the cell's name in place of the geo field, then the values of the index's
@@ -28,12 +30,19 @@ pub struct GeoIndex {
     pub position: usize,
     /// `2dsphere` (else `2d`).
     pub sphere: bool,
+    /// A `2dsphere_bucket` index: the path holds a bucket's column of geometries.
+    pub bucket: bool,
     pub grid: Grid,
 }
 
+/// The index type of a time-series collection's `2dsphere` index on a measurement
+/// field, as MongoDB names it: over the buckets' column of that field (`data.<field>`),
+/// each bucket's entries the cells covering all the points of its measurements.
+pub const SPHERE_BUCKET: &str = "2dsphere_bucket";
+
 /// Whether a key pattern value names a geo index type.
 pub fn is_geo(direction: &Bson) -> bool {
-    matches!(direction, Bson::String(kind) if kind == "2dsphere" || kind == "2d")
+    matches!(direction, Bson::String(kind) if kind == "2dsphere" || kind == "2d" || kind == SPHERE_BUCKET)
 }
 
 impl IndexSpec {
@@ -44,7 +53,8 @@ impl IndexSpec {
             .iter()
             .enumerate()
             .find(|(_, (_, direction))| is_geo(direction))?;
-        let sphere = direction.as_str() == Some("2dsphere");
+        let bucket = direction.as_str() == Some(SPHERE_BUCKET);
+        let sphere = bucket || direction.as_str() == Some("2dsphere");
         let domain = if sphere {
             Bounds::SPHERE
         } else {
@@ -58,6 +68,7 @@ impl IndexSpec {
             path: path.clone(),
             position,
             sphere,
+            bucket,
             grid: Grid { domain },
         })
     }
@@ -104,8 +115,9 @@ impl IndexSpec {
             None | Some(Bson::Null) => return Ok(none),
             Some(value) => value,
         };
-        let points = if index.sphere {
+        let sphere_points = |value: &Bson| {
             Geometry::for_sphere_index(value)
+                .map(|geometry| geometry.lng_lats())
                 .map_err(|e| {
                     Error::location(
                         16755,
@@ -114,8 +126,18 @@ impl IndexSpec {
                             e.message
                         ),
                     )
-                })?
-                .lng_lats()
+                })
+        };
+        let points = if index.bucket {
+            let mut points = Vec::new();
+            for value in value.as_document().into_iter().flat_map(Document::values) {
+                if !matches!(value, Bson::Null) {
+                    points.extend(sphere_points(value)?);
+                }
+            }
+            points
+        } else if index.sphere {
+            sphere_points(value)?
         } else {
             vec![self.flat_point(value, doc)?]
         };

@@ -45,7 +45,7 @@ pub use column_store::{
     is_column_store, set_chunk_cache_limit, ColumnStoreView, CHUNK_CACHE_BYTES_MAX, COLUMN_STORE,
     RECORD_IDS_PATH, ROW_GROUP_SPAN_BITS,
 };
-pub use geo_index::{is_geo, GeoIndex, GEO_CELL_FIELD, SPHERE_INDEX_VERSION};
+pub use geo_index::{is_geo, GeoIndex, GEO_CELL_FIELD, SPHERE_BUCKET, SPHERE_INDEX_VERSION};
 pub use index::{
     hashed_value, is_hashed, DocumentKeys, IndexKey, IndexSpec, PartialFilter, Wildcard,
     TEXT_KEY_FIELD, TEXT_SCORE_KEY_FIELD, WILDCARD_PATH_FIELD,

@@ -27,6 +27,17 @@ use basalt_storage::Durability;
 use bson::{doc, Bson, Document, RawDocument, RawDocumentBuf};
 use std::sync::Arc;
 
+/// The measurement field a time-series read's `$geoNear` measures: its `key`, or the
+/// field of the only `2dsphere` index on a measurement field (the buckets'
+/// `2dsphere_bucket` index on `data.<field>`), with mongod's errors when there is none.
+pub fn geo_near_key(buckets: &Collection, geo_near: &basalt_agg::GeoNear) -> Result<String> {
+    let key = geo_near.key().map(|key| format!("data.{key}"));
+    let column = crate::geo::geo_near_key(buckets, key.as_deref(), geo_near.point())?;
+    Ok(column
+        .strip_prefix("data.")
+        .map_or(column.clone(), str::to_string))
+}
+
 /// The collection that holds the buckets of time-series collection `name`.
 pub const BUCKETS_PREFIX: &str = "system.buckets.";
 
@@ -990,6 +1001,10 @@ impl TimeSeries {
                 bucket_key.insert(format!("meta{rest}"), direction.clone());
                 continue;
             }
+            if direction.as_str() == Some("2dsphere") {
+                bucket_key.insert(format!("data.{field}"), basalt_catalog::SPHERE_BUCKET);
+                continue;
+            }
             let ascending = match direction {
                 Bson::String(_) => {
                     return refuse(
@@ -1037,6 +1052,12 @@ impl TimeSeries {
         let mut key = Document::new();
         let mut fields = bucket_key.iter().peekable();
         while let Some((field, direction)) = fields.next() {
+            if let (Some(name), Some(basalt_catalog::SPHERE_BUCKET)) =
+                (field.strip_prefix("data."), direction.as_str())
+            {
+                key.insert(name, "2dsphere");
+                continue;
+            }
             if let Some(rest) = field.strip_prefix("meta") {
                 if rest.is_empty() || rest.starts_with('.') {
                     key.insert(format!("{}{rest}", meta_field?), direction.clone());

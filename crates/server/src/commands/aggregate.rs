@@ -251,6 +251,9 @@ pub(super) fn results(
         (Some(_), None) => pipeline.take_leading_match()?.unwrap_or_default(),
         (None, _) => Document::new(),
     };
+    if let (Some(buckets), Some(geo_near)) = (&collection, pipeline.unpacked_geo_near()) {
+        geo_near.set_key(crate::timeseries::geo_near_key(buckets, geo_near)?);
+    }
     let input_fields = pipeline.input_fields().map(<[String]>::to_vec);
     let oplog = name
         .filter(|name| crate::local_oplog::is_oplog(ctx.db, name))

@@ -73,8 +73,9 @@ const UNSUPPORTED_OPTIONS: &[&str] = &["clustered"];
 pub fn create_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
     let fields = Fields::new(body);
     let name = fields.collection()?;
+    let on_buckets = name.starts_with(crate::timeseries::BUCKETS_PREFIX);
     for spec in fields.documents("indexes")? {
-        check_requested(spec)?;
+        check_requested(spec, on_buckets)?;
     }
     // A time-series collection's indexes are its buckets', as MongoDB translates them.
     if let Some((series, _)) = crate::timeseries::get(&ctx.server.catalog, ctx.db, name) {
@@ -93,9 +94,10 @@ pub fn create_indexes(ctx: &Ctx<'_>, body: &Document) -> Result<Document> {
 
 /// What mongod requires of an index a client asks for, beyond what every index spec
 /// must be: a name, and key fields that are paths (not empty, no empty part, no leading
-/// `$` but a wildcard's). The specs Basalt derives (a time-series collection's bucket
-/// indexes) are its own.
-fn check_requested(spec: &Document) -> Result<()> {
+/// `$` but a wildcard's), and no `2dsphere_bucket` but on a time-series collection's
+/// buckets. The specs Basalt derives (a time-series collection's bucket indexes) are its
+/// own.
+fn check_requested(spec: &Document, on_buckets: bool) -> Result<()> {
     if !spec.contains_key("name") {
         return Err(Error::failed_to_parse(
             "The 'name' field is a required property of an index specification",
@@ -104,6 +106,19 @@ fn check_requested(spec: &Document) -> Result<()> {
     let Ok(key) = spec.get_document("key") else {
         return Ok(());
     };
+    let bucket_kind = key
+        .values()
+        .any(|kind| kind.as_str() == Some(basalt_catalog::SPHERE_BUCKET));
+    if bucket_kind && !on_buckets {
+        return Err(Error::new(
+            ErrorCode::CANNOT_CREATE_INDEX,
+            format!(
+                "Error in specification {spec} :: caused by :: {} indexes are only allowed on \
+                 time-series buckets collections",
+                basalt_catalog::SPHERE_BUCKET
+            ),
+        ));
+    }
     for field in key.keys() {
         let wildcard = field == "$**" || field.ends_with(".$**");
         let why = if field.is_empty() {
@@ -248,7 +263,7 @@ pub(crate) fn parse_spec(
     }
     for (field, direction) in &key {
         match direction {
-            Bson::String(kind) if matches!(kind.as_str(), "hashed" | "text" | "2dsphere" | "2d" | basalt_catalog::COLUMN_STORE) => {}
+            Bson::String(kind) if matches!(kind.as_str(), "hashed" | "text" | "2dsphere" | "2d" | basalt_catalog::SPHERE_BUCKET | basalt_catalog::COLUMN_STORE) => {}
             Bson::String(kind) => {
                 return Err(invalid(format!("index type '{kind}' on field '{field}' is not supported by Basalt yet")));
             }
@@ -476,7 +491,7 @@ fn geo_options(
     invalid: &dyn Fn(String) -> Error,
 ) -> Result<Document> {
     let kinds: Vec<&str> = key.values().filter_map(Bson::as_str).collect();
-    let sphere = kinds.contains(&"2dsphere");
+    let sphere = kinds.contains(&"2dsphere") || kinds.contains(&basalt_catalog::SPHERE_BUCKET);
     let flat = kinds.iter().filter(|k| **k == "2d").count();
     let mut options = Document::new();
     let number = |name: &str| -> Result<Option<f64>> {

@@ -199,6 +199,14 @@ impl ViewRead<'_> {
         match self.command {
             "aggregate" => {
                 user_stages = fields.documents("pipeline")?;
+                // A time-series read's `$geoNear` measures the measurements its query
+                // keeps: the query goes first, as the unpacking's filter.
+                let query = self
+                    .time_series_geo_near()
+                    .and_then(|g| g.get_document("query").ok());
+                if let Some(query) = query.filter(|q| !q.is_empty()) {
+                    stage("$match", Bson::Document(query.clone()));
+                }
                 copy_except(
                     &mut aggregation,
                     self.body,
@@ -260,13 +268,23 @@ impl ViewRead<'_> {
         let fields = Fields::new(self.body);
         let filter = match self.command {
             "find" => fields.document_opt("filter")?,
-            "aggregate" => fields
-                .documents("pipeline")?
-                .first()
-                .and_then(|stage| stage.get_document("$match").ok()),
+            "aggregate" => match self.time_series_geo_near() {
+                Some(geo_near) => geo_near.get_document("query").ok(),
+                None => fields
+                    .documents("pipeline")?
+                    .first()
+                    .and_then(|stage| stage.get_document("$match").ok()),
+            },
             _ => fields.document_opt("query")?,
         };
         Ok(filter.and_then(|filter| series.bucket_filter(filter)))
+    }
+
+    /// The specification of a time-series aggregation's leading `$geoNear`.
+    fn time_series_geo_near(&self) -> Option<&Document> {
+        self.view.time_series.as_ref()?;
+        let stages = self.body.get_array("pipeline").ok()?;
+        stages.first()?.as_document()?.get_document("$geoNear").ok()
     }
 
     /// The view's collation, which the read runs under; OptionNotSupportedOnView when
