@@ -289,6 +289,11 @@ def test_reads_answer_as_a_plain_collection_of_the_same_measurements(db):
         n = bucket["control"]["count"]
         assert list(bucket["data"]["ts"]) == [str(i) for i in range(n)]
         assert bucket["control"]["max"]["ts"] == max(bucket["data"]["ts"].values())
+        # Bounds of a nested document are kept field by field, as MongoDB keeps them.
+        airs = list(bucket["data"].get("air", {}).values())
+        if airs:
+            assert bucket["control"]["max"]["air"]["v"] == max(a["v"] for a in airs)
+            assert bucket["control"]["min"]["air"]["q"] == min(a["q"] for a in airs)
 
     filters = [
         {"air.q": {"$in": ["1", "2"]}},
@@ -374,3 +379,14 @@ def test_a_2dsphere_index_on_a_measurement_field_and_geo_near(db):
         db.geo.insert_one({"ts": at(1), "st": "x", "pos": {"type": "Point"}})
     with raises_code("CannotCreateIndex"):
         db.plain.create_index([("pos", "2dsphere_bucket")])
+
+
+def test_explain_shows_the_match_inside_the_unpacking(weather):
+    db = weather.database
+    pipeline = [{"$match": {"st": 1, "temp": {"$gt": 2000}}}, {"$count": "n"}]
+    explained = db.command("explain", {"aggregate": "weather", "pipeline": pipeline, "cursor": {}})
+    stages = explained["stages"]
+    unpack = next(s["$_internalUnpackBucket"] for s in stages if "$_internalUnpackBucket" in s)
+    assert unpack["eventFilter"] == {"st": 1, "temp": {"$gt": 2000}}
+    assert not any("$match" in s for s in stages)
+    assert list(weather.aggregate(pipeline)) == [{"n": 333}]

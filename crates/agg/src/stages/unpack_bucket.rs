@@ -22,6 +22,7 @@ use basalt_expr::ParseContext;
 use basalt_query::Matcher;
 use bson::raw::{CStr, RawBsonRef};
 use bson::{Bson, Document, RawDocument, RawDocumentBuf};
+use std::cmp::Ordering;
 use std::collections::HashMap;
 
 /// The stage's specification.
@@ -284,9 +285,10 @@ fn corrupt(e: bson::error::Error) -> Error {
 /// Adds `measurements` to `bucket`, given as its bytes (a new one when it has no
 /// `data`: `_id` and `meta` set by the caller first), and returns the new bucket's
 /// bytes: each column's stored values are copied as bytes with the new ones after
-/// them, and `control.min`, `control.max` and `control.count` kept. The time field's
-/// minimum is rounded down to `rounding_ms`, as MongoDB rounds it. The bucket's other
-/// fields stay where they are; a new bucket gets `control` then `data` at its end.
+/// them, and `control.min`, `control.max` (element-wise, [`widen`]) and `control.count`
+/// kept. The time field's minimum is rounded down to `rounding_ms`, as MongoDB rounds
+/// it. The bucket's other fields stay where they are; a new bucket gets `control` then
+/// `data` at its end.
 pub fn append(
     bucket: &RawDocument,
     measurements: &[impl AsRef<RawDocument>],
@@ -316,18 +318,13 @@ pub fn append(
                 columns.len() - 1
             });
             columns[at].1.push((index.clone(), raw));
-            let value = Bson::try_from(raw).map_err(corrupt)?;
-            if min
-                .get(field)
-                .is_none_or(|m| basalt_value::compare_values(&value, m).is_lt())
-            {
-                min.insert(field, value.clone());
-            }
-            if max
-                .get(field)
-                .is_none_or(|m| basalt_value::compare_values(&value, m).is_gt())
-            {
-                max.insert(field, value);
+            for (bounds, keep) in [(&mut min, Ordering::Less), (&mut max, Ordering::Greater)] {
+                match bounds.get_mut(field) {
+                    Some(bound) => widen(bound, raw, keep)?,
+                    None => {
+                        bounds.insert(field, Bson::try_from(raw).map_err(corrupt)?);
+                    }
+                }
             }
         }
         count += 1;
@@ -386,6 +383,70 @@ pub fn append(
         out.append(bson::raw::cstr!("data"), data);
     }
     Ok(out)
+}
+
+/// Moves `bound`, a field's minimum (`keep` Less) or maximum (Greater) in a bucket's
+/// `control`, to take in `value`, as MongoDB keeps them: two objects field by field and
+/// two arrays element by element (a field or element only one has is taken as it is),
+/// any other pair by MongoDB's order of values. A value is decoded only where it moves
+/// the bound, or where its type has no comparison in its bytes here.
+fn widen(bound: &mut Bson, value: RawBsonRef<'_>, keep: Ordering) -> Result<()> {
+    match (bound, value) {
+        (Bson::Document(bound), RawBsonRef::Document(value)) => {
+            for element in value {
+                let (field, value) = element.map_err(corrupt)?;
+                match bound.get_mut(field.as_str()) {
+                    Some(inner) => widen(inner, value, keep)?,
+                    None => {
+                        bound.insert(field.as_str(), Bson::try_from(value).map_err(corrupt)?);
+                    }
+                }
+            }
+        }
+        (Bson::Array(bound), RawBsonRef::Array(value)) => {
+            for (i, element) in value.into_iter().enumerate() {
+                let value = element.map_err(corrupt)?;
+                match bound.get_mut(i) {
+                    Some(inner) => widen(inner, value, keep)?,
+                    None => bound.push(Bson::try_from(value).map_err(corrupt)?),
+                }
+            }
+        }
+        (bound, value) => {
+            let moves = match compare_in_bytes(value, bound) {
+                Some(order) => order == keep,
+                None => {
+                    let decoded = Bson::try_from(value).map_err(corrupt)?;
+                    basalt_value::compare_values(&decoded, bound) == keep
+                }
+            };
+            if moves {
+                *bound = Bson::try_from(value).map_err(corrupt)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How a value in its bytes compares with a decoded one of the same kind in MongoDB's
+/// order (strings by their bytes, as without a collation), for the kinds measurements
+/// mostly hold; `None` for any other pair (decoded and compared then).
+fn compare_in_bytes(value: RawBsonRef<'_>, other: &Bson) -> Option<Ordering> {
+    match (value, other) {
+        (RawBsonRef::String(x), Bson::String(y)) => Some(x.as_bytes().cmp(y.as_bytes())),
+        (RawBsonRef::DateTime(x), Bson::DateTime(y)) => {
+            Some(x.timestamp_millis().cmp(&y.timestamp_millis()))
+        }
+        (RawBsonRef::Int32(x), Bson::Int32(y)) => Some(x.cmp(y)),
+        (RawBsonRef::Int64(x), Bson::Int64(y)) => Some(x.cmp(y)),
+        (RawBsonRef::Int32(x), Bson::Int64(y)) => Some(i64::from(x).cmp(y)),
+        (RawBsonRef::Int64(x), Bson::Int32(y)) => Some(x.cmp(&i64::from(*y))),
+        // NaN sorts before every number in MongoDB's order: left to the decoded compare.
+        (RawBsonRef::Double(x), Bson::Double(y)) => x.partial_cmp(y),
+        (RawBsonRef::ObjectId(x), Bson::ObjectId(y)) => Some(x.bytes().cmp(&y.bytes())),
+        (RawBsonRef::Boolean(x), Bson::Boolean(y)) => Some(x.cmp(y)),
+        _ => None,
+    }
 }
 
 /// [`append`] on a decoded bucket (a delete's rewrite, `$out`'s buckets).
@@ -526,6 +587,43 @@ mod tests {
                     "v": { "0": 2, "2": 1 },
                     "w": { "1": "x" },
                 },
+            }
+        );
+    }
+
+    #[test]
+    fn bounds_of_objects_and_arrays_are_kept_element_by_element() {
+        let at = bson::DateTime::from_millis;
+        let raw = |doc: Document| RawDocumentBuf::try_from(&doc).unwrap();
+        let empty = RawDocumentBuf::try_from(&doc! { "_id": 1 }).unwrap();
+        let measurements = [
+            raw(doc! { "t": at(0), "a": { "x": 1, "y": 2 }, "b": [1, 2], "s": "m" }),
+            raw(doc! { "t": at(1), "a": { "x": 2, "y": 1, "z": 0 }, "b": [2, 1, 7], "s": "b" }),
+            raw(doc! { "t": at(2), "a": 5, "s": 3.5, "n": f64::NAN }),
+            raw(doc! { "t": at(3), "n": 1_i64 }),
+        ];
+        let bucket = append(&empty, &measurements, "t", 1).unwrap();
+        let control = Document::try_from(bucket.as_ref()).unwrap();
+        let control = control.get_document("control").unwrap();
+        let nested = [
+            raw(doc! { "t": at(0), "a": { "q": "1", "v": 0.25 } }),
+            raw(doc! { "t": at(1), "a": { "q": "2", "v": 0.5 } }),
+            raw(doc! { "t": at(2), "a": { "q": "0", "v": 0.75 } }),
+        ];
+        let nested = append(&empty, &nested, "t", 1).unwrap();
+        let nested = Document::try_from(nested.as_ref()).unwrap();
+        assert_eq!(
+            nested.get_document("control").unwrap().get_document("min").unwrap(),
+            &doc! { "t": at(0), "a": { "q": "0", "v": 0.25 } }
+        );
+        let mut min = control.get_document("min").unwrap().clone();
+        // NaN sorts before every number, and equals no value.
+        assert!(min.remove("n").and_then(|n| n.as_f64()).unwrap().is_nan());
+        assert_eq!(min, doc! { "t": at(0), "a": 5, "b": [1, 1, 7], "s": 3.5 });
+        assert_eq!(
+            control.get_document("max").unwrap(),
+            &doc! {
+                "t": at(3), "a": { "x": 2, "y": 2, "z": 0 }, "b": [2, 2, 7], "s": "m", "n": 1_i64,
             }
         );
     }

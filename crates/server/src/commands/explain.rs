@@ -365,6 +365,14 @@ fn parse_query(inner: &Document) -> Result<Query<'_>> {
         }
         "aggregate" => {
             let mut stages = fields.array_opt("pipeline")?.cloned().unwrap_or_default();
+            // Shown as they run: after the optimizer's rewrites (a time-series read's
+            // `$match` inside its unpacking as `eventFilter`, fused `$project` + `$group`).
+            if let Ok(specs) = basalt_agg::stage_documents(&stages) {
+                stages = basalt_agg::optimize(specs)
+                    .into_iter()
+                    .map(Bson::Document)
+                    .collect();
+            }
             let leading_match = match stages.first() {
                 Some(Bson::Document(stage)) if stage.len() == 1 => match stage.get("$match") {
                     Some(Bson::Document(filter)) => Some(filter.clone()),
