@@ -613,7 +613,11 @@ mod tests {
         let nested = append(&empty, &nested, "t", 1).unwrap();
         let nested = Document::try_from(nested.as_ref()).unwrap();
         assert_eq!(
-            nested.get_document("control").unwrap().get_document("min").unwrap(),
+            nested
+                .get_document("control")
+                .unwrap()
+                .get_document("min")
+                .unwrap(),
             &doc! { "t": at(0), "a": { "q": "0", "v": 0.25 } }
         );
         let mut min = control.get_document("min").unwrap().clone();
