@@ -624,15 +624,8 @@ fn index_fields(meta: &CollectionMeta) -> Option<Vec<String>> {
 /// The top-level `fields` of a document in its bytes, decoded alone: what its index
 /// entries are made from.
 fn index_view(raw: &RawDocument, fields: &[String]) -> Result<Document> {
-    let invalid = |e: bson::error::Error| Error::bad_value(format!("invalid document: {e}"));
-    let mut view = Document::new();
-    for element in raw {
-        let (key, value) = element.map_err(invalid)?;
-        if fields.iter().any(|f| f == key.as_str()) {
-            view.insert(key.as_str(), Bson::try_from(value).map_err(invalid)?);
-        }
-    }
-    Ok(view)
+    basalt_value::raw::decode_named(raw, fields)
+        .map_err(|e| Error::bad_value(format!("invalid document: {e}")))
 }
 
 /// The keys (`index id | encoded key`) an insert batch adds to one unique index. A load

@@ -355,11 +355,8 @@ pub(crate) fn partition_partial(
     scan.visit(range, &mut ExecStats::default(), &mut |_, raw, doc| {
         match (unpack, raw) {
             (Some(unpack), Some(raw)) => batch.extend(unpack.unpack_stored(raw)?),
-            (Some(unpack), None) => {
-                let raw = bson::RawDocumentBuf::try_from(&doc)
-                    .map_err(|e| Error::internal(e.to_string()))?;
-                batch.extend(unpack.unpack_stored(&raw)?);
-            }
+            // A range scan reads records, never index entries alone.
+            (Some(_), None) => return Err(Error::internal("a bucket scanned without its bytes")),
             (None, _) => batch.push(doc),
         }
         if batch.len() >= PARTITION_BATCH_DOCS {

@@ -434,28 +434,6 @@ impl<'a> From<Option<&'a [String]>> for Needs<'a> {
 /// the filter and the consumer (see [`Needs`]).
 pub type Visitor<'v> = dyn FnMut(u64, Option<&RawDocument>, Document) -> Result<Step> + 'v;
 
-/// The top-level `fields` of a record, decoded on their own.
-pub(crate) fn fields_of(
-    raw: &bson::RawDocument,
-    fields: &[String],
-) -> bson::error::Result<Document> {
-    let mut partial = Document::new();
-    let mut converted = true;
-    let intact = basalt_value::raw::for_each_named(raw, fields, |name, value| {
-        match value.map(Bson::try_from) {
-            Some(Ok(value)) => {
-                partial.insert(name, value);
-            }
-            _ => converted = false,
-        }
-    });
-    if !(intact && converted) {
-        // Let bson's validating reader say what is wrong.
-        Document::try_from(raw)?;
-    }
-    Ok(partial)
-}
-
 /// Visits the documents of `collection` that match, in the access path's order
 /// (natural order, or index key order).
 pub fn for_each_match(
@@ -811,10 +789,10 @@ impl RecordReading {
             return Ok(None);
         }
         Ok(if let Some(decoded) = &self.decoded_fields {
-            let doc = fields_of(raw, decoded).map_err(corrupt)?;
+            let doc = basalt_value::raw::decode_named(raw, decoded).map_err(corrupt)?;
             matcher.try_matches(&doc)?.then_some(doc)
         } else if let Some(read) = &self.read_fields {
-            let tested = fields_of(raw, read).map_err(corrupt)?;
+            let tested = basalt_value::raw::decode_named(raw, read).map_err(corrupt)?;
             if matcher.try_matches(&tested)? {
                 Some(Document::try_from(raw).map_err(corrupt)?)
             } else {
@@ -1207,7 +1185,7 @@ impl IndexRun<'_> {
         let corrupt = |e| Error::internal(format!("corrupt record {record_id}: {e}"));
         let raw = RawDocument::from_bytes(&bytes).map_err(corrupt)?;
         let doc = match &self.decoded_fields {
-            Some(fields) => fields_of(raw, fields),
+            Some(fields) => basalt_value::raw::decode_named(raw, fields),
             None => Document::try_from(raw),
         }
         .map_err(corrupt)?;

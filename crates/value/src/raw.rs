@@ -59,6 +59,27 @@ pub fn for_each_named<'a>(
     walked && intact
 }
 
+/// The top-level `fields` of `doc`, decoded alone into a document in document order:
+/// what a filter, a consumer or an index reads of a stored document. Damaged bytes get
+/// the error of bson's validating reader.
+pub fn decode_named(doc: &RawDocument, fields: &[String]) -> bson::error::Result<bson::Document> {
+    let mut partial = bson::Document::new();
+    let mut converted = true;
+    let intact = for_each_named(doc, fields, |name, value| {
+        match value.map(bson::Bson::try_from) {
+            Some(Ok(value)) => {
+                partial.insert(name, value);
+            }
+            _ => converted = false,
+        }
+    });
+    if !(intact && converted) {
+        // Let bson's validating reader say what is wrong.
+        bson::Document::try_from(doc)?;
+    }
+    Ok(partial)
+}
+
 /// Calls `visit(key, value)` for every top-level field of `doc` in order, while it
 /// returns true: what a reader of every field (a columnar export) needs, without the
 /// validating iterator's cost. Keys are given as bytes; a value is `None` when its bytes

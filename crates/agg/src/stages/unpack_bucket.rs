@@ -633,6 +633,18 @@ mod tests {
     }
 
     #[test]
+    fn an_event_filter_is_refused_as_its_match_would_be() {
+        let parse = |filter: Document| {
+            let spec = doc! { "timeField": "t", "eventFilter": filter };
+            UnpackBucket::parse(&Bson::from(spec), &ParseContext::new()).unwrap_err()
+        };
+        let with_expr = parse(doc! { "$expr": { "$gt": ["$v", 1] } });
+        assert_eq!(with_expr.code.0, 5346503, "{with_expr}");
+        let with_where = parse(doc! { "$where": "this.v > 1" });
+        assert_eq!(with_where.code.0, 16395, "{with_where}");
+    }
+
+    #[test]
     fn a_damaged_bucket_is_an_error_not_a_panic() {
         let bucket = doc! { "data": { "t": { "0": 1, "1": 2 }, "v": { "0": "abc" } } };
         let mut bytes = bson::RawDocumentBuf::try_from(&bucket)
